@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// Config is the server's whole configuration. Sources, lowest precedence
+// first: DefaultConfig, SEXTANT_* environment variables, flags.
+type Config struct {
+	Host         string
+	Port         int
+	DataDir      string
+	Synchronous  string
+	LogLevel     string
+	LogFormat    string
+	MaxBodyBytes int64
+	ShutdownWait time.Duration
+	Limits       tracking.Limits
+}
+
+// DefaultConfig returns the configuration used when nothing is set.
+func DefaultConfig() Config {
+	return Config{
+		Host:         "127.0.0.1",
+		Port:         5000,
+		DataDir:      "sextant-data",
+		Synchronous:  "FULL",
+		LogLevel:     "info",
+		LogFormat:    "text",
+		MaxBodyBytes: 16 << 20,
+		ShutdownWait: 15 * time.Second,
+		Limits:       tracking.DefaultLimits(),
+	}
+}
+
+// ConfigError names the configuration field that is wrong.
+type ConfigError struct {
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("invalid configuration: %s: %s", e.Field, e.Msg) }
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	if c.Port < 0 || c.Port > 65535 {
+		return &ConfigError{"port", fmt.Sprintf("must be between 0 and 65535, got %d", c.Port)}
+	}
+	if c.DataDir == "" {
+		return &ConfigError{"data-dir", "must not be empty"}
+	}
+	switch strings.ToUpper(c.Synchronous) {
+	case "FULL", "NORMAL":
+	default:
+		return &ConfigError{"sqlite-synchronous", fmt.Sprintf("must be FULL or NORMAL, got %q", c.Synchronous)}
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return &ConfigError{"log-level", err.Error()}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return &ConfigError{"log-format", fmt.Sprintf("must be text or json, got %q", c.LogFormat)}
+	}
+	if c.MaxBodyBytes < 1024 {
+		return &ConfigError{"max-request-bytes", "must be at least 1024"}
+	}
+	l := c.Limits
+	if l.MetricStepsPerRun <= 0 || l.ParamsPerRun <= 0 || l.TagsPerRun <= 0 || l.MetricKeysPerRun <= 0 {
+		return &ConfigError{"limits", "per-run limits must be positive"}
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	if err != nil {
+		return 0, fmt.Errorf("must be debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+// ServerCommand runs the tracking server.
+type ServerCommand struct {
+	main *Main
+}
+
+// bindFlags binds the config fields to flags and the environment. Each flag
+// --x-y is also read from SEXTANT_X_Y.
+func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr error) {
+	env := func(name string) (string, bool) {
+		v := getenv("SEXTANT_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
+		return v, v != ""
+	}
+	str := func(p *string, name, usage string) {
+		if v, ok := env(name); ok {
+			*p = v
+		}
+		fs.StringVar(p, name, *p, usage)
+	}
+	integer := func(p *int, name, usage string) {
+		if v, ok := env(name); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil && envErr == nil {
+				envErr = &ConfigError{name, fmt.Sprintf("SEXTANT_%s must be an integer, got %q", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)}
+			}
+			*p = n
+		}
+		fs.IntVar(p, name, *p, usage)
+	}
+	int64v := func(p *int64, name, usage string) {
+		if v, ok := env(name); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil && envErr == nil {
+				envErr = &ConfigError{name, fmt.Sprintf("SEXTANT_%s must be an integer, got %q", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)}
+			}
+			*p = n
+		}
+		fs.Int64Var(p, name, *p, usage)
+	}
+	str(&c.Host, "host", "address to listen on")
+	integer(&c.Port, "port", "port to listen on (0 picks a free port)")
+	str(&c.DataDir, "data-dir", "directory for the database and artifacts")
+	str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
+	str(&c.LogLevel, "log-level", "debug, info, warn or error")
+	str(&c.LogFormat, "log-format", "text or json")
+	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
+	int64v(&c.Limits.MetricStepsPerRun, "max-metric-steps-per-run", "metric points a run may store, all keys counted")
+	integer(&c.Limits.MetricKeysPerRun, "max-metric-keys-per-run", "distinct metric keys a run may have")
+	integer(&c.Limits.ParamsPerRun, "max-params-per-run", "params a run may have")
+	integer(&c.Limits.TagsPerRun, "max-tags-per-run", "tags a run may have")
+	integer(&c.Limits.ParamValueLength, "max-param-value-length", "longest param value, in characters")
+	integer(&c.Limits.TagValueLength, "max-tag-value-length", "longest run tag value, in characters")
+	return envErr
+}
+
+// Run parses flags and serves until ctx is cancelled.
+func (c *ServerCommand) Run(ctx context.Context, args []string) error {
+	m := c.main
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("sextant server", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(m.Stderr, "Usage: sextant server [flags]\n\nRuns the tracking server. Every flag can also be set as SEXTANT_<FLAG>, e.g. SEXTANT_DATA_DIR.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	envErr := bindFlags(fs, &cfg, m.Getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if envErr != nil {
+		return envErr
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	level, _ := parseLevel(cfg.LogLevel)
+	var handler slog.Handler
+	hopts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(m.Stderr, hopts)
+	} else {
+		handler = slog.NewTextHandler(m.Stderr, hopts)
+	}
+	log := slog.New(handler)
+	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", cfg.DataDir,
+		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
+		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun)
+
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	store, err := sqlstore.Open(ctx, filepath.Join(cfg.DataDir, "sextant.db"), sqlstore.Options{
+		Limits:      cfg.Limits,
+		Synchronous: cfg.Synchronous,
+		Logger:      log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownWait)
+		defer cancel()
+		if err := store.Close(cctx); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+	tr := tracking.NewService(store, tracking.Options{Limits: cfg.Limits, Logger: log})
+	if err := tr.Init(ctx); err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Options{
+		Tracking:     tr,
+		Version:      mlflowAPIVersion,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Logger:       log.With("component", "http"),
+	})
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening", "addr", "http://"+ln.Addr().String())
+	if m.Ready != nil {
+		m.Ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight", "wait", cfg.ShutdownWait)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownWait)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("shutdown", "err", err)
+	}
+	return nil
+}

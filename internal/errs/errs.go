@@ -1,0 +1,111 @@
+// Package errs defines the error type shared by every Sextant package.
+//
+// Domain and storage code return *Error values carrying a Code; the HTTP edge
+// (internal/httpapi) is the only place that turns a Code into a wire error
+// code and an HTTP status. Any error that is not an *Error counts as Internal.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code classifies an error by what the caller can do about it.
+type Code string
+
+// The codes. Each maps to exactly one MLflow error_code and HTTP status in
+// internal/httpapi/errors.go.
+const (
+	// Invalid means the request itself is wrong: a bad value, a missing field,
+	// a filter that does not parse.
+	Invalid Code = "invalid"
+	// LimitExceeded means a configured hard limit would be breached.
+	LimitExceeded Code = "limit_exceeded"
+	// NotFound means the named resource does not exist.
+	NotFound Code = "not_found"
+	// AlreadyExists means a resource with that identity exists already.
+	AlreadyExists Code = "already_exists"
+	// Conflict means the resource is in a state that does not allow the
+	// operation (for example renaming a deleted experiment).
+	Conflict Code = "conflict"
+	// Unauthenticated means no valid credentials were presented.
+	Unauthenticated Code = "unauthenticated"
+	// PermissionDenied means the caller is known but not allowed.
+	PermissionDenied Code = "permission_denied"
+	// Throttled means the caller should slow down and retry.
+	Throttled Code = "throttled"
+	// Unavailable means a transient server-side condition; retrying may help.
+	Unavailable Code = "unavailable"
+	// NotImplemented means the feature does not exist on this server.
+	NotImplemented Code = "not_implemented"
+	// Internal means a bug or an unexpected failure.
+	Internal Code = "internal"
+)
+
+// Error is an error with a Code, a message that is safe to show to clients,
+// and an optional underlying error that only goes to logs.
+type Error struct {
+	Code Code
+	// Msg is shown to clients. It must not leak internals.
+	Msg string
+	// Hint, when set, tells an operator how to fix the condition.
+	Hint string
+	// Err is the underlying cause, for logs only.
+	Err error
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	switch {
+	case e.Err != nil && e.Msg != "":
+		return e.Msg + ": " + e.Err.Error()
+	case e.Err != nil:
+		return e.Err.Error()
+	default:
+		return e.Msg
+	}
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// E returns an *Error with the given code and message.
+func E(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
+
+// Errorf returns an *Error with the given code and a formatted message.
+// Unlike fmt.Errorf it does not wrap: use Wrap to keep a cause.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an *Error with the given code and message that keeps err as
+// its cause.
+func Wrap(code Code, err error, msg string) *Error {
+	return &Error{Code: code, Msg: msg, Err: err}
+}
+
+// CodeOf returns the Code of the first *Error in err's chain, Internal for any
+// other non-nil error, and "" for nil.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// MessageOf returns the client-safe message of err: the Msg of the first
+// *Error in its chain, or "internal error" for any other error.
+func MessageOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Code != Internal && e.Msg != "" {
+		return e.Msg
+	}
+	return "internal error"
+}
+
+// Is reports whether err carries the given code.
+func Is(err error, code Code) bool { return CodeOf(err) == code }

@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/sextant/sextant/internal/errs"
+)
+
+// wireError is how each domain error code goes on the wire. This table is
+// the only place that knows MLflow error codes and HTTP statuses.
+//
+// The mlflow client retries 408, 429 and every 5xx for minutes, so a client
+// mistake must never map to one of them; a limit breach is a 400 that
+// names the limit, so the client fails at once with a useful message.
+var wireErrors = map[errs.Code]struct {
+	code   string
+	status int
+}{
+	errs.Invalid:          {"INVALID_PARAMETER_VALUE", http.StatusBadRequest},
+	errs.LimitExceeded:    {"RESOURCE_LIMIT_EXCEEDED", http.StatusBadRequest},
+	errs.NotFound:         {"RESOURCE_DOES_NOT_EXIST", http.StatusNotFound},
+	errs.AlreadyExists:    {"RESOURCE_ALREADY_EXISTS", http.StatusBadRequest},
+	errs.Conflict:         {"INVALID_STATE", http.StatusBadRequest},
+	errs.Unauthenticated:  {"UNAUTHENTICATED", http.StatusUnauthorized},
+	errs.PermissionDenied: {"PERMISSION_DENIED", http.StatusForbidden},
+	errs.Throttled:        {"REQUEST_LIMIT_EXCEEDED", http.StatusTooManyRequests},
+	errs.Unavailable:      {"TEMPORARILY_UNAVAILABLE", http.StatusServiceUnavailable},
+	errs.NotImplemented:   {"NOT_IMPLEMENTED", http.StatusNotImplemented},
+	errs.Internal:         {"INTERNAL_ERROR", http.StatusInternalServerError},
+}
+
+// errBodyTooLarge is returned by the decoder when a body is over the limit;
+// it is the one client error with its own status (413).
+var errBodyTooLarge = errors.New("request body too large")
+
+// writeError writes err as an MLflow error body. Internal errors are logged
+// once here, with the request id, and the client sees only the id.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := errs.CodeOf(err)
+	msg := errs.MessageOf(err)
+	status := http.StatusInternalServerError
+	wireCode := "INTERNAL_ERROR"
+	if we, ok := wireErrors[code]; ok {
+		status, wireCode = we.status, we.code
+	}
+	if errors.Is(err, errBodyTooLarge) {
+		status, wireCode = http.StatusRequestEntityTooLarge, "RESOURCE_LIMIT_EXCEEDED"
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away; nobody reads this response.
+		status, wireCode, msg = 499, "CANCELLED", "request cancelled"
+	}
+	rid := RequestIDFromContext(r.Context())
+	switch {
+	case status >= 500:
+		s.log.Error("request failed", "request_id", rid, "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		if code == errs.Internal {
+			msg = "internal error (request id " + rid + ")"
+		}
+	default:
+		s.log.Debug("request refused", "request_id", rid, "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	}
+	var e *errs.Error
+	if errors.As(err, &e) && e.Hint != "" && code != errs.Internal {
+		msg += " (" + e.Hint + ")"
+	}
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Basic realm="sextant"`)
+	}
+	body, _ := json.Marshal(struct {
+		ErrorCode string `json:"error_code"`
+		Message   string `json:"message"`
+	}{wireCode, msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+var viewTypes = map[string]int64{"ACTIVE_ONLY": 1, "DELETED_ONLY": 2, "ALL": 3}
+
+func (s *Server) registerExperimentRoutes() {
+	s.handle("POST", "/mlflow/experiments/create", Authenticated, s.createExperiment)
+	s.handle("GET", "/mlflow/experiments/get", ReadExperiment, s.getExperiment)
+	s.handle("GET", "/mlflow/experiments/get-by-name", ReadExperiment, s.getExperimentByName)
+	s.handle("POST", "/mlflow/experiments/search", Authenticated, s.searchExperiments)
+	s.handle("GET", "/mlflow/experiments/search", Authenticated, s.searchExperiments)
+	s.handle("POST", "/mlflow/experiments/update", EditExperiment, s.updateExperiment)
+	s.handle("POST", "/mlflow/experiments/delete", ManageExperiment, s.deleteExperiment)
+	s.handle("POST", "/mlflow/experiments/restore", ManageExperiment, s.restoreExperiment)
+	s.handle("POST", "/mlflow/experiments/set-experiment-tag", EditExperiment, s.setExperimentTag)
+	s.handle("POST", "/mlflow/experiments/delete-experiment-tag", EditExperiment, s.deleteExperimentTag)
+}
+
+func kvTags(in []wireKV) []tracking.Tag {
+	out := make([]tracking.Tag, len(in))
+	for i, t := range in {
+		out[i] = tracking.Tag(t)
+	}
+	return out
+}
+
+func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Name             string   `json:"name"`
+		ArtifactLocation string   `json:"artifact_location"`
+		Tags             []wireKV `json:"tags"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	id, err := s.tr.CreateExperiment(r.Context(), req.Name, req.ArtifactLocation, kvTags(req.Tags))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]string{"experiment_id": id})
+}
+
+func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "experiment_id")
+	if err != nil {
+		return err
+	}
+	e, err := s.tr.GetExperiment(r.Context(), q.str("experiment_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]any{"experiment": toWireExperiment(e)})
+}
+
+func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "experiment_name")
+	if err != nil {
+		return err
+	}
+	e, err := s.tr.GetExperimentByName(r.Context(), q.str("experiment_name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]any{"experiment": toWireExperiment(e)})
+}
+
+func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		MaxResults flexInt  `json:"max_results"`
+		PageToken  string   `json:"page_token"`
+		Filter     string   `json:"filter"`
+		OrderBy    []string `json:"order_by"`
+		ViewType   flexEnum `json:"view_type"`
+	}
+	if r.Method == http.MethodGet {
+		q, err := parseQuery(r, "max_results", "page_token", "filter", "order_by", "view_type")
+		if err != nil {
+			return err
+		}
+		n, set, err := q.int("max_results")
+		if err != nil {
+			return err
+		}
+		req.MaxResults = flexInt{V: n, Set: set}
+		req.PageToken, req.Filter, req.OrderBy = q.str("page_token"), q.str("filter"), q.list("order_by")
+		if q.has("view_type") {
+			req.ViewType = flexEnum{Name: q.str("view_type"), Set: true}
+		}
+	} else if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	vt, err := req.ViewType.resolve("view_type", viewTypes)
+	if err != nil {
+		return err
+	}
+	if req.MaxResults.Set && req.MaxResults.V <= 0 {
+		return invalid("max_results must be between 1 and %d, got %d", s.tr.Limits().SearchMaxResults, req.MaxResults.V)
+	}
+	page, err := s.tr.SearchExperiments(r.Context(), tracking.ExperimentSearch{
+		Filter: req.Filter, OrderBy: req.OrderBy, ViewType: tracking.ViewType(vt),
+		MaxResults: clampInt(req.MaxResults.V), PageToken: req.PageToken,
+	})
+	if err != nil {
+		return err
+	}
+	resp := struct {
+		Experiments   []wireExperiment `json:"experiments"`
+		NextPageToken string           `json:"next_page_token,omitempty"`
+	}{Experiments: make([]wireExperiment, 0, len(page.Experiments)), NextPageToken: page.NextPageToken}
+	for _, e := range page.Experiments {
+		resp.Experiments = append(resp.Experiments, toWireExperiment(e))
+	}
+	return writeJSON(w, resp)
+}
+
+// clampInt converts a request integer to int, saturating so that range
+// checks further in see an out-of-range value rather than a wrapped one.
+func clampInt(v int64) int {
+	const maxInt = int64(^uint(0) >> 1)
+	if v > maxInt {
+		return int(maxInt)
+	}
+	if v < -maxInt {
+		return int(-maxInt)
+	}
+	return int(v)
+}
+
+func (s *Server) updateExperiment(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		ExperimentID string `json:"experiment_id"`
+		NewName      string `json:"new_name"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.RenameExperiment(r.Context(), req.ExperimentID, req.NewName); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+type experimentIDRequest struct {
+	ExperimentID string `json:"experiment_id"`
+}
+
+func (s *Server) deleteExperiment(w http.ResponseWriter, r *http.Request) error {
+	var req experimentIDRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.DeleteExperiment(r.Context(), req.ExperimentID); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) restoreExperiment(w http.ResponseWriter, r *http.Request) error {
+	var req experimentIDRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.RestoreExperiment(r.Context(), req.ExperimentID); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) setExperimentTag(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		ExperimentID string `json:"experiment_id"`
+		Key          string `json:"key"`
+		Value        string `json:"value"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.SetExperimentTag(r.Context(), req.ExperimentID, tracking.Tag{Key: req.Key, Value: req.Value}); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) deleteExperimentTag(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		ExperimentID string `json:"experiment_id"`
+		Key          string `json:"key"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.DeleteExperimentTag(r.Context(), req.ExperimentID, req.Key); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+// decode reads and strictly decodes a JSON body into dst.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, dst)
+}

@@ -1,0 +1,364 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+var runStatuses = map[string]int64{"RUNNING": 1, "SCHEDULED": 2, "FINISHED": 3, "FAILED": 4, "KILLED": 5}
+
+func (s *Server) registerRunRoutes() {
+	s.handle("POST", "/mlflow/runs/create", EditExperiment, s.createRun)
+	s.handle("GET", "/mlflow/runs/get", ReadExperiment, s.getRun)
+	s.handle("POST", "/mlflow/runs/update", EditExperiment, s.updateRun)
+	s.handle("POST", "/mlflow/runs/delete", ManageExperiment, s.deleteRun)
+	s.handle("POST", "/mlflow/runs/restore", ManageExperiment, s.restoreRun)
+	s.handle("POST", "/mlflow/runs/log-metric", EditExperiment, s.logMetric)
+	s.handle("POST", "/mlflow/runs/log-parameter", EditExperiment, s.logParam)
+	s.handle("POST", "/mlflow/runs/set-tag", EditExperiment, s.setTag)
+	s.handle("POST", "/mlflow/runs/delete-tag", EditExperiment, s.deleteTag)
+	s.handle("POST", "/mlflow/runs/log-batch", EditExperiment, s.logBatch)
+	s.handle("POST", "/mlflow/runs/log-inputs", EditExperiment, s.logInputs)
+	s.handle("POST", "/mlflow/runs/outputs", EditExperiment, s.logOutputs)
+	s.handle("POST", "/mlflow/runs/search", Authenticated, s.searchRuns)
+}
+
+// runID returns run_id, falling back to the legacy run_uuid.
+func runID(id, uuid string) string {
+	if id != "" {
+		return id
+	}
+	return uuid
+}
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		ExperimentID string   `json:"experiment_id"`
+		UserID       string   `json:"user_id"`
+		RunName      string   `json:"run_name"`
+		StartTime    flexInt  `json:"start_time"`
+		Tags         []wireKV `json:"tags"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	run, err := s.tr.CreateRun(r.Context(), tracking.CreateRunRequest{
+		ExperimentID: req.ExperimentID, UserID: req.UserID, RunName: req.RunName,
+		StartTimeMs: req.StartTime.V, Tags: kvTags(req.Tags),
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]any{"run": toWireRun(run)})
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "run_id", "run_uuid")
+	if err != nil {
+		return err
+	}
+	run, err := s.tr.GetRun(r.Context(), runID(q.str("run_id"), q.str("run_uuid")))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]any{"run": toWireRun(run)})
+}
+
+func (s *Server) updateRun(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RunID   string   `json:"run_id"`
+		RunUUID string   `json:"run_uuid"`
+		Status  flexEnum `json:"status"`
+		EndTime flexInt  `json:"end_time"`
+		RunName *string  `json:"run_name"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	var u tracking.RunUpdate
+	if req.Status.Set {
+		st, err := req.Status.resolve("status", runStatuses)
+		if err != nil {
+			return err
+		}
+		rs := tracking.RunStatus(st)
+		u.Status = &rs
+	}
+	if req.EndTime.Set {
+		u.EndTimeMs = &req.EndTime.V
+	}
+	u.Name = req.RunName
+	info, err := s.tr.UpdateRun(r.Context(), runID(req.RunID, req.RunUUID), u)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]any{"run_info": toWireRunInfo(info)})
+}
+
+type runIDRequest struct {
+	RunID string `json:"run_id"`
+}
+
+func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request) error {
+	var req runIDRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.DeleteRun(r.Context(), req.RunID); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) restoreRun(w http.ResponseWriter, r *http.Request) error {
+	var req runIDRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.RestoreRun(r.Context(), req.RunID); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+// wireMetricIn is a metric as clients send it.
+type wireMetricIn struct {
+	Key           string    `json:"key"`
+	Value         flexFloat `json:"value"`
+	Timestamp     flexInt   `json:"timestamp"`
+	Step          flexInt   `json:"step"`
+	DatasetName   string    `json:"dataset_name"`
+	DatasetDigest string    `json:"dataset_digest"`
+	ModelID       string    `json:"model_id"`
+	RunID         string    `json:"run_id"`
+}
+
+func (m *wireMetricIn) toDomain(field string) (tracking.Metric, error) {
+	if m.Key == "" {
+		return tracking.Metric{}, invalid("Missing value for required parameter '%skey'", field)
+	}
+	if !m.Value.Set {
+		return tracking.Metric{}, invalid("Missing value for required parameter '%svalue'", field)
+	}
+	if !m.Timestamp.Set {
+		return tracking.Metric{}, invalid("Missing value for required parameter '%stimestamp'", field)
+	}
+	return tracking.Metric{
+		Key:   m.Key,
+		Point: metrics.Point{Step: m.Step.V, TimestampMs: m.Timestamp.V, Value: m.Value.V},
+		MetricContext: tracking.MetricContext{
+			ModelID: m.ModelID, DatasetName: m.DatasetName, DatasetDigest: m.DatasetDigest,
+		},
+	}, nil
+}
+
+func (s *Server) logMetric(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RunID   string `json:"run_id"`
+		RunUUID string `json:"run_uuid"`
+		wireMetricIn
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	m, err := req.wireMetricIn.toDomain("")
+	if err != nil {
+		return err
+	}
+	if err := s.tr.LogMetric(r.Context(), runID(req.RunID, req.RunUUID), m); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+type kvRunRequest struct {
+	RunID   string  `json:"run_id"`
+	RunUUID string  `json:"run_uuid"`
+	Key     string  `json:"key"`
+	Value   *string `json:"value"`
+}
+
+func (s *Server) logParam(w http.ResponseWriter, r *http.Request) error {
+	var req kvRunRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Value == nil {
+		return invalid("Missing value for required parameter 'value'")
+	}
+	if err := s.tr.LogParam(r.Context(), runID(req.RunID, req.RunUUID), tracking.Param{Key: req.Key, Value: *req.Value}); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) setTag(w http.ResponseWriter, r *http.Request) error {
+	var req kvRunRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Value == nil {
+		return invalid("Missing value for required parameter 'value'")
+	}
+	if err := s.tr.SetTag(r.Context(), runID(req.RunID, req.RunUUID), tracking.Tag{Key: req.Key, Value: *req.Value}); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RunID string `json:"run_id"`
+		Key   string `json:"key"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.tr.DeleteTag(r.Context(), req.RunID, req.Key); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RunID   string         `json:"run_id"`
+		Metrics []wireMetricIn `json:"metrics"`
+		Params  []wireKV       `json:"params"`
+		Tags    []wireKV       `json:"tags"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	b := tracking.Batch{
+		Metrics: make([]tracking.Metric, len(req.Metrics)),
+		Params:  make([]tracking.Param, len(req.Params)),
+		Tags:    make([]tracking.Tag, len(req.Tags)),
+	}
+	for i := range req.Metrics {
+		m, err := req.Metrics[i].toDomain(indexed("metrics", i))
+		if err != nil {
+			return err
+		}
+		b.Metrics[i] = m
+	}
+	for i, p := range req.Params {
+		if p.Key == "" {
+			return invalid("Missing value for required parameter '%skey'", indexed("params", i))
+		}
+		b.Params[i] = tracking.Param(p)
+	}
+	for i, t := range req.Tags {
+		if t.Key == "" {
+			return invalid("Missing value for required parameter '%skey'", indexed("tags", i))
+		}
+		b.Tags[i] = tracking.Tag(t)
+	}
+	if err := s.tr.LogBatch(r.Context(), req.RunID, b); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func indexed(field string, i int) string {
+	return field + "[" + itoa(i) + "]."
+}
+
+func itoa(i int) string {
+	var b [20]byte
+	n := len(b)
+	if i == 0 {
+		return "0"
+	}
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b[n:])
+}
+
+func (s *Server) logInputs(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RunID    string `json:"run_id"`
+		Datasets []struct {
+			Tags    []wireKV    `json:"tags"`
+			Dataset wireDataset `json:"dataset"`
+		} `json:"datasets"`
+		Models []wireModelInput `json:"models"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	ds := make([]tracking.DatasetInput, len(req.Datasets))
+	for i, d := range req.Datasets {
+		ds[i] = tracking.DatasetInput{Tags: kvTags(d.Tags), Dataset: tracking.Dataset(d.Dataset)}
+	}
+	ms := make([]tracking.ModelInput, len(req.Models))
+	for i, m := range req.Models {
+		ms[i] = tracking.ModelInput(m)
+	}
+	if err := s.tr.LogInputs(r.Context(), req.RunID, ds, ms); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) logOutputs(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RunID  string `json:"run_id"`
+		Models []struct {
+			ModelID string  `json:"model_id"`
+			Step    flexInt `json:"step"`
+		} `json:"models"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	ms := make([]tracking.ModelOutput, len(req.Models))
+	for i, m := range req.Models {
+		ms[i] = tracking.ModelOutput{ModelID: m.ModelID, Step: m.Step.V}
+	}
+	if err := s.tr.LogOutputs(r.Context(), req.RunID, ms); err != nil {
+		return err
+	}
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		ExperimentIDs []string `json:"experiment_ids"`
+		Filter        string   `json:"filter"`
+		RunViewType   flexEnum `json:"run_view_type"`
+		MaxResults    flexInt  `json:"max_results"`
+		OrderBy       []string `json:"order_by"`
+		PageToken     string   `json:"page_token"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	vt, err := req.RunViewType.resolve("run_view_type", viewTypes)
+	if err != nil {
+		return err
+	}
+	if req.MaxResults.Set && req.MaxResults.V <= 0 {
+		return invalid("max_results must be between 1 and %d, got %d", s.tr.Limits().SearchMaxResults, req.MaxResults.V)
+	}
+	page, err := s.tr.SearchRuns(r.Context(), tracking.RunSearch{
+		ExperimentIDs: req.ExperimentIDs, Filter: req.Filter, OrderBy: req.OrderBy,
+		ViewType: tracking.ViewType(vt), MaxResults: clampInt(req.MaxResults.V), PageToken: req.PageToken,
+	})
+	if err != nil {
+		return err
+	}
+	resp := struct {
+		Runs          []*wireRun `json:"runs,omitempty"`
+		NextPageToken string     `json:"next_page_token,omitempty"`
+	}{NextPageToken: page.NextPageToken}
+	for _, run := range page.Runs {
+		resp.Runs = append(resp.Runs, toWireRun(run))
+	}
+	return writeJSON(w, resp)
+}

@@ -1,0 +1,286 @@
+// Package httpapi serves Sextant's HTTP API: the MLflow tracking REST API
+// and Sextant's own endpoints. It is the only package that imports
+// net/http for serving, and errors.go is the only place that maps domain
+// errors to MLflow error codes and HTTP statuses.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Tracking is the tracking service; required.
+	Tracking *tracking.Service
+	// Version is reported by /version.
+	Version string
+	// MaxBodyBytes caps JSON request bodies; 0 means 16 MiB.
+	MaxBodyBytes int64
+	// Logger receives request logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	opts    Options
+	tr      *tracking.Service
+	log     *slog.Logger
+	mux     *http.ServeMux
+	routes  []route
+	handler http.Handler
+}
+
+// Access is the permission a route needs. Every route declares one; a
+// route registered without one makes New panic, so that no endpoint is open
+// by oversight.
+type Access int
+
+// The access levels. Resource-scoped levels are checked against the
+// experiment the request names (directly or through its run).
+const (
+	accessUndeclared Access = iota
+	// Public routes need no credentials: health and version probes only.
+	Public
+	// Authenticated routes need a signed-in user and no resource grant
+	// (creating an experiment, searching, which filters its results).
+	Authenticated
+	// ReadExperiment, EditExperiment and ManageExperiment need that grant on
+	// the experiment the request refers to.
+	ReadExperiment
+	EditExperiment
+	ManageExperiment
+)
+
+// String names the access level in errors and the route listing.
+func (a Access) String() string {
+	switch a {
+	case Public:
+		return "public"
+	case Authenticated:
+		return "authenticated"
+	case ReadExperiment:
+		return "CAN_READ"
+	case EditExperiment:
+		return "CAN_EDIT"
+	case ManageExperiment:
+		return "CAN_MANAGE"
+	}
+	return "undeclared"
+}
+
+// handlerFunc is an API handler: it writes a success response itself and
+// returns an error for everything else, which the server writes.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+type route struct {
+	method string
+	path   string
+	access Access
+	h      handlerFunc
+}
+
+// Route describes a registered route, for listings and tests.
+type Route struct {
+	Method string
+	Path   string
+	Access Access
+}
+
+// New returns a Server with every route registered.
+func New(opts Options) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 16 << 20
+	}
+	s := &Server{opts: opts, tr: opts.Tracking, log: opts.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.registerHealthRoutes()
+	s.registerExperimentRoutes()
+	s.registerRunRoutes()
+	s.registerMetricRoutes()
+	s.handler = s.middleware(s.mux)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Routes lists the registered routes.
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = Route{Method: rt.method, Path: rt.path, Access: rt.access}
+	}
+	return out
+}
+
+// handle registers h for method and path. MLflow paths (starting with
+// /mlflow/) are served under both /api/2.0 and /ajax-api/2.0, as the MLflow
+// server does; other paths are registered as given.
+func (s *Server) handle(method, path string, access Access, h handlerFunc) {
+	if access == accessUndeclared {
+		panic(fmt.Sprintf("httpapi: route %s %s declares no access level", method, path))
+	}
+	paths := []string{path}
+	if strings.HasPrefix(path, "/mlflow/") {
+		paths = []string{"/api/2.0" + path, "/ajax-api/2.0" + path}
+	}
+	for _, p := range paths {
+		rt := route{method: method, path: p, access: access, h: h}
+		s.routes = append(s.routes, rt)
+		s.mux.Handle(method+" "+p, s.wrap(rt))
+	}
+}
+
+// wrap turns a route into an http.Handler: it checks access and writes the
+// handler's error.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r, rt.access); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := rt.h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// authorize checks the route's access level. Until users and permissions
+// exist (single-user mode on loopback), every declared level is granted.
+func (s *Server) authorize(r *http.Request, a Access) error {
+	if a == accessUndeclared {
+		return errs.E(errs.PermissionDenied, "route declares no access level")
+	}
+	return nil
+}
+
+// writeJSON writes v as a 200 JSON response.
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "encode response")
+	}
+	return writeRaw(w, b)
+}
+
+// writeRaw writes an encoded JSON body as a 200 response.
+func writeRaw(w http.ResponseWriter, b []byte) error {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return nil
+}
+
+var emptyObject = []byte("{}")
+
+// ---- middleware ----
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// RequestIDFromContext returns the request id the middleware assigned.
+func RequestIDFromContext(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// statusWriter records the status for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the wrapper.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rid := r.Header.Get("X-Request-Id")
+		if rid == "" || len(rid) > 64 {
+			rid = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", rid)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "request_id", rid, "panic", v, "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					s.writeError(sw, r, errs.Wrap(errs.Internal, fmt.Errorf("panic: %v", v), "internal error"))
+				} else {
+					// Headers are out: abort so the client cannot take a
+					// truncated body for a success.
+					panic(http.ErrAbortHandler)
+				}
+			}
+			s.log.Debug("request", "request_id", rid, "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// ---- health ----
+
+func (s *Server) registerHealthRoutes() {
+	s.handle("GET", "/health", Public, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("OK"))
+		return nil
+	})
+	s.handle("GET", "/version", Public, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(s.opts.Version))
+		return nil
+	})
+	s.handle("GET", "/api/3.0/mlflow/server-info", Public, func(w http.ResponseWriter, r *http.Request) error {
+		return writeJSON(w, map[string]any{"store_type": "SqlStore", "workspaces_enabled": false})
+	})
+}

@@ -1,0 +1,267 @@
+package metrics
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ErrCorruptChunk is wrapped by every error DecodeChunk, DecodeChunkSteps and
+// ChunkLen return for input that is not a valid chunk.
+var ErrCorruptChunk = errors.New("metrics: corrupt chunk")
+
+// ErrUnsorted is wrapped by the error AppendChunk returns for points that are
+// not sorted by Compare.
+var ErrUnsorted = errors.New("metrics: points not sorted")
+
+// flagFloat32 in the flags byte says that every value of the chunk is a
+// float32, and the value stream holds 32-bit keys.
+const flagFloat32 = 1
+
+// decodeBlock is how many points DecodeChunk decodes per stream at a time.
+const decodeBlock = 256
+
+// ChunkVersion is the format version byte that starts every chunk written by
+// AppendChunk. It is persisted: a change to the encoding gets a new number,
+// and the decoder keeps reading the old ones.
+const ChunkVersion = 1
+
+// The chunk layout, as docs/format/chunk.md draws it:
+//
+//	version count [flags step0 ts0 value0 stepsLen tsLen steps timestamps values]
+//
+// Steps, timestamps and values are three separate bit streams, each padded
+// to a whole byte, so that DecodeChunkSteps can decode steps alone. Every
+// point after the first costs at least one bit in each stream, which bounds
+// the count a valid header can claim by the length of its streams.
+
+// AppendChunk encodes pts, which must be sorted by Compare, and appends the
+// chunk to dst. Zero points make a valid chunk of two bytes. If pts is not
+// sorted, AppendChunk returns dst unchanged and an error wrapping
+// ErrUnsorted. Every NaN value is stored as the NaN that math.NaN returns.
+func AppendChunk(dst []byte, pts []Point) ([]byte, error) {
+	for i := 1; i < len(pts); i++ {
+		if Compare(pts[i-1], pts[i]) > 0 {
+			return dst, fmt.Errorf("%w: point %d (step %d) sorts after point %d (step %d)",
+				ErrUnsorted, i-1, pts[i-1].Step, i, pts[i].Step)
+		}
+	}
+	dst = append(dst, ChunkVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(pts)))
+	if len(pts) == 0 {
+		return dst, nil
+	}
+	codec, flags := xor64, byte(0)
+	if allFloat32(pts) {
+		codec, flags = xor32, flagFloat32
+	}
+	first := pts[0]
+	dst = append(dst, flags)
+	dst = binary.AppendVarint(dst, first.Step)
+	dst = binary.AppendVarint(dst, first.TimestampMs)
+	dst = binary.LittleEndian.AppendUint64(dst, valueBits(first.Value))
+
+	// The streams go straight into dst; their lengths, which the header
+	// needs before them, are inserted afterwards. Moving a few kilobytes
+	// once is cheaper than encoding into scratch buffers and copying.
+	base := len(dst)
+	// A typical chunk takes 1 to 5 bytes per point; growing once up front
+	// saves most reallocations for the rest.
+	dst = slices.Grow(dst, 2*len(pts)+16)
+	w := bitWriter{out: dst}
+	encodeSteps(&w, pts)
+	stepsLen := len(w.flush()) - base
+	encodeTimestamps(&w, pts)
+	tsLen := len(w.flush()) - base - stepsLen
+	encodeValues(&w, pts, codec)
+	dst = w.flush()
+
+	var lens [2 * binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(lens[:], uint64(stepsLen))
+	n += binary.PutUvarint(lens[n:], uint64(tsLen))
+	return slices.Insert(dst, base, lens[:n]...), nil
+}
+
+// DecodeChunk decodes the chunk src and appends its points to dst. On
+// corrupt input it returns dst unchanged and an error wrapping
+// ErrCorruptChunk; it never panics, and the count in the header is checked
+// against the length of src before dst grows, so a hostile chunk cannot make
+// it allocate more than 8*len(src)+1 points. Some corruptions, such as a
+// flipped bit inside a value, still decode, to wrong points.
+func DecodeChunk(dst []Point, src []byte) ([]Point, error) {
+	h, err := parseChunk(src)
+	if err != nil || h.count == 0 {
+		return dst, err
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, h.count)[:start+h.count]
+	out := dst[start:]
+	out[0] = h.first
+
+	// The streams are decoded a block at a time into arrays on the stack,
+	// which stay in L1 cache, and then zipped into points: each decoder
+	// loop keeps only its own state live, and dst is written in one pass.
+	sd := newDoDDecoder(h.steps, h.first.Step, &stepCode)
+	td := newDoDDecoder(h.timestamps, h.first.TimestampMs, &timestampCode)
+	vd := newXORDecoder(h.values, h.first.Value, h.codec)
+	var steps, timestamps [decodeBlock]int64
+	var keys [decodeBlock]uint64
+	for rest := out[1:]; len(rest) > 0; {
+		m := min(len(rest), decodeBlock)
+		block, s, t, k := rest[:m], steps[:m], timestamps[:m], keys[:m]
+		sd.decode(s)
+		td.decode(t)
+		vd.decode(k)
+		if h.codec.width == 32 {
+			for j := range block {
+				block[j] = Point{Step: s[j], TimestampMs: t[j], Value: value32(k[j])}
+			}
+		} else {
+			for j := range block {
+				block[j] = Point{Step: s[j], TimestampMs: t[j], Value: value64(k[j])}
+			}
+		}
+		rest = rest[m:]
+	}
+
+	if err := errors.Join(sd.r.finish(), td.r.finish(), vd.finish()); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
+// DecodeChunkSteps appends the steps of the chunk src to dst, without
+// decoding timestamps or values. Errors are as for DecodeChunk, except that
+// corruption confined to the timestamp or value streams goes unnoticed.
+func DecodeChunkSteps(dst []int64, src []byte) ([]int64, error) {
+	h, err := parseChunk(src)
+	if err != nil || h.count == 0 {
+		return dst, err
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, h.count)[:start+h.count]
+	out := dst[start:]
+	out[0] = h.first.Step
+	sd := newDoDDecoder(h.steps, h.first.Step, &stepCode)
+	sd.decode(out[1:])
+	if err := sd.r.finish(); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
+// ChunkLen returns the number of points in the chunk src. It reads and
+// checks only the header, so a chunk whose streams are corrupt may still
+// report a length that DecodeChunk then rejects.
+func ChunkLen(src []byte) (int, error) {
+	h, err := parseChunk(src)
+	return h.count, err
+}
+
+// chunkHeader is a parsed chunk header with the three streams it frames.
+type chunkHeader struct {
+	count                     int
+	first                     Point
+	codec                     xorCodec
+	steps, timestamps, values []byte
+}
+
+// parseChunk parses and checks the header of src. A header that passes
+// claims no more points than its streams can hold, which is what lets the
+// decoders size their output before decoding.
+func parseChunk(src []byte) (chunkHeader, error) {
+	var h chunkHeader
+	if len(src) == 0 {
+		return h, corruptf("empty")
+	}
+	if src[0] != ChunkVersion {
+		return h, corruptf("unknown version %d", src[0])
+	}
+	rest := src[1:]
+	count, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return h, corruptf("bad point count")
+	}
+	rest = rest[n:]
+	if count == 0 {
+		if len(rest) != 0 {
+			return h, corruptf("%d bytes after an empty chunk", len(rest))
+		}
+		return h, nil
+	}
+	if len(rest) == 0 || rest[0]&^flagFloat32 != 0 {
+		return h, corruptf("bad flags")
+	}
+	h.codec = xor64
+	if rest[0]&flagFloat32 != 0 {
+		h.codec = xor32
+	}
+	rest = rest[1:]
+	step, n := binary.Varint(rest)
+	if n <= 0 {
+		return h, corruptf("bad first step")
+	}
+	rest = rest[n:]
+	ts, n := binary.Varint(rest)
+	if n <= 0 {
+		return h, corruptf("bad first timestamp")
+	}
+	rest = rest[n:]
+	if len(rest) < 8 {
+		return h, corruptf("short first value")
+	}
+	value := math.Float64frombits(binary.LittleEndian.Uint64(rest))
+	rest = rest[8:]
+	stepsLen, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return h, corruptf("bad step stream length")
+	}
+	rest = rest[n:]
+	tsLen, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return h, corruptf("bad timestamp stream length")
+	}
+	rest = rest[n:]
+	if stepsLen > uint64(len(rest)) || tsLen > uint64(len(rest))-stepsLen {
+		return h, corruptf("stream lengths %d and %d exceed the %d bytes left", stepsLen, tsLen, len(rest))
+	}
+	h.steps = rest[:stepsLen]
+	h.timestamps = rest[stepsLen : stepsLen+tsLen]
+	h.values = rest[stepsLen+tsLen:]
+	// Each point after the first takes at least one bit of every stream.
+	limit := 8 * uint64(min(len(h.steps), len(h.timestamps), len(h.values)))
+	if count-1 > limit {
+		return h, corruptf("%d points do not fit in %d bytes", count, len(src))
+	}
+	h.count = int(count)
+	h.first = Point{Step: step, TimestampMs: ts, Value: value}
+	return h, nil
+}
+
+// corruptf returns an error wrapping ErrCorruptChunk.
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorruptChunk, fmt.Sprintf(format, args...))
+}
+
+// valueBits returns the bits of v as stored: NaNs are canonicalised so that
+// a NaN payload never costs a new XOR window, and decodes the same way on
+// every platform.
+func valueBits(v float64) uint64 {
+	if v != v {
+		return canonicalNaN
+	}
+	return math.Float64bits(v)
+}
+
+
+// allFloat32 reports whether every value of pts is a float32.
+func allFloat32(pts []Point) bool {
+	for _, p := range pts {
+		if !isFloat32(p.Value) {
+			return false
+		}
+	}
+	return true
+}

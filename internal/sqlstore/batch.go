@@ -1,0 +1,371 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// slice is the points of one (key, context) of one request, sorted and
+// free of duplicates, with its encoding prepared before the writer sees
+// it so that the single writer goroutine only does SQL.
+type slice struct {
+	key  string
+	ctx  tracking.MetricContext
+	pts  []metrics.Point
+	sum  metrics.Summary
+	data []byte
+}
+
+// prepareSlices groups a request's metrics by (key, context), sorts and
+// dedups each group and encodes it.
+func prepareSlices(ms []tracking.Metric) ([]*slice, error) {
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	type gk struct {
+		key string
+		ctx tracking.MetricContext
+	}
+	idx := make(map[gk]*slice, 16)
+	var out []*slice
+	for _, m := range ms {
+		k := gk{m.Key, m.MetricContext}
+		sl := idx[k]
+		if sl == nil {
+			sl = &slice{key: m.Key, ctx: m.MetricContext}
+			idx[k] = sl
+			out = append(out, sl)
+		}
+		sl.pts = append(sl.pts, m.Point)
+	}
+	for _, sl := range out {
+		if err := sl.encode(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (sl *slice) encode() error {
+	metrics.SortPoints(sl.pts)
+	sl.pts = metrics.DedupSorted(sl.pts)
+	sl.sum = metrics.Summarize(sl.pts)
+	var err error
+	sl.data, err = metrics.AppendChunk(sl.data[:0], sl.pts)
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "encode metrics")
+	}
+	return nil
+}
+
+// seriesRow is the stored state of one (run, key) series.
+type seriesRow struct {
+	id          int64
+	latest      metrics.Point
+	latestCtx   tracking.MetricContext
+	maxStep     int64
+	pointCount  int64
+	smallChunks int64
+	isNew       bool
+	dirty       bool
+}
+
+// LogBatch implements tracking.RunStore.
+func (s *Store) LogBatch(ctx context.Context, runID string, b tracking.Batch) error {
+	slices, err := prepareSlices(b.Metrics)
+	if err != nil {
+		return err
+	}
+	return s.w.do(ctx, func(tx *wtx) error {
+		st, err := activeRun(tx, runID)
+		if err != nil {
+			return err
+		}
+		if err := s.logParams(tx, &st, runID, b.Params); err != nil {
+			return err
+		}
+		for _, t := range b.Tags {
+			if err := setRunTag(tx, &st, t, s.limits.TagsPerRun); err != nil {
+				return err
+			}
+		}
+		if len(slices) == 0 {
+			return nil
+		}
+		return s.logMetrics(tx, &st, slices)
+	})
+}
+
+func (s *Store) logParams(tx *wtx, st *runState, runID string, params []tracking.Param) error {
+	added := int64(0)
+	for _, p := range params {
+		var old string
+		err := tx.queryRow(`SELECT value FROM params WHERE run_pk = ? AND key = ?`, st.pk, p.Key).Scan(&old)
+		switch {
+		case err == nil:
+			if old != p.Value {
+				return errs.Errorf(errs.Invalid, "Changing param values is not allowed. Param with key='%s' was already logged with value='%s' for run ID='%s'. Attempted logging new value '%s'.", p.Key, truncate(old, 200), runID, truncate(p.Value, 200))
+			}
+			continue
+		case !errors.Is(err, sql.ErrNoRows):
+			return sqlError(err, "read param")
+		}
+		if st.params+added+1 > int64(s.limits.ParamsPerRun) {
+			return tracking.LimitError("params per run", st.params, int64(len(params)), int64(s.limits.ParamsPerRun), "")
+		}
+		if _, err := tx.exec(`INSERT INTO params (run_pk, key, value) VALUES (?, ?, ?)`, st.pk, p.Key, p.Value); err != nil {
+			return sqlError(err, "log param")
+		}
+		added++
+	}
+	if added > 0 {
+		st.params += added
+		if _, err := tx.exec(`UPDATE runs SET param_count = ? WHERE run_pk = ?`, st.params, st.pk); err != nil {
+			return sqlError(err, "log param")
+		}
+	}
+	return nil
+}
+
+// logMetrics stores the slices: it drops points already stored (client
+// retries), enforces the per-run limits on what remains, then writes one
+// chunk per slice and updates each series' latest value.
+func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
+	state := make(map[string]*seriesRow, len(slices))
+	newKeys, newPoints := int64(0), int64(0)
+	for _, sl := range slices {
+		r := state[sl.key]
+		if r == nil {
+			row, err := loadSeries(tx, st.pk, sl.key)
+			if err != nil {
+				return err
+			}
+			r = &row
+			state[sl.key] = r
+			if r.isNew {
+				newKeys++
+			}
+		}
+		if !r.isNew && sl.sum.MinStep <= r.maxStep {
+			if err := s.dropStored(tx, r.id, sl); err != nil {
+				return err
+			}
+		}
+		newPoints += int64(len(sl.pts))
+	}
+	if st.keys+newKeys > int64(s.limits.MetricKeysPerRun) {
+		return tracking.LimitError("metric keys per run", st.keys, newKeys, int64(s.limits.MetricKeysPerRun), "")
+	}
+	if st.points+newPoints > s.limits.MetricStepsPerRun {
+		return tracking.LimitError("metric steps per run", st.points, newPoints, s.limits.MetricStepsPerRun, tracking.StepsHint)
+	}
+	for _, sl := range slices {
+		if len(sl.pts) == 0 {
+			continue // every point was already stored
+		}
+		r := state[sl.key]
+		if r.isNew {
+			if err := insertSeries(tx, st.pk, sl, r); err != nil {
+				return err
+			}
+			r.latest, r.latestCtx = sl.sum.Last, sl.ctx
+		}
+		if err := s.insertChunk(tx, r.id, sl); err != nil {
+			return err
+		}
+		if metrics.Compare(sl.sum.Last, r.latest) > 0 {
+			r.latest, r.latestCtx = sl.sum.Last, sl.ctx
+		}
+		r.maxStep = max(r.maxStep, sl.sum.MaxStep)
+		r.pointCount += int64(len(sl.pts))
+		if len(sl.pts) < s.opts.ChunkPoints {
+			r.smallChunks++
+		}
+		r.dirty = true
+	}
+	for _, r := range state {
+		if !r.dirty {
+			continue
+		}
+		if err := updateSeries(tx, r); err != nil {
+			return err
+		}
+		if r.smallChunks >= int64(s.opts.CompactAfter) {
+			tx.markCompaction(r.id)
+		}
+	}
+	if newPoints > 0 {
+		st.points += newPoints
+		st.keys += newKeys
+		if _, err := tx.exec(`UPDATE runs SET metric_points = ?, metric_keys = ? WHERE run_pk = ?`, st.points, st.keys, st.pk); err != nil {
+			return sqlError(err, "update run counters")
+		}
+	}
+	return nil
+}
+
+func loadSeries(tx *wtx, runPK int64, key string) (seriesRow, error) {
+	var r seriesRow
+	var v sql.NullFloat64
+	var isNaN bool
+	var model, dsName, dsDigest sql.NullString
+	err := tx.queryRow(`SELECT series_id, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks
+		FROM metric_series WHERE run_pk = ? AND key = ?`, runPK, key).
+		Scan(&r.id, &r.latest.Step, &r.latest.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest, &r.maxStep, &r.pointCount, &r.smallChunks)
+	if errors.Is(err, sql.ErrNoRows) {
+		return seriesRow{isNew: true, maxStep: math.MinInt64}, nil
+	}
+	if err != nil {
+		return r, sqlError(err, "read metric series")
+	}
+	r.latest.Value = v.Float64
+	if isNaN {
+		r.latest.Value = math.NaN()
+	}
+	r.latestCtx = tracking.MetricContext{ModelID: model.String, DatasetName: dsName.String, DatasetDigest: dsDigest.String}
+	return r, nil
+}
+
+func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
+	l := sl.sum.Last
+	res, err := tx.exec(`INSERT INTO metric_series
+		(run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)`,
+		runPK, sl.key, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
+		nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest), sl.sum.MaxStep)
+	if err != nil {
+		return sqlError(err, "create metric series")
+	}
+	r.id, err = res.LastInsertId()
+	if err != nil {
+		return sqlError(err, "create metric series")
+	}
+	r.isNew = false
+	return nil
+}
+
+func updateSeries(tx *wtx, r *seriesRow) error {
+	l := r.latest
+	_, err := tx.exec(`UPDATE metric_series SET step = ?, timestamp = ?, value = ?, is_nan = ?, model_id = ?, dataset_name = ?, dataset_digest = ?,
+		max_step = ?, point_count = ?, small_chunks = ? WHERE series_id = ?`,
+		l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
+		nullString(r.latestCtx.ModelID), nullString(r.latestCtx.DatasetName), nullString(r.latestCtx.DatasetDigest),
+		r.maxStep, r.pointCount, r.smallChunks, r.id)
+	return sqlError(err, "update metric series")
+}
+
+func (s *Store) insertChunk(tx *wtx, seriesID int64, sl *slice) error {
+	_, err := tx.exec(`INSERT INTO metric_chunks
+		(series_id, min_step, max_step, min_ts, max_ts, count, model_id, dataset_name, dataset_digest, summary, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		seriesID, sl.sum.MinStep, sl.sum.MaxStep, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.Count,
+		nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest),
+		encodeSummary(sl.sum), sl.data)
+	return sqlError(err, "store metric chunk")
+}
+
+// dropStored removes from sl the points the series already holds, and
+// re-encodes sl if any were dropped. Only chunks overlapping sl's step
+// range are read, so the common case (new steps beyond the stored ones)
+// never reaches here.
+func (s *Store) dropStored(tx *wtx, seriesID int64, sl *slice) error {
+	rows, err := tx.query(`SELECT data FROM metric_chunks WHERE series_id = ? AND min_step <= ? AND max_step >= ?`, seriesID, sl.sum.MaxStep, sl.sum.MinStep)
+	if err != nil {
+		return sqlError(err, "read metric chunks")
+	}
+	var stored []metrics.Point
+	for rows.Next() {
+		var data []byte
+		if err := rows.Scan(&data); err != nil {
+			rows.Close()
+			return sqlError(err, "read metric chunk")
+		}
+		stored, err = metrics.DecodeChunk(stored, data)
+		if err != nil {
+			rows.Close()
+			return errs.Wrap(errs.Internal, fmt.Errorf("series %d: %w", seriesID, err), "stored metric data is corrupt")
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return sqlError(err, "read metric chunks")
+	}
+	if err := rows.Err(); err != nil {
+		return sqlError(err, "read metric chunks")
+	}
+	if len(stored) == 0 {
+		return nil
+	}
+	metrics.SortPoints(stored)
+	kept := sl.pts[:0]
+	j := 0
+	for _, p := range sl.pts {
+		for j < len(stored) && metrics.Compare(stored[j], p) < 0 {
+			j++
+		}
+		if j < len(stored) && metrics.Equal(stored[j], p) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if len(kept) == len(sl.pts) {
+		return nil
+	}
+	sl.pts = kept
+	if len(kept) == 0 {
+		return nil
+	}
+	return sl.encode()
+}
+
+func nanToNull(v float64) any {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return v
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Summary blobs hold four points (first, lowest, highest, last), each as
+// step, timestamp and value bits: 96 bytes, big-endian.
+const summarySize = 4 * 24
+
+func encodeSummary(s metrics.Summary) []byte {
+	b := make([]byte, 0, summarySize)
+	for _, p := range [4]metrics.Point{s.First, s.Low, s.High, s.Last} {
+		b = binary.BigEndian.AppendUint64(b, uint64(p.Step))
+		b = binary.BigEndian.AppendUint64(b, uint64(p.TimestampMs))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(p.Value))
+	}
+	return b
+}
+
+func decodeSummary(b []byte, s *metrics.Summary) error {
+	if len(b) != summarySize {
+		return fmt.Errorf("summary has %d bytes, want %d", len(b), summarySize)
+	}
+	var pts [4]metrics.Point
+	for i := range pts {
+		o := i * 24
+		pts[i] = metrics.Point{
+			Step:        int64(binary.BigEndian.Uint64(b[o:])),
+			TimestampMs: int64(binary.BigEndian.Uint64(b[o+8:])),
+			Value:       math.Float64frombits(binary.BigEndian.Uint64(b[o+16:])),
+		}
+	}
+	s.First, s.Low, s.High, s.Last = pts[0], pts[1], pts[2], pts[3]
+	return nil
+}

@@ -1,0 +1,400 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/tracking/search"
+)
+
+func parseExperimentID(id string) (int64, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errs.Errorf(errs.NotFound, "No Experiment with id=%s exists", id)
+	}
+	return n, nil
+}
+
+func notFoundExperiment(id string) error {
+	return errs.Errorf(errs.NotFound, "No Experiment with id=%s exists", id)
+}
+
+// EnsureDefaultExperiment creates e with id 0 unless an experiment with id
+// 0 exists.
+func (s *Store) EnsureDefaultExperiment(ctx context.Context, e *tracking.Experiment) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO experiments
+			(experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time)
+			VALUES (0, ?, ?, 'active', ?, ?)`, e.Name, e.ArtifactLocation, e.CreationTimeMs, e.LastUpdateTimeMs)
+		return sqlError(err, "create default experiment")
+	})
+}
+
+// CreateExperiment implements tracking.ExperimentStore.
+func (s *Store) CreateExperiment(ctx context.Context, e *tracking.Experiment, location func(id string) string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		var stage string
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE name = ?`, e.Name).Scan(&stage)
+		switch {
+		case err == nil && stage == string(tracking.Deleted):
+			return errs.Errorf(errs.AlreadyExists, "Experiment '%s' already exists in deleted state. You can restore the experiment, or permanently delete the experiment to create a new one.", e.Name)
+		case err == nil:
+			return errs.Errorf(errs.AlreadyExists, "Experiment '%s' already exists.", e.Name)
+		case !errors.Is(err, sql.ErrNoRows):
+			return sqlError(err, "look up experiment")
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO experiments
+			(name, artifact_location, lifecycle_stage, creation_time, last_update_time)
+			VALUES (?, ?, ?, ?, ?)`, e.Name, e.ArtifactLocation, string(e.LifecycleStage), e.CreationTimeMs, e.LastUpdateTimeMs)
+		if err != nil {
+			return sqlError(err, fmt.Sprintf("Experiment '%s' already exists.", e.Name))
+		}
+		n, err := res.LastInsertId()
+		if err != nil {
+			return sqlError(err, "create experiment")
+		}
+		e.ID = strconv.FormatInt(n, 10)
+		if e.ArtifactLocation == "" {
+			e.ArtifactLocation = location(e.ID)
+			if _, err := tx.ExecContext(ctx, `UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?`, e.ArtifactLocation, n); err != nil {
+				return sqlError(err, "set artifact location")
+			}
+		}
+		for _, t := range e.Tags {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)`, n, t.Key, t.Value); err != nil {
+				return sqlError(err, "set experiment tag")
+			}
+		}
+		return nil
+	})
+}
+
+const experimentCols = `experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time`
+
+func scanExperiment(sc interface{ Scan(...any) error }) (*tracking.Experiment, error) {
+	var e tracking.Experiment
+	var id int64
+	var stage string
+	if err := sc.Scan(&id, &e.Name, &e.ArtifactLocation, &stage, &e.CreationTimeMs, &e.LastUpdateTimeMs); err != nil {
+		return nil, err
+	}
+	e.ID = strconv.FormatInt(id, 10)
+	e.LifecycleStage = tracking.LifecycleStage(stage)
+	return &e, nil
+}
+
+// GetExperiment implements tracking.ExperimentStore.
+func (s *Store) GetExperiment(ctx context.Context, id string) (*tracking.Experiment, error) {
+	n, err := parseExperimentID(id)
+	if err != nil {
+		return nil, err
+	}
+	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE experiment_id = ?`, n))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFoundExperiment(id)
+	}
+	if err != nil {
+		return nil, sqlError(err, "get experiment")
+	}
+	if err := s.loadExperimentTags(ctx, []*tracking.Experiment{e}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// GetExperimentByName implements tracking.ExperimentStore.
+func (s *Store) GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error) {
+	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "Could not find experiment with name '%s'", name)
+	}
+	if err != nil {
+		return nil, sqlError(err, "get experiment by name")
+	}
+	if err := s.loadExperimentTags(ctx, []*tracking.Experiment{e}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (s *Store) loadExperimentTags(ctx context.Context, exps []*tracking.Experiment) error {
+	if len(exps) == 0 {
+		return nil
+	}
+	byID := make(map[string]*tracking.Experiment, len(exps))
+	args := make([]any, len(exps))
+	for i, e := range exps {
+		byID[e.ID] = e
+		args[i] = e.ID
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT experiment_id, key, value FROM experiment_tags WHERE experiment_id IN (`+placeholders(len(args))+`) ORDER BY experiment_id, key`, args...)
+	if err != nil {
+		return sqlError(err, "load experiment tags")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var t tracking.Tag
+		if err := rows.Scan(&id, &t.Key, &t.Value); err != nil {
+			return sqlError(err, "scan experiment tag")
+		}
+		if e := byID[strconv.FormatInt(id, 10)]; e != nil {
+			e.Tags = append(e.Tags, t)
+		}
+	}
+	return sqlError(rows.Err(), "load experiment tags")
+}
+
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}
+
+// RenameExperiment implements tracking.ExperimentStore.
+func (s *Store) RenameExperiment(ctx context.Context, id, name string, nowMs int64) error {
+	n, err := parseExperimentID(id)
+	if err != nil {
+		return err
+	}
+	return s.w.do(ctx, func(tx *wtx) error {
+		var stage, old string
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage, name FROM experiments WHERE experiment_id = ?`, n).Scan(&stage, &old)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFoundExperiment(id)
+		}
+		if err != nil {
+			return sqlError(err, "get experiment")
+		}
+		if stage != string(tracking.Active) {
+			return errs.Errorf(errs.Invalid, "Cannot rename a non-active experiment. Experiment %s is %s.", id, stage)
+		}
+		if old == name {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE experiments SET name = ?, last_update_time = ? WHERE experiment_id = ?`, name, nowMs, n)
+		return sqlError(err, fmt.Sprintf("Experiment '%s' already exists.", name))
+	})
+}
+
+// SetExperimentLifecycle implements tracking.ExperimentStore.
+func (s *Store) SetExperimentLifecycle(ctx context.Context, id string, stage tracking.LifecycleStage, nowMs int64) error {
+	n, err := parseExperimentID(id)
+	if err != nil {
+		return err
+	}
+	return s.w.do(ctx, func(tx *wtx) error {
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFoundExperiment(id)
+		}
+		if err != nil {
+			return sqlError(err, "get experiment")
+		}
+		if stage == tracking.Active && cur == string(tracking.Active) {
+			return errs.Errorf(errs.Invalid, "Cannot restore an active experiment. Experiment %s is active.", id)
+		}
+		if stage == tracking.Deleted && cur == string(tracking.Deleted) {
+			return errs.Errorf(errs.Invalid, "Experiment %s is already deleted.", id)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE experiments SET lifecycle_stage = ?, last_update_time = ? WHERE experiment_id = ?`, string(stage), nowMs, n); err != nil {
+			return sqlError(err, "update experiment")
+		}
+		// Deleting an experiment deletes its runs; restoring restores them.
+		var delTime any
+		if stage == tracking.Deleted {
+			delTime = nowMs
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE runs SET lifecycle_stage = ?, deleted_time = ? WHERE experiment_id = ?`, string(stage), delTime, n)
+		return sqlError(err, "update runs of experiment")
+	})
+}
+
+// SetExperimentTag implements tracking.ExperimentStore.
+func (s *Store) SetExperimentTag(ctx context.Context, id string, tag tracking.Tag) error {
+	n, err := parseExperimentID(id)
+	if err != nil {
+		return err
+	}
+	return s.w.do(ctx, func(tx *wtx) error {
+		var stage string
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFoundExperiment(id)
+		}
+		if err != nil {
+			return sqlError(err, "get experiment")
+		}
+		if stage != string(tracking.Active) {
+			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", id, stage)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)
+			ON CONFLICT (experiment_id, key) DO UPDATE SET value = excluded.value`, n, tag.Key, tag.Value)
+		return sqlError(err, "set experiment tag")
+	})
+}
+
+// DeleteExperimentTag implements tracking.ExperimentStore.
+func (s *Store) DeleteExperimentTag(ctx context.Context, id, key string) error {
+	n, err := parseExperimentID(id)
+	if err != nil {
+		return err
+	}
+	return s.w.do(ctx, func(tx *wtx) error {
+		var stage string
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFoundExperiment(id)
+		}
+		if err != nil {
+			return sqlError(err, "get experiment")
+		}
+		if stage != string(tracking.Active) {
+			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", id, stage)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM experiment_tags WHERE experiment_id = ? AND key = ?`, n, key)
+		if err != nil {
+			return sqlError(err, "delete experiment tag")
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return errs.Errorf(errs.NotFound, "No tag with name: %s in experiment with id %s", key, id)
+		}
+		return nil
+	})
+}
+
+// experimentToken is the page token of experiments/search: an offset plus
+// a fingerprint of the query it belongs to.
+type experimentToken struct {
+	Offset int    `json:"offset"`
+	Query  string `json:"q,omitempty"`
+}
+
+// SearchExperiments implements tracking.ExperimentStore.
+func (s *Store) SearchExperiments(ctx context.Context, q tracking.ExperimentQuery) (tracking.ExperimentPage, error) {
+	var where []string
+	var args []any
+	switch q.ViewType {
+	case tracking.ActiveOnly:
+		where = append(where, `e.lifecycle_stage = 'active'`)
+	case tracking.DeletedOnly:
+		where = append(where, `e.lifecycle_stage = 'deleted'`)
+	}
+	for _, c := range q.Filter.Clauses {
+		w, a, err := experimentClause(c)
+		if err != nil {
+			return tracking.ExperimentPage{}, err
+		}
+		where = append(where, w)
+		args = append(args, a...)
+	}
+	var order []string
+	seenID := false
+	for _, k := range q.OrderBy {
+		col := map[string]string{
+			search.AttrName: "e.name", search.AttrExperimentID: "e.experiment_id",
+			search.AttrCreationTime: "e.creation_time", search.AttrLastUpdateTime: "e.last_update_time",
+		}[k.Key]
+		if col == "" {
+			return tracking.ExperimentPage{}, errs.Errorf(errs.Invalid, "Invalid order_by key '%s' for experiments", k.Key)
+		}
+		if k.Key == search.AttrExperimentID {
+			seenID = true
+		}
+		dir := "ASC"
+		if k.Desc {
+			dir = "DESC"
+		}
+		order = append(order, col+" "+dir)
+	}
+	if len(order) == 0 {
+		order = append(order, "e.creation_time DESC")
+	}
+	if !seenID {
+		order = append(order, "e.experiment_id ASC")
+	}
+	fingerprint := queryFingerprint(fmt.Sprint(q.ViewType, q.Filter, q.OrderBy))
+	offset := 0
+	if q.PageToken != "" {
+		var tok experimentToken
+		b, err := base64.StdEncoding.DecodeString(q.PageToken)
+		if err == nil {
+			err = json.Unmarshal(b, &tok)
+		}
+		if err != nil || tok.Offset < 0 {
+			return tracking.ExperimentPage{}, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", truncate(q.PageToken, 40))
+		}
+		if tok.Query != "" && tok.Query != fingerprint {
+			return tracking.ExperimentPage{}, errs.E(errs.Invalid, "page_token belongs to a different search (filter, order_by or view_type changed)")
+		}
+		offset = tok.Offset
+	}
+	sqlText := `SELECT ` + prefixCols("e.", experimentCols) + ` FROM experiments e`
+	if len(where) > 0 {
+		sqlText += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	sqlText += ` ORDER BY ` + strings.Join(order, ", ") + ` LIMIT ? OFFSET ?`
+	args = append(args, q.MaxResults+1, offset)
+	rows, err := s.rdb.QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return tracking.ExperimentPage{}, sqlError(err, "search experiments")
+	}
+	defer rows.Close()
+	var page tracking.ExperimentPage
+	for rows.Next() {
+		e, err := scanExperiment(rows)
+		if err != nil {
+			return tracking.ExperimentPage{}, sqlError(err, "scan experiment")
+		}
+		page.Experiments = append(page.Experiments, e)
+	}
+	if err := rows.Err(); err != nil {
+		return tracking.ExperimentPage{}, sqlError(err, "search experiments")
+	}
+	if len(page.Experiments) > q.MaxResults {
+		page.Experiments = page.Experiments[:q.MaxResults]
+		b, _ := json.Marshal(experimentToken{Offset: offset + q.MaxResults, Query: fingerprint})
+		page.NextPageToken = base64.StdEncoding.EncodeToString(b)
+	}
+	if err := s.loadExperimentTags(ctx, page.Experiments); err != nil {
+		return tracking.ExperimentPage{}, err
+	}
+	return page, nil
+}
+
+func prefixCols(prefix, cols string) string {
+	parts := strings.Split(cols, ", ")
+	for i := range parts {
+		parts[i] = prefix + parts[i]
+	}
+	return strings.Join(parts, ", ")
+}
+
+func experimentClause(c search.Comparison) (string, []any, error) {
+	switch c.Entity {
+	case search.Attribute:
+		switch c.Key {
+		case search.AttrName:
+			return stringCompare("e.name", c)
+		case search.AttrExperimentID:
+			return stringCompare("CAST(e.experiment_id AS TEXT)", c)
+		case search.AttrCreationTime:
+			return numberCompare("e.creation_time", c)
+		case search.AttrLastUpdateTime:
+			return numberCompare("e.last_update_time", c)
+		}
+	case search.Tag:
+		return existsCompare(`SELECT 1 FROM experiment_tags t WHERE t.experiment_id = e.experiment_id AND t.key = ?`, "t.value", c)
+	}
+	return "", nil, errs.Errorf(errs.Invalid, "Invalid attribute '%s.%s' for experiments", c.Entity, c.Key)
+}

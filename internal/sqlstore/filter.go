@@ -1,0 +1,83 @@
+package sqlstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"unicode/utf8"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking/search"
+)
+
+// stringCompare renders `col <op> ?` for a string comparison. LIKE is
+// case-sensitive (the connection sets case_sensitive_like); ILIKE lowers
+// both sides.
+func stringCompare(col string, c search.Comparison) (string, []any, error) {
+	switch c.Op {
+	case search.OpEq, search.OpNe:
+		if c.Value.Kind != search.String {
+			return "", nil, errs.Errorf(errs.Invalid, "%s.%s %s needs a quoted string value", c.Entity, c.Key, c.Op)
+		}
+		return col + " " + string(c.Op) + " ?", []any{c.Value.Str}, nil
+	case search.OpLike:
+		return col + " LIKE ?", []any{c.Value.Str}, nil
+	case search.OpILike:
+		return "lower(" + col + ") LIKE lower(?)", []any{c.Value.Str}, nil
+	case search.OpIn, search.OpNotIn:
+		if c.Value.Kind != search.List || len(c.Value.List) == 0 {
+			return "", nil, errs.Errorf(errs.Invalid, "%s.%s %s needs a non-empty list of strings", c.Entity, c.Key, c.Op)
+		}
+		args := make([]any, len(c.Value.List))
+		for i, v := range c.Value.List {
+			args[i] = v
+		}
+		return col + " " + string(c.Op) + " (" + placeholders(len(args)) + ")", args, nil
+	}
+	return "", nil, errs.Errorf(errs.Invalid, "operator %s is not supported for %s.%s", c.Op, c.Entity, c.Key)
+}
+
+// numberCompare renders `col <op> ?` for a numeric comparison.
+func numberCompare(col string, c search.Comparison) (string, []any, error) {
+	switch c.Op {
+	case search.OpEq, search.OpNe, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
+		if c.Value.Kind != search.Number {
+			return "", nil, errs.Errorf(errs.Invalid, "%s.%s %s needs a numeric value", c.Entity, c.Key, c.Op)
+		}
+		return col + " " + string(c.Op) + " ?", []any{c.Value.Num}, nil
+	}
+	return "", nil, errs.Errorf(errs.Invalid, "operator %s is not supported for %s.%s", c.Op, c.Entity, c.Key)
+}
+
+// existsCompare renders a comparison on a key/value side table: sub is a
+// subquery selecting the row of the key (its only parameter is the key)
+// and valueCol its value column. IS NULL means "has no such key".
+func existsCompare(sub, valueCol string, c search.Comparison) (string, []any, error) {
+	switch c.Op {
+	case search.OpIsNull:
+		return "NOT EXISTS (" + sub + ")", []any{c.Key}, nil
+	case search.OpIsNotNull:
+		return "EXISTS (" + sub + ")", []any{c.Key}, nil
+	}
+	w, a, err := stringCompare(valueCol, c)
+	if err != nil {
+		return "", nil, err
+	}
+	return "EXISTS (" + sub + " AND " + w + ")", append([]any{c.Key}, a...), nil
+}
+
+// queryFingerprint identifies a query in its page tokens, so that a token
+// replayed against another query is refused instead of silently skipping.
+func queryFingerprint(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:6])
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}

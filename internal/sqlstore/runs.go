@@ -1,0 +1,424 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math"
+	"strconv"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+func notFoundRun(id string) error {
+	return errs.Errorf(errs.NotFound, "Run with id=%s not found", id)
+}
+
+func notActiveRun(id, stage string) error {
+	return errs.Errorf(errs.Invalid, "The run %s must be in the 'active' state. Current state is %s.", id, stage)
+}
+
+// runState is what a write needs to know about a run.
+type runState struct {
+	pk           int64
+	experimentID int64
+	stage        string
+	points       int64
+	keys         int64
+	params       int64
+	tags         int64
+}
+
+// activeRun loads the run's state for a write and refuses deleted runs.
+func activeRun(tx *wtx, id string) (runState, error) {
+	var st runState
+	err := tx.QueryRowContext(tx.ctx, `SELECT run_pk, experiment_id, lifecycle_stage, metric_points, metric_keys, param_count, tag_count FROM runs WHERE run_id = ?`, id).
+		Scan(&st.pk, &st.experimentID, &st.stage, &st.points, &st.keys, &st.params, &st.tags)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, notFoundRun(id)
+	}
+	if err != nil {
+		return st, sqlError(err, "get run")
+	}
+	if st.stage != string(tracking.Active) {
+		return st, notActiveRun(id, st.stage)
+	}
+	return st, nil
+}
+
+// CreateRun implements tracking.RunStore.
+func (s *Store) CreateRun(ctx context.Context, r *tracking.Run) error {
+	expID, err := parseExperimentID(r.Info.ExperimentID)
+	if err != nil {
+		return err
+	}
+	return s.w.do(ctx, func(tx *wtx) error {
+		var stage string
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, expID).Scan(&stage)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFoundExperiment(r.Info.ExperimentID)
+		}
+		if err != nil {
+			return sqlError(err, "get experiment")
+		}
+		if stage != string(tracking.Active) {
+			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", r.Info.ExperimentID, stage)
+		}
+		i := r.Info
+		res, err := tx.ExecContext(ctx, `INSERT INTO runs
+			(run_id, experiment_id, name, user_id, status, start_time, end_time, artifact_uri, lifecycle_stage, tag_count)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			i.RunID, expID, i.RunName, i.UserID, int32(i.Status), i.StartTimeMs, nullIfZero(i.EndTimeMs), i.ArtifactURI, string(i.LifecycleStage), len(r.Data.Tags))
+		if err != nil {
+			return sqlError(err, "Run "+i.RunID+" already exists")
+		}
+		pk, err := res.LastInsertId()
+		if err != nil {
+			return sqlError(err, "create run")
+		}
+		for _, t := range r.Data.Tags {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tags (run_pk, key, value) VALUES (?, ?, ?)`, pk, t.Key, t.Value); err != nil {
+				return sqlError(err, "set tag")
+			}
+		}
+		return nil
+	})
+}
+
+func nullIfZero(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+const runCols = `r.run_pk, r.run_id, r.experiment_id, r.name, r.user_id, r.status, r.start_time, r.end_time, r.artifact_uri, r.lifecycle_stage`
+
+func scanRun(sc interface{ Scan(...any) error }) (int64, *tracking.Run, error) {
+	var pk, exp int64
+	var status int32
+	var end sql.NullInt64
+	var stage string
+	r := &tracking.Run{}
+	i := &r.Info
+	if err := sc.Scan(&pk, &i.RunID, &exp, &i.RunName, &i.UserID, &status, &i.StartTimeMs, &end, &i.ArtifactURI, &stage); err != nil {
+		return 0, nil, err
+	}
+	i.ExperimentID = strconv.FormatInt(exp, 10)
+	i.Status = tracking.RunStatus(status)
+	i.EndTimeMs = end.Int64
+	i.LifecycleStage = tracking.LifecycleStage(stage)
+	return pk, r, nil
+}
+
+// GetRun implements tracking.RunStore.
+func (s *Store) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
+	pk, r, err := scanRun(s.rdb.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs r WHERE r.run_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFoundRun(id)
+	}
+	if err != nil {
+		return nil, sqlError(err, "get run")
+	}
+	if err := s.loadRunData(ctx, []int64{pk}, []*tracking.Run{r}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// loadRunData fills Data, Inputs and Outputs of runs (pks[i] is runs[i]'s
+// key) with one query per table.
+func (s *Store) loadRunData(ctx context.Context, pks []int64, runs []*tracking.Run) error {
+	if len(pks) == 0 {
+		return nil
+	}
+	byPK := make(map[int64]*tracking.Run, len(pks))
+	args := make([]any, len(pks))
+	for i, pk := range pks {
+		byPK[pk] = runs[i]
+		args[i] = pk
+	}
+	in := placeholders(len(args))
+	// Chunk IN lists: SQLite allows 32766 parameters, but smaller lists
+	// plan better and keep memory bounded.
+	if err := s.queryEach(ctx, `SELECT run_pk, key, value FROM params WHERE run_pk IN (`+in+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var p tracking.Param
+		if err := rows.Scan(&pk, &p.Key, &p.Value); err != nil {
+			return err
+		}
+		r := byPK[pk]
+		r.Data.Params = append(r.Data.Params, p)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.queryEach(ctx, `SELECT run_pk, key, value FROM tags WHERE run_pk IN (`+in+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var t tracking.Tag
+		if err := rows.Scan(&pk, &t.Key, &t.Value); err != nil {
+			return err
+		}
+		r := byPK[pk]
+		r.Data.Tags = append(r.Data.Tags, t)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.queryEach(ctx, `SELECT run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest FROM metric_series WHERE run_pk IN (`+in+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var m tracking.Metric
+		var v sql.NullFloat64
+		var isNaN bool
+		var model, dsName, dsDigest sql.NullString
+		if err := rows.Scan(&pk, &m.Key, &m.Step, &m.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest); err != nil {
+			return err
+		}
+		m.Value = v.Float64
+		if isNaN {
+			m.Value = math.NaN()
+		}
+		m.ModelID, m.DatasetName, m.DatasetDigest = model.String, dsName.String, dsDigest.String
+		r := byPK[pk]
+		r.Data.Metrics = append(r.Data.Metrics, m)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.loadRunIO(ctx, in, args, byPK)
+}
+
+// loadRunIO loads dataset inputs, model inputs and model outputs.
+func (s *Store) loadRunIO(ctx context.Context, in string, args []any, byPK map[int64]*tracking.Run) error {
+	type key struct{ run, ds int64 }
+	inputs := map[key]*tracking.DatasetInput{}
+	if err := s.queryEach(ctx, `SELECT i.run_pk, d.dataset_pk, d.name, d.digest, d.source_type, d.source, d.schema, d.profile
+		FROM run_inputs i JOIN datasets d ON d.dataset_pk = i.dataset_pk
+		WHERE i.run_pk IN (`+in+`) ORDER BY i.run_pk, d.dataset_pk`, args, func(rows *sql.Rows) error {
+		var k key
+		var d tracking.Dataset
+		if err := rows.Scan(&k.run, &k.ds, &d.Name, &d.Digest, &d.SourceType, &d.Source, &d.Schema, &d.Profile); err != nil {
+			return err
+		}
+		r := byPK[k.run]
+		r.Inputs.Datasets = append(r.Inputs.Datasets, tracking.DatasetInput{Dataset: d})
+		inputs[k] = &r.Inputs.Datasets[len(r.Inputs.Datasets)-1]
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(inputs) > 0 {
+		if err := s.queryEach(ctx, `SELECT run_pk, dataset_pk, key, value FROM input_tags WHERE run_pk IN (`+in+`) ORDER BY run_pk, dataset_pk, key`, args, func(rows *sql.Rows) error {
+			var k key
+			var t tracking.Tag
+			if err := rows.Scan(&k.run, &k.ds, &t.Key, &t.Value); err != nil {
+				return err
+			}
+			// Pointers into r.Inputs.Datasets stay valid: appends are done.
+			if di := inputs[k]; di != nil {
+				di.Tags = append(di.Tags, t)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if err := s.queryEach(ctx, `SELECT run_pk, model_id FROM run_model_inputs WHERE run_pk IN (`+in+`) ORDER BY run_pk, model_id`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var m tracking.ModelInput
+		if err := rows.Scan(&pk, &m.ModelID); err != nil {
+			return err
+		}
+		r := byPK[pk]
+		r.Inputs.Models = append(r.Inputs.Models, m)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.queryEach(ctx, `SELECT run_pk, model_id, step FROM run_model_outputs WHERE run_pk IN (`+in+`) ORDER BY run_pk, step, model_id`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var m tracking.ModelOutput
+		if err := rows.Scan(&pk, &m.ModelID, &m.Step); err != nil {
+			return err
+		}
+		r := byPK[pk]
+		r.Outputs.Models = append(r.Outputs.Models, m)
+		return nil
+	})
+}
+
+// queryEach runs a read query and calls fn for each row.
+func (s *Store) queryEach(ctx context.Context, q string, args []any, fn func(*sql.Rows) error) error {
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return sqlError(err, "query")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return sqlError(err, "scan")
+		}
+	}
+	return sqlError(rows.Err(), "query")
+}
+
+// UpdateRun implements tracking.RunStore.
+func (s *Store) UpdateRun(ctx context.Context, id string, u tracking.RunUpdate) (*tracking.RunInfo, error) {
+	var info *tracking.RunInfo
+	err := s.w.do(ctx, func(tx *wtx) error {
+		st, err := activeRun(tx, id)
+		if err != nil {
+			return err
+		}
+		if u.Status != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ? WHERE run_pk = ?`, int32(*u.Status), st.pk); err != nil {
+				return sqlError(err, "update run")
+			}
+		}
+		if u.EndTimeMs != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET end_time = ? WHERE run_pk = ?`, nullIfZero(*u.EndTimeMs), st.pk); err != nil {
+				return sqlError(err, "update run")
+			}
+		}
+		if u.Name != nil {
+			if err := setRunTag(tx, &st, tracking.Tag{Key: tracking.TagRunName, Value: *u.Name}, 0); err != nil {
+				return err
+			}
+		}
+		_, r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs r WHERE r.run_pk = ?`, st.pk))
+		if err != nil {
+			return sqlError(err, "read run")
+		}
+		info = &r.Info
+		return nil
+	})
+	return info, err
+}
+
+// SetRunLifecycle implements tracking.RunStore.
+func (s *Store) SetRunLifecycle(ctx context.Context, id string, stage tracking.LifecycleStage, nowMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		var pk int64
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT run_pk, lifecycle_stage FROM runs WHERE run_id = ?`, id).Scan(&pk, &cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFoundRun(id)
+		}
+		if err != nil {
+			return sqlError(err, "get run")
+		}
+		var del any
+		if stage == tracking.Deleted {
+			del = nowMs
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE runs SET lifecycle_stage = ?, deleted_time = ? WHERE run_pk = ?`, string(stage), del, pk)
+		return sqlError(err, "update run")
+	})
+}
+
+// DeleteTag implements tracking.RunStore.
+func (s *Store) DeleteTag(ctx context.Context, runID, key string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		st, err := activeRun(tx, runID)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM tags WHERE run_pk = ? AND key = ?`, st.pk, key)
+		if err != nil {
+			return sqlError(err, "delete tag")
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errs.Errorf(errs.NotFound, "No tag with name: %s in run with id %s", key, runID)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE runs SET tag_count = tag_count - 1 WHERE run_pk = ?`, st.pk)
+		return sqlError(err, "delete tag")
+	})
+}
+
+// setRunTag upserts a tag, keeps the run's name in step with
+// mlflow.runName and enforces TagsPerRun (limit 0 skips the check).
+func setRunTag(tx *wtx, st *runState, t tracking.Tag, limit int) error {
+	res, err := tx.ExecContext(tx.ctx, `UPDATE tags SET value = ? WHERE run_pk = ? AND key = ?`, t.Value, st.pk, t.Key)
+	if err != nil {
+		return sqlError(err, "set tag")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		if limit > 0 && st.tags+1 > int64(limit) {
+			return tracking.LimitError("tags per run", st.tags, 1, int64(limit), "")
+		}
+		if _, err := tx.ExecContext(tx.ctx, `INSERT INTO tags (run_pk, key, value) VALUES (?, ?, ?)`, st.pk, t.Key, t.Value); err != nil {
+			return sqlError(err, "set tag")
+		}
+		st.tags++
+		if _, err := tx.ExecContext(tx.ctx, `UPDATE runs SET tag_count = ? WHERE run_pk = ?`, st.tags, st.pk); err != nil {
+			return sqlError(err, "set tag")
+		}
+	}
+	if t.Key == tracking.TagRunName {
+		if _, err := tx.ExecContext(tx.ctx, `UPDATE runs SET name = ? WHERE run_pk = ?`, t.Value, st.pk); err != nil {
+			return sqlError(err, "rename run")
+		}
+	}
+	return nil
+}
+
+// LogInputs implements tracking.RunStore.
+func (s *Store) LogInputs(ctx context.Context, runID string, datasets []tracking.DatasetInput, models []tracking.ModelInput) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		st, err := activeRun(tx, runID)
+		if err != nil {
+			return err
+		}
+		for _, in := range datasets {
+			d := in.Dataset
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO datasets (experiment_id, name, digest, source_type, source, schema, profile) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				st.experimentID, d.Name, d.Digest, d.SourceType, d.Source, d.Schema, d.Profile); err != nil {
+				return sqlError(err, "record dataset")
+			}
+			var dpk int64
+			if err := tx.QueryRowContext(ctx, `SELECT dataset_pk FROM datasets WHERE experiment_id = ? AND name = ? AND digest = ?`, st.experimentID, d.Name, d.Digest).Scan(&dpk); err != nil {
+				return sqlError(err, "record dataset")
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO run_inputs (run_pk, dataset_pk) VALUES (?, ?)`, st.pk, dpk); err != nil {
+				return sqlError(err, "record input")
+			}
+			for _, t := range in.Tags {
+				if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO input_tags (run_pk, dataset_pk, key, value) VALUES (?, ?, ?, ?)`, st.pk, dpk, t.Key, t.Value); err != nil {
+					return sqlError(err, "record input tag")
+				}
+			}
+		}
+		for _, m := range models {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO run_model_inputs (run_pk, model_id) VALUES (?, ?)`, st.pk, m.ModelID); err != nil {
+				return sqlError(err, "record model input")
+			}
+		}
+		return nil
+	})
+}
+
+// LogOutputs implements tracking.RunStore.
+func (s *Store) LogOutputs(ctx context.Context, runID string, models []tracking.ModelOutput) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		st, err := activeRun(tx, runID)
+		if err != nil {
+			return err
+		}
+		for _, m := range models {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO run_model_outputs (run_pk, model_id, step) VALUES (?, ?, ?)`, st.pk, m.ModelID, m.Step); err != nil {
+				return sqlError(err, "record model output")
+			}
+		}
+		return nil
+	})
+}
+
+// latestOf returns the greater of two points by metrics.Compare.
+func latestOf(a, b metrics.Point) metrics.Point {
+	if metrics.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}

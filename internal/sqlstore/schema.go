@@ -1,0 +1,144 @@
+package sqlstore
+
+// migrations are applied in order, each in its own transaction, and
+// recorded in schema_migrations. Never edit a migration that has shipped:
+// append a new one.
+var migrations = []string{
+	// 1: the tracking core.
+	`
+CREATE TABLE experiments (
+	experiment_id     INTEGER PRIMARY KEY,
+	name              TEXT    NOT NULL UNIQUE,
+	artifact_location TEXT    NOT NULL,
+	lifecycle_stage   TEXT    NOT NULL,
+	creation_time     INTEGER NOT NULL,
+	last_update_time  INTEGER NOT NULL
+);
+CREATE INDEX experiments_creation ON experiments (creation_time);
+
+CREATE TABLE experiment_tags (
+	experiment_id INTEGER NOT NULL,
+	key           TEXT    NOT NULL,
+	value         TEXT    NOT NULL,
+	PRIMARY KEY (experiment_id, key)
+) WITHOUT ROWID;
+
+-- run_pk is an internal integer key so that the tables that hang off a run
+-- (params, tags, metric series) stay small and join fast; run_id is the
+-- public 32-hex id.
+CREATE TABLE runs (
+	run_pk          INTEGER PRIMARY KEY,
+	run_id          TEXT    NOT NULL UNIQUE,
+	experiment_id   INTEGER NOT NULL,
+	name            TEXT    NOT NULL,
+	user_id         TEXT    NOT NULL,
+	status          INTEGER NOT NULL,
+	start_time      INTEGER NOT NULL,
+	end_time        INTEGER,
+	artifact_uri    TEXT    NOT NULL,
+	lifecycle_stage TEXT    NOT NULL,
+	deleted_time    INTEGER,
+	metric_points   INTEGER NOT NULL DEFAULT 0,
+	metric_keys     INTEGER NOT NULL DEFAULT 0,
+	param_count     INTEGER NOT NULL DEFAULT 0,
+	tag_count       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_experiment_start ON runs (experiment_id, start_time DESC, run_id);
+
+CREATE TABLE params (
+	run_pk INTEGER NOT NULL,
+	key    TEXT    NOT NULL,
+	value  TEXT    NOT NULL,
+	PRIMARY KEY (run_pk, key)
+) WITHOUT ROWID;
+CREATE INDEX params_key_value ON params (key, value);
+
+CREATE TABLE tags (
+	run_pk INTEGER NOT NULL,
+	key    TEXT    NOT NULL,
+	value  TEXT    NOT NULL,
+	PRIMARY KEY (run_pk, key)
+) WITHOUT ROWID;
+
+-- One row per (run, metric key): the latest point (by step, then
+-- timestamp, then value) for search and RunData, and the series counters.
+-- value is NULL when the latest value is NaN (is_nan = 1).
+CREATE TABLE metric_series (
+	series_id      INTEGER PRIMARY KEY,
+	run_pk         INTEGER NOT NULL,
+	key            TEXT    NOT NULL,
+	step           INTEGER NOT NULL,
+	timestamp      INTEGER NOT NULL,
+	value          REAL,
+	is_nan         INTEGER NOT NULL,
+	model_id       TEXT,
+	dataset_name   TEXT,
+	dataset_digest TEXT,
+	max_step       INTEGER NOT NULL,
+	point_count    INTEGER NOT NULL,
+	small_chunks   INTEGER NOT NULL,
+	UNIQUE (run_pk, key)
+);
+CREATE INDEX metric_series_key_value ON metric_series (key, value, run_pk);
+CREATE INDEX metric_series_compact ON metric_series (small_chunks) WHERE small_chunks >= 2;
+
+-- Compressed slices of a series (see docs/format/chunk.md). Fresh writes
+-- land as small chunks, one per series per request; compaction merges them
+-- into chunks of up to Options.ChunkPoints points. summary holds the
+-- chunk's first, lowest, highest and last point (4 x 24 bytes).
+CREATE TABLE metric_chunks (
+	chunk_id       INTEGER PRIMARY KEY,
+	series_id      INTEGER NOT NULL,
+	min_step       INTEGER NOT NULL,
+	max_step       INTEGER NOT NULL,
+	min_ts         INTEGER NOT NULL,
+	max_ts         INTEGER NOT NULL,
+	count          INTEGER NOT NULL,
+	model_id       TEXT,
+	dataset_name   TEXT,
+	dataset_digest TEXT,
+	summary        BLOB    NOT NULL,
+	data           BLOB    NOT NULL
+);
+CREATE INDEX metric_chunks_series ON metric_chunks (series_id, min_step);
+
+CREATE TABLE datasets (
+	dataset_pk    INTEGER PRIMARY KEY,
+	experiment_id INTEGER NOT NULL,
+	name          TEXT    NOT NULL,
+	digest        TEXT    NOT NULL,
+	source_type   TEXT    NOT NULL,
+	source        TEXT    NOT NULL,
+	schema        TEXT    NOT NULL,
+	profile       TEXT    NOT NULL,
+	UNIQUE (experiment_id, name, digest)
+);
+
+CREATE TABLE run_inputs (
+	run_pk     INTEGER NOT NULL,
+	dataset_pk INTEGER NOT NULL,
+	PRIMARY KEY (run_pk, dataset_pk)
+) WITHOUT ROWID;
+
+CREATE TABLE input_tags (
+	run_pk     INTEGER NOT NULL,
+	dataset_pk INTEGER NOT NULL,
+	key        TEXT    NOT NULL,
+	value      TEXT    NOT NULL,
+	PRIMARY KEY (run_pk, dataset_pk, key)
+) WITHOUT ROWID;
+
+CREATE TABLE run_model_inputs (
+	run_pk   INTEGER NOT NULL,
+	model_id TEXT    NOT NULL,
+	PRIMARY KEY (run_pk, model_id)
+) WITHOUT ROWID;
+
+CREATE TABLE run_model_outputs (
+	run_pk   INTEGER NOT NULL,
+	model_id TEXT    NOT NULL,
+	step     INTEGER NOT NULL,
+	PRIMARY KEY (run_pk, model_id, step)
+) WITHOUT ROWID;
+`,
+}

@@ -1,0 +1,232 @@
+// Package sqlstore implements the tracking store on SQLite. It is the only
+// package that imports a SQL driver.
+//
+// Writes go through one writer goroutine that commits many requests in one
+// transaction (group commit), each request inside its own savepoint so that
+// a failing request rolls back alone. Reads use a separate pool of
+// connections, which SQLite's WAL mode lets run beside the writer.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"strings"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Limits are the per-run limits the store enforces; zero fields take
+	// their defaults.
+	Limits tracking.Limits
+	// Synchronous is SQLite's synchronous setting: "FULL" (the default)
+	// makes every acknowledged write survive a power cut; "NORMAL"
+	// survives a process crash only.
+	Synchronous string
+	// ChunkPoints is the number of points compaction packs into one chunk;
+	// 0 means 4096.
+	ChunkPoints int
+	// CompactAfter is the number of small chunks of a series that triggers
+	// its compaction; 0 means 16.
+	CompactAfter int
+	// MaxBatchOps caps the requests committed in one transaction; 0 means 512.
+	MaxBatchOps int
+	// ReadConns is the size of the read pool; 0 means 4 x GOMAXPROCS.
+	ReadConns int
+	// Logger receives the store's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the options Sextant ships with.
+func DefaultOptions() Options {
+	return Options{
+		Limits:       tracking.DefaultLimits(),
+		Synchronous:  "FULL",
+		ChunkPoints:  4096,
+		CompactAfter: 16,
+		MaxBatchOps:  512,
+	}
+}
+
+// Store is the SQLite implementation of tracking.Store.
+type Store struct {
+	rdb    *sql.DB
+	wdb    *sql.DB
+	w      *writer
+	limits tracking.Limits
+	opts   Options
+	log    *slog.Logger
+}
+
+var _ tracking.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the SQLite database at path, applies
+// pending migrations and starts the writer.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	d := DefaultOptions()
+	if opts.Synchronous == "" {
+		opts.Synchronous = d.Synchronous
+	}
+	opts.Synchronous = strings.ToUpper(opts.Synchronous)
+	if opts.Synchronous != "FULL" && opts.Synchronous != "NORMAL" {
+		return nil, fmt.Errorf("sqlstore: synchronous must be FULL or NORMAL, got %q", opts.Synchronous)
+	}
+	if opts.ChunkPoints <= 0 {
+		opts.ChunkPoints = d.ChunkPoints
+	}
+	if opts.CompactAfter <= 1 {
+		opts.CompactAfter = d.CompactAfter
+	}
+	if opts.MaxBatchOps <= 0 {
+		opts.MaxBatchOps = d.MaxBatchOps
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4 * runtime.GOMAXPROCS(0)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{limits: opts.Limits.WithDefaults(), opts: opts, log: log.With("component", "sqlstore")}
+
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", opts.Synchronous)
+	q.Set("_busy_timeout", "10000")
+	// MLflow's LIKE is case-sensitive; ILIKE lowers both sides.
+	q.Set("_cslike", "1")
+	q.Set("_txlock", "immediate")
+	q.Set("_cache_size", "-65536") // 64 MiB page cache per connection
+	dsn := "file:" + path + "?" + q.Encode()
+
+	var err error
+	s.wdb, err = sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// One writer connection: SQLite serialises writers anyway, and the
+	// group-commit goroutine is its only user.
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetConnMaxLifetime(0)
+	s.wdb.SetConnMaxIdleTime(0)
+	if err := s.migrate(ctx); err != nil {
+		s.wdb.Close()
+		return nil, err
+	}
+	q.Set("_query_only", "1")
+	q.Set("_txlock", "deferred")
+	s.rdb, err = sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open %s for reading: %w", path, err)
+	}
+	s.rdb.SetMaxOpenConns(opts.ReadConns)
+	s.rdb.SetMaxIdleConns(opts.ReadConns)
+	s.rdb.SetConnMaxIdleTime(0)
+	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
+	s.w.compactor = s.compactSeries
+	s.w.sweep = s.compactionCandidates
+	s.w.start()
+	return s, nil
+}
+
+// Close stops the writer after the queued writes are committed and closes
+// the database.
+func (s *Store) Close(ctx context.Context) error {
+	werr := s.w.stop(ctx)
+	return errors.Join(werr, s.rdb.Close(), s.wdb.Close())
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.wdb.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var have int
+	if err := s.wdb.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade sextant", have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		tx, err := s.wdb.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+			return errors.Join(fmt.Errorf("apply migration %d: %w", v, err), tx.Rollback())
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, time.Now().UnixMilli()); err != nil {
+			return errors.Join(fmt.Errorf("record migration %d: %w", v, err), tx.Rollback())
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit migration %d: %w", v, err)
+		}
+		s.log.Info("applied migration", "version", v)
+	}
+	return nil
+}
+
+// Checkpoint runs a WAL checkpoint (TRUNCATE), so that the main database
+// file holds everything; used before measuring size on disk.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	return s.w.exclusive(ctx, func() error {
+		_, err := s.wdb.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		return err
+	})
+}
+
+// Compact merges every series' small chunks now, instead of waiting for
+// the background compaction; benchmarks and tests use it.
+func (s *Store) Compact(ctx context.Context) error {
+	return s.w.exclusive(ctx, func() error {
+		ids, err := s.compactionCandidatesN(ctx, -1)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			s.w.pending[id] = struct{}{}
+		}
+		for len(s.w.pending) > 0 {
+			s.w.compactSome(64)
+		}
+		return nil
+	})
+}
+
+// sqlError translates driver errors into domain errors. UNIQUE violations
+// become AlreadyExists with msg; a full disk becomes Unavailable.
+func sqlError(err error, msg string) error {
+	if err == nil {
+		return nil
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch {
+		case se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey:
+			return errs.Wrap(errs.AlreadyExists, err, msg)
+		case se.Code == sqlite3.ErrFull:
+			return &errs.Error{Code: errs.Unavailable, Msg: "the server's disk is full", Hint: "free disk space under the data directory", Err: err}
+		case se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked:
+			return errs.Wrap(errs.Unavailable, err, "the database is busy, retry")
+		}
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return errs.Wrap(errs.Internal, err, msg)
+}

@@ -1,0 +1,314 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sextant/sextant/internal/errs"
+)
+
+// writer owns the single write connection. Requests queue as ops; the loop
+// takes every op that is waiting, runs them in one transaction, each inside
+// a savepoint, commits once and then answers them all. While one commit is
+// in flight the next group gathers, so throughput grows with load instead
+// of every request paying for its own fsync.
+type writer struct {
+	db   *sql.DB
+	max  int
+	log  *slog.Logger
+	ops  chan *writeOp
+	quit chan struct{}
+	done chan struct{}
+
+	// compactor compacts one series inside a transaction; sweep lists
+	// series worth compacting when the writer is idle.
+	compactor func(tx *wtx, seriesID int64) error
+	sweep     func(ctx context.Context) ([]int64, error)
+	pending   map[int64]struct{}
+
+	// txStmts are the statements prepared in the current transaction;
+	// only the loop goroutine touches them.
+	txStmts map[string]*sql.Stmt
+}
+
+type writeOp struct {
+	fn   func(tx *wtx) error
+	raw  func() error // runs alone, outside any transaction
+	done chan error
+}
+
+// wtx is the transaction handed to an op. Besides the SQL transaction it
+// collects follow-up work that only happens if the op commits, and it runs
+// statements through the writer's prepared-statement cache.
+type wtx struct {
+	*sql.Tx
+	ctx     context.Context
+	w       *writer
+	compact []int64
+}
+
+// prepared returns statement q prepared in this transaction. Statements
+// are prepared once per group transaction and reused by every request in
+// it: parsing SQL for each request would cost more than the writes.
+func (t *wtx) prepared(q string) (*sql.Stmt, error) {
+	if st := t.w.txStmts[q]; st != nil {
+		return st, nil
+	}
+	st, err := t.Tx.PrepareContext(t.ctx, q)
+	if err != nil {
+		return nil, sqlError(err, "prepare")
+	}
+	t.w.txStmts[q] = st
+	return st, nil
+}
+
+// exec runs a prepared statement in the transaction.
+func (t *wtx) exec(q string, args ...any) (sql.Result, error) {
+	st, err := t.prepared(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(t.ctx, args...)
+}
+
+// queryRow runs a prepared single-row query in the transaction.
+func (t *wtx) queryRow(q string, args ...any) *sql.Row {
+	st, err := t.prepared(q)
+	if err != nil {
+		// Surface the prepare error through Scan.
+		return t.Tx.QueryRowContext(t.ctx, q, args...)
+	}
+	return st.QueryRowContext(t.ctx, args...)
+}
+
+// query runs a prepared query in the transaction.
+func (t *wtx) query(q string, args ...any) (*sql.Rows, error) {
+	st, err := t.prepared(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(t.ctx, args...)
+}
+
+// markCompaction asks for series compaction after this op commits.
+func (t *wtx) markCompaction(seriesID int64) { t.compact = append(t.compact, seriesID) }
+
+func newWriter(db *sql.DB, max int, log *slog.Logger) *writer {
+	return &writer{
+		db:      db,
+		max:     max,
+		log:     log,
+		ops:     make(chan *writeOp, max),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		pending: map[int64]struct{}{},
+		txStmts: map[string]*sql.Stmt{},
+	}
+}
+
+// begin starts a transaction for the loop.
+func (w *writer) begin(ctx context.Context) (*wtx, error) {
+	clear(w.txStmts)
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, sqlError(err, "begin transaction")
+	}
+	return &wtx{Tx: tx, ctx: ctx, w: w}, nil
+}
+
+
+func (w *writer) start() { go w.loop() }
+
+// stop commits what is queued and stops the loop.
+func (w *writer) stop(ctx context.Context) error {
+	close(w.quit)
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop writer: %w", ctx.Err())
+	}
+}
+
+// do runs fn in the next group transaction and returns its error, or the
+// commit's. Once queued, an op is always carried out and do waits for it,
+// so a cancelled request never leaves its outcome unknown to the caller.
+func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
+	return w.submit(ctx, &writeOp{fn: fn, done: make(chan error, 1)})
+}
+
+// exclusive runs fn between transactions, alone on the write connection.
+func (w *writer) exclusive(ctx context.Context, fn func() error) error {
+	return w.submit(ctx, &writeOp{raw: fn, done: make(chan error, 1)})
+}
+
+func (w *writer) submit(ctx context.Context, op *writeOp) error {
+	select {
+	case w.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.quit:
+		return errs.E(errs.Unavailable, "the server is shutting down")
+	}
+	return <-op.done
+}
+
+const sweepEvery = 5 * time.Second
+
+func (w *writer) loop() {
+	defer close(w.done)
+	batch := make([]*writeOp, 0, w.max)
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
+	for {
+		select {
+		case op := <-w.ops:
+			batch = append(batch[:0], op)
+		gather:
+			for len(batch) < w.max {
+				select {
+				case op := <-w.ops:
+					batch = append(batch, op)
+				default:
+					break gather
+				}
+			}
+			w.run(batch)
+			w.compactSome(8)
+		case <-sweep.C:
+			w.sweepOnce()
+		case <-w.quit:
+			// Drain what is queued, then stop.
+			for {
+				select {
+				case op := <-w.ops:
+					w.run([]*writeOp{op})
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// run executes a group: raw ops alone, the others in one transaction.
+func (w *writer) run(batch []*writeOp) {
+	var txOps []*writeOp
+	for _, op := range batch {
+		if op.raw != nil {
+			op.done <- op.raw()
+			continue
+		}
+		txOps = append(txOps, op)
+	}
+	if len(txOps) == 0 {
+		return
+	}
+	tx, err := w.begin(context.Background())
+	if err != nil {
+		for _, op := range txOps {
+			op.done <- err
+		}
+		return
+	}
+	results := make([]error, len(txOps))
+	var follow []int64
+	for i, op := range txOps {
+		results[i] = w.runOne(tx, op, &follow)
+	}
+	if err := tx.Commit(); err != nil {
+		err = sqlError(err, "commit")
+		for _, op := range txOps {
+			op.done <- err
+		}
+		return
+	}
+	for _, id := range follow {
+		w.pending[id] = struct{}{}
+	}
+	for i, op := range txOps {
+		op.done <- results[i]
+	}
+}
+
+// runOne runs one op inside a savepoint, so its failure undoes only its
+// own writes.
+func (w *writer) runOne(tx *wtx, op *writeOp, follow *[]int64) (err error) {
+	if _, err := tx.exec("SAVEPOINT op"); err != nil {
+		return sqlError(err, "savepoint")
+	}
+	tx.compact = tx.compact[:0]
+	defer func() {
+		// A panic in an op must not take the whole group down with it.
+		if r := recover(); r != nil {
+			err = errs.Wrap(errs.Internal, fmt.Errorf("panic: %v", r), "write failed")
+		}
+		if err != nil {
+			_, rerr := tx.exec("ROLLBACK TO op")
+			if rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		} else {
+			*follow = append(*follow, tx.compact...)
+		}
+		if _, rerr := tx.exec("RELEASE op"); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return op.fn(tx)
+}
+
+// compactSome compacts up to n series that asked for it, in one
+// transaction.
+func (w *writer) compactSome(n int) {
+	if len(w.pending) == 0 || w.compactor == nil {
+		return
+	}
+	ids := make([]int64, 0, n)
+	for id := range w.pending {
+		ids = append(ids, id)
+		delete(w.pending, id)
+		if len(ids) == n {
+			break
+		}
+	}
+	tx, err := w.begin(context.Background())
+	if err != nil {
+		w.log.Error("compaction: begin", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if err := w.compactor(tx, id); err != nil {
+			w.log.Error("compaction failed", "series", id, "err", err)
+			_ = tx.Rollback()
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		w.log.Error("compaction: commit", "err", err)
+	}
+}
+
+// sweepOnce queues series whose small chunks were never compacted (runs
+// that stopped logging before reaching the threshold) and compacts them
+// while the writer is otherwise idle.
+func (w *writer) sweepOnce() {
+	if w.sweep == nil {
+		return
+	}
+	ids, err := w.sweep(context.Background())
+	if err != nil {
+		w.log.Error("compaction sweep", "err", err)
+		return
+	}
+	for _, id := range ids {
+		w.pending[id] = struct{}{}
+	}
+	for len(w.pending) > 0 && len(w.ops) == 0 {
+		w.compactSome(32)
+	}
+}

@@ -1,0 +1,226 @@
+package search
+
+import "strings"
+
+// This file holds what each search dialect (runs, experiments) accepts:
+// prefixes, attributes and the operators and value kinds of every target.
+// The syntax lives in parse.go; keeping the tables apart lets one parser
+// serve both endpoints.
+
+// The operator sets, in the order they are listed in error messages.
+var (
+	numericOps = []Op{OpEq, OpNe, OpGt, OpGe, OpLt, OpLe}
+	stringOps  = []Op{OpEq, OpNe, OpLike, OpILike}
+	nullOps    = []Op{OpIsNull, OpIsNotNull}
+	listOps    = []Op{OpIn, OpNotIn}
+)
+
+// rule says which operators a target takes and which scalar kind (String or
+// Number) its scalar operators compare with. IN and NOT IN always take a
+// List, IS NULL and IS NOT NULL never take a value.
+type rule struct {
+	scalar ValueKind
+	ops    []Op
+}
+
+func (r rule) allows(op Op) bool {
+	for _, o := range r.ops {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rule) opList() string {
+	names := make([]string, len(r.ops))
+	for i, o := range r.ops {
+		names[i] = string(o)
+	}
+	return strings.Join(names, ", ")
+}
+
+func concatOps(sets ...[]Op) []Op {
+	var out []Op
+	for _, s := range sets {
+		out = append(out, s...)
+	}
+	return out
+}
+
+var (
+	numericRule  = rule{scalar: Number, ops: numericOps}
+	stringRule   = rule{scalar: String, ops: stringOps}
+	nullableRule = rule{scalar: String, ops: concatOps(stringOps, nullOps)}
+	inRule       = rule{scalar: String, ops: concatOps(stringOps, listOps)}
+	// idRule is experiment_id: exact matches only, as LIKE on an id has no use.
+	idRule = rule{scalar: String, ops: concatOps([]Op{OpEq, OpNe}, listOps)}
+)
+
+// attribute is one attribute name (canonical or alias) of a dialect.
+type attribute struct {
+	canonical string
+	rule      rule
+	orderable bool
+}
+
+// dialect is the vocabulary of one search endpoint.
+type dialect struct {
+	// noun names the searched things in messages ("runs", "experiments").
+	noun string
+	// prefixes maps each accepted prefix to its entity.
+	prefixes map[string]Entity
+	// prefixHelp lists the accepted prefixes for messages.
+	prefixHelp string
+	// rules holds the rule of each non-attribute entity the dialect filters on.
+	rules map[Entity]rule
+	// orderable says which non-attribute entities order_by accepts.
+	orderable map[Entity]bool
+	// attrs maps attribute names and aliases; all are case-sensitive.
+	attrs map[string]attribute
+	// attrHelp and orderHelp list the valid attribute names for messages.
+	attrHelp, orderHelp string
+	// bareHint tells a user who wrote a bare key what prefix they may want.
+	bareHint string
+}
+
+// allPrefixes is MLflow's full prefix list. A dialect that does not accept
+// one of these says so instead of calling the prefix unknown.
+var allPrefixes = map[string]Entity{
+	"metric": Metric, "metrics": Metric,
+	"param": Param, "params": Param, "parameter": Param, "parameters": Param,
+	"tag": Tag, "tags": Tag,
+	"attribute": Attribute, "attributes": Attribute, "attr": Attribute, "run": Attribute,
+	"dataset": Dataset, "datasets": Dataset,
+}
+
+var runDialect = dialect{
+	noun:       "runs",
+	prefixes:   allPrefixes,
+	prefixHelp: "metrics., params., tags., attributes. or datasets. (or their aliases metric, param, parameter, parameters, tag, attribute, attr, run, dataset)",
+	rules: map[Entity]rule{
+		Metric:  numericRule,
+		Param:   nullableRule,
+		Tag:     nullableRule,
+		Dataset: inRule,
+	},
+	orderable: map[Entity]bool{Metric: true, Param: true, Tag: true},
+	attrs: map[string]attribute{
+		AttrRunID:          {AttrRunID, inRule, true},
+		AttrRunName:        {AttrRunName, stringRule, true},
+		"run name":         {AttrRunName, stringRule, true},
+		"Run name":         {AttrRunName, stringRule, true},
+		"Run Name":         {AttrRunName, stringRule, true},
+		AttrUserID:         {AttrUserID, stringRule, true},
+		AttrStatus:         {AttrStatus, stringRule, true},
+		AttrArtifactURI:    {AttrArtifactURI, stringRule, true},
+		AttrLifecycleStage: {AttrLifecycleStage, stringRule, false},
+		AttrStartTime:      {AttrStartTime, numericRule, true},
+		"created":          {AttrStartTime, numericRule, true},
+		"Created":          {AttrStartTime, numericRule, true},
+		AttrEndTime:        {AttrEndTime, numericRule, true},
+	},
+	attrHelp:  "run_id, run_name, user_id, status, artifact_uri, lifecycle_stage, start_time, end_time (aliases: created and Created for start_time; `run name`, `Run name` and `Run Name` for run_name)",
+	orderHelp: "run_id, run_name, user_id, status, artifact_uri, start_time, end_time (aliases: created and Created for start_time; `run name`, `Run name` and `Run Name` for run_name)",
+	bareHint:  "metrics, params and tags need a prefix, as in metrics.loss",
+}
+
+// datasetFields are the keys datasets.<key> accepts.
+var datasetFields = map[string]bool{DatasetName: true, DatasetDigest: true, DatasetContext: true}
+
+var experimentDialect = dialect{
+	noun: "experiments",
+	prefixes: map[string]Entity{
+		"attribute": Attribute, "attributes": Attribute, "attr": Attribute,
+		"tag": Tag, "tags": Tag,
+	},
+	prefixHelp: "attributes. or tags. (or their aliases attribute, attr, tag)",
+	rules:      map[Entity]rule{Tag: nullableRule},
+	orderable:  map[Entity]bool{},
+	attrs: map[string]attribute{
+		AttrName:           {AttrName, stringRule, true},
+		AttrExperimentID:   {AttrExperimentID, idRule, true},
+		AttrCreationTime:   {AttrCreationTime, numericRule, true},
+		AttrLastUpdateTime: {AttrLastUpdateTime, numericRule, true},
+	},
+	attrHelp:  "name, experiment_id, creation_time, last_update_time",
+	orderHelp: "name, experiment_id, creation_time, last_update_time",
+	bareHint:  "tags need a prefix, as in tags.team",
+}
+
+// target is what an identifier resolved to.
+type target struct {
+	entity Entity
+	key    string
+	rule   rule
+}
+
+// label names the target in messages, e.g. `metric "loss"`.
+func (t target) label() string {
+	switch t.entity {
+	case Metric:
+		return `metric "` + t.key + `"`
+	case Param:
+		return `param "` + t.key + `"`
+	case Tag:
+		return `tag "` + t.key + `"`
+	case Dataset:
+		return `dataset field "` + t.key + `"`
+	}
+	return `attribute "` + t.key + `"`
+}
+
+// resolve maps a parsed identifier to its target, checking it against the
+// dialect. forOrder applies the order_by vocabulary instead of the filter one.
+func (d *dialect) resolve(p *parser, id ident, forOrder bool) (target, error) {
+	e := Attribute
+	if id.hasPrefix {
+		var ok bool
+		e, ok = d.prefixes[id.prefix]
+		if !ok {
+			if known, isKnown := allPrefixes[id.prefix]; isKnown && !d.has(known) {
+				return target{}, p.hinted(id.start, "use "+d.prefixHelp, "%s cannot be searched by %s (%q)", d.noun, known, id.text)
+			}
+			return target{}, p.hinted(id.start, "use "+d.prefixHelp, "unknown prefix %q for %s", id.prefix, d.noun)
+		}
+	}
+	if forOrder && e != Attribute && !d.orderable[e] {
+		if len(d.orderable) == 0 {
+			return target{}, p.hinted(id.start, "order by one of the attributes "+d.orderHelp, "%s cannot be ordered by %s (%q)", d.noun, e, id.text)
+		}
+		return target{}, p.hinted(id.start, "order by metrics, params, tags or the attributes "+d.orderHelp, "%s cannot be ordered by %s (%q)", d.noun, e, id.text)
+	}
+	switch e {
+	case Attribute:
+		a, ok := d.attrs[id.key]
+		if !ok {
+			hint := "valid attributes are " + d.attrHelp
+			if forOrder {
+				hint = "orderable attributes are " + d.orderHelp
+			}
+			if !id.hasPrefix {
+				hint += "; " + d.bareHint
+			}
+			return target{}, p.hinted(id.keyStart, hint, "unknown attribute %q", id.key)
+		}
+		if forOrder && !a.orderable {
+			return target{}, p.hinted(id.keyStart, "orderable attributes are "+d.orderHelp, "attribute %q cannot be used in order_by", id.key)
+		}
+		return target{entity: Attribute, key: a.canonical, rule: a.rule}, nil
+	case Dataset:
+		if !datasetFields[id.key] {
+			return target{}, p.hinted(id.keyStart, "use name, digest or context", "unknown dataset field %q", id.key)
+		}
+	}
+	return target{entity: e, key: id.key, rule: d.rules[e]}, nil
+}
+
+// has reports whether the dialect accepts entity e under some prefix.
+func (d *dialect) has(e Entity) bool {
+	for _, got := range d.prefixes {
+		if got == e {
+			return true
+		}
+	}
+	return false
+}
