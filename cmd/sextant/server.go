@@ -54,7 +54,9 @@ type ConfigError struct {
 	Msg   string
 }
 
-func (e *ConfigError) Error() string { return fmt.Sprintf("invalid configuration: %s: %s", e.Field, e.Msg) }
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("invalid configuration: %s: %s", e.Field, e.Msg)
+}
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {

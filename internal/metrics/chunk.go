@@ -255,7 +255,6 @@ func valueBits(v float64) uint64 {
 	return math.Float64bits(v)
 }
 
-
 // allFloat32 reports whether every value of pts is a float32.
 func allFloat32(pts []Point) bool {
 	for _, p := range pts {

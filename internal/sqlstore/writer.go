@@ -120,7 +120,6 @@ func (w *writer) begin(ctx context.Context) (*wtx, error) {
 	return &wtx{Tx: tx, ctx: ctx, w: w}, nil
 }
 
-
 func (w *writer) start() { go w.loop() }
 
 // stop commits what is queued and stops the loop.

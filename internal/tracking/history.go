@@ -26,6 +26,30 @@ type HistoryPage struct {
 // however deep it lies, and points logged between two pages at later steps
 // still appear.
 func (s *Service) MetricHistory(ctx context.Context, runID, key string, maxResults int, pageToken string) (HistoryPage, error) {
+	var page HistoryPage
+	err := retryReads(func() error {
+		var err error
+		page, err = s.metricHistory(ctx, runID, key, maxResults, pageToken)
+		return err
+	})
+	return page, err
+}
+
+// retryReads retries a read that lost a race with compaction: the chunk
+// list it read was replaced before it read the chunks. Compaction is rare
+// per series, so a few tries always succeed in practice.
+func retryReads(read func() error) error {
+	var err error
+	for range 5 {
+		err = read()
+		if !errs.Is(err, errs.Unavailable) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Service) metricHistory(ctx context.Context, runID, key string, maxResults int, pageToken string) (HistoryPage, error) {
 	if err := ValidateRunID(runID); err != nil {
 		return HistoryPage{}, err
 	}
@@ -53,7 +77,7 @@ func (s *Service) MetricHistory(ctx context.Context, runID, key string, maxResul
 	out := make([]HistoryPoint, 0, min(maxResults, countPoints(chunks)))
 	var pending, buf []HistoryPoint
 	next := 0  // next unread chunk
-	group := 4 // chunks read per round; doubles so deep pages stay cheap
+	group := 1 // chunks read per round; doubles, so small pages read little and large ones few times
 	for {
 		// Points before the next unread chunk's first step are final: no
 		// unread chunk can hold a point that sorts before them.

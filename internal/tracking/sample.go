@@ -92,7 +92,22 @@ func (s *Service) MetricHistoryBulkInterval(ctx context.Context, q BulkIntervalQ
 		total += countPoints(c)
 	}
 	if total <= exactSampleLimit {
-		return s.sampleExact(ctx, runIDs, chunks, lo, hi, q)
+		var out []RunSeries
+		err := retryReads(func() error {
+			var err error
+			out, err = s.sampleExact(ctx, runIDs, chunks, lo, hi, q)
+			if errs.Is(err, errs.Unavailable) {
+				// Re-list the chunks: compaction replaced some.
+				for i, id := range runIDs {
+					if chunks[i], err = s.store.SeriesChunks(ctx, id, q.Key, lo, hi); err != nil {
+						return err
+					}
+				}
+				return errs.E(errs.Unavailable, "metric data changed while reading, retry")
+			}
+			return err
+		})
+		return out, err
 	}
 	return sampleSummaries(runIDs, chunks, lo, hi, q), nil
 }
