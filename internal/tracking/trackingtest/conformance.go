@@ -827,12 +827,12 @@ func testRunSearch(t *testing.T, e *env) {
 		pred   func(searchRun) bool
 		less   func(a, b searchRun) bool
 	}{
-		"All":        {pred: func(searchRun) bool { return true }},
-		"MetricLt":   {filter: "metrics.loss < 0.5", pred: func(s searchRun) bool { return hasLoss(s) && s.loss < 0.5 }},
-		"MetricGeNe": {filter: "metrics.`loss` >= 0.25 AND params.lr != '0.1'", pred: func(s searchRun) bool { return hasLoss(s) && s.loss >= 0.25 && s.lr != "0.1" }},
-		"ParamEq":    {filter: "params.lr = '0.01'", pred: func(s searchRun) bool { return s.lr == "0.01" }},
-		"ParamLike":  {filter: "params.lr LIKE '0.0%'", pred: func(s searchRun) bool { return strings.HasPrefix(s.lr, "0.0") }},
-		"TagEq":      {filter: "tags.team = 'a'", pred: func(s searchRun) bool { return s.team == "a" }},
+		"All":                  {pred: func(searchRun) bool { return true }},
+		"MetricLt":             {filter: "metrics.loss < 0.5", pred: func(s searchRun) bool { return hasLoss(s) && s.loss < 0.5 }},
+		"MetricGeNe":           {filter: "metrics.`loss` >= 0.25 AND params.lr != '0.1'", pred: func(s searchRun) bool { return hasLoss(s) && s.loss >= 0.25 && s.lr != "0.1" }},
+		"ParamEq":              {filter: "params.lr = '0.01'", pred: func(s searchRun) bool { return s.lr == "0.01" }},
+		"ParamLike":            {filter: "params.lr LIKE '0.0%'", pred: func(s searchRun) bool { return strings.HasPrefix(s.lr, "0.0") }},
+		"TagEq":                {filter: "tags.team = 'a'", pred: func(s searchRun) bool { return s.team == "a" }},
 		"TagLikeCaseSensitive": {filter: "tags.team LIKE 'A'", pred: func(searchRun) bool { return false }},
 		"RunNameILike":         {filter: "attributes.run_name ILIKE 'RUN-1%'", pred: func(s searchRun) bool { return strings.HasPrefix(s.name, "run-1") }},
 		"Status":               {filter: "attributes.status = 'FINISHED'", pred: func(s searchRun) bool { return s.id == runs[3].id }},
@@ -840,9 +840,13 @@ func testRunSearch(t *testing.T, e *env) {
 			pred: func(s searchRun) bool { return s.id == runs[1].id || s.id == runs[2].id }},
 		"ParamIsNull": {filter: "params.missing IS NULL AND params.lr IS NOT NULL", pred: func(searchRun) bool { return true }},
 		"LossDesc": {order: []string{"metrics.loss DESC"}, pred: func(searchRun) bool { return true },
-			less: func(a, b searchRun) bool { return lossRank(a, true) < lossRank(b, true) || (lossRank(a, true) == lossRank(b, true) && hasLoss(a) && a.loss > b.loss) }},
+			less: func(a, b searchRun) bool {
+				return lossRank(a, true) < lossRank(b, true) || (lossRank(a, true) == lossRank(b, true) && hasLoss(a) && a.loss > b.loss)
+			}},
 		"LossAsc": {order: []string{"metrics.loss"}, pred: func(searchRun) bool { return true },
-			less: func(a, b searchRun) bool { return lossRank(a, false) < lossRank(b, false) || (lossRank(a, false) == lossRank(b, false) && hasLoss(a) && a.loss < b.loss) }},
+			less: func(a, b searchRun) bool {
+				return lossRank(a, false) < lossRank(b, false) || (lossRank(a, false) == lossRank(b, false) && hasLoss(a) && a.loss < b.loss)
+			}},
 		"ParamThenName": {order: []string{"params.lr ASC", "attributes.run_name DESC"}, pred: func(searchRun) bool { return true },
 			less: func(a, b searchRun) bool { return a.lr < b.lr || (a.lr == b.lr && a.name > b.name) }},
 		"StartAsc": {order: []string{"attributes.start_time ASC"}, pred: func(searchRun) bool { return true },
