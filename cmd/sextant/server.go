@@ -30,6 +30,7 @@ type Config struct {
 	LogFormat    string
 	MaxBodyBytes int64
 	ShutdownWait time.Duration
+	DebugAddr    string
 	Limits       tracking.Limits
 }
 
@@ -140,6 +141,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text or json")
+	str(&c.DebugAddr, "debug-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
 	int64v(&c.Limits.MetricStepsPerRun, "max-metric-steps-per-run", "metric points a run may store, all keys counted")
 	integer(&c.Limits.MetricKeysPerRun, "max-metric-keys-per-run", "distinct metric keys a run may have")
@@ -224,6 +226,14 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
+	}
+	if cfg.DebugAddr != "" {
+		dbg, err := startDebugServer(cfg.DebugAddr)
+		if err != nil {
+			return err
+		}
+		defer dbg.Close()
+		log.Info("debug listener (pprof)", "addr", "http://"+cfg.DebugAddr+"/debug/pprof/")
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -223,13 +223,12 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		RunID   string         `json:"run_id"`
-		Metrics []wireMetricIn `json:"metrics"`
-		Params  []wireKV       `json:"params"`
-		Tags    []wireKV       `json:"tags"`
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
 	}
-	if err := s.decode(w, r, &req); err != nil {
+	var req logBatchRequest
+	if err := decodeLogBatch(body, &req); err != nil {
 		return err
 	}
 	b := tracking.Batch{

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
@@ -139,21 +140,18 @@ func (s *Store) logParams(tx *wtx, st *runState, runID string, params []tracking
 // retries), enforces the per-run limits on what remains, then writes one
 // chunk per slice and updates each series' latest value.
 func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
-	state := make(map[string]*seriesRow, len(slices))
+	state, err := loadSeriesRows(tx, st.pk, slices)
+	if err != nil {
+		return err
+	}
 	newKeys, newPoints := int64(0), int64(0)
+	for _, r := range state {
+		if r.isNew {
+			newKeys++
+		}
+	}
 	for _, sl := range slices {
 		r := state[sl.key]
-		if r == nil {
-			row, err := loadSeries(tx, st.pk, sl.key)
-			if err != nil {
-				return err
-			}
-			r = &row
-			state[sl.key] = r
-			if r.isNew {
-				newKeys++
-			}
-		}
 		if !r.isNew && sl.sum.MinStep <= r.maxStep {
 			if err := s.dropStored(tx, r.id, sl); err != nil {
 				return err
@@ -167,20 +165,25 @@ func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	if st.points+newPoints > s.limits.MetricStepsPerRun {
 		return tracking.LimitError("metric steps per run", st.points, newPoints, s.limits.MetricStepsPerRun, tracking.StepsHint)
 	}
+	if newPoints == 0 {
+		return nil // every point was already stored: a client retry
+	}
+	// New series first: their chunks need their ids.
 	for _, sl := range slices {
-		if len(sl.pts) == 0 {
-			continue // every point was already stored
-		}
-		r := state[sl.key]
-		if r.isNew {
+		if r := state[sl.key]; r.isNew && len(sl.pts) > 0 {
 			if err := insertSeries(tx, st.pk, sl, r); err != nil {
 				return err
 			}
 			r.latest, r.latestCtx = sl.sum.Last, sl.ctx
 		}
-		if err := s.insertChunk(tx, r.id, sl); err != nil {
-			return err
+	}
+	var chunks []chunkRow
+	for _, sl := range slices {
+		if len(sl.pts) == 0 {
+			continue
 		}
+		r := state[sl.key]
+		chunks = append(chunks, chunkRow{seriesID: r.id, sl: sl})
 		if metrics.Compare(sl.sum.Last, r.latest) > 0 {
 			r.latest, r.latestCtx = sl.sum.Last, sl.ctx
 		}
@@ -191,48 +194,130 @@ func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 		}
 		r.dirty = true
 	}
+	if err := insertChunks(tx, chunks); err != nil {
+		return err
+	}
+	var dirty []*seriesRow
 	for _, r := range state {
-		if !r.dirty {
-			continue
-		}
-		if err := updateSeries(tx, r); err != nil {
-			return err
-		}
-		if r.smallChunks >= int64(s.opts.CompactAfter) {
-			tx.markCompaction(r.id)
+		if r.dirty {
+			dirty = append(dirty, r)
+			if r.smallChunks >= int64(s.opts.CompactAfter) {
+				tx.markCompaction(r.id)
+			}
 		}
 	}
-	if newPoints > 0 {
-		st.points += newPoints
-		st.keys += newKeys
-		if _, err := tx.exec(`UPDATE runs SET metric_points = ?, metric_keys = ? WHERE run_pk = ?`, st.points, st.keys, st.pk); err != nil {
-			return sqlError(err, "update run counters")
+	if err := updateSeriesRows(tx, dirty); err != nil {
+		return err
+	}
+	st.points += newPoints
+	st.keys += newKeys
+	_, err = tx.exec(`UPDATE runs SET metric_points = ?, metric_keys = ? WHERE run_pk = ?`, st.points, st.keys, st.pk)
+	return sqlError(err, "update run counters")
+}
+
+// maxRowsPerStatement bounds multi-row statements (SQLite allows 32766
+// parameters; a chunk row has 12).
+const maxRowsPerStatement = 256
+
+// loadSeriesRows reads the series rows of the slices' keys in one query
+// (a few, for very many keys). Keys without a row come back as new.
+func loadSeriesRows(tx *wtx, runPK int64, slices []*slice) (map[string]*seriesRow, error) {
+	state := make(map[string]*seriesRow, len(slices))
+	var keys []any
+	for _, sl := range slices {
+		if state[sl.key] == nil {
+			state[sl.key] = &seriesRow{isNew: true, maxStep: math.MinInt64}
+			keys = append(keys, sl.key)
+		}
+	}
+	for start := 0; start < len(keys); start += maxRowsPerStatement {
+		part := keys[start:min(start+maxRowsPerStatement, len(keys))]
+		rows, err := tx.query(`SELECT key, series_id, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks
+			FROM metric_series WHERE run_pk = ? AND key IN (`+placeholders(len(part))+`)`, append([]any{runPK}, part...)...)
+		if err != nil {
+			return nil, sqlError(err, "read metric series")
+		}
+		for rows.Next() {
+			var key string
+			var r seriesRow
+			var v sql.NullFloat64
+			var isNaN bool
+			var model, dsName, dsDigest sql.NullString
+			if err := rows.Scan(&key, &r.id, &r.latest.Step, &r.latest.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest, &r.maxStep, &r.pointCount, &r.smallChunks); err != nil {
+				rows.Close()
+				return nil, sqlError(err, "read metric series")
+			}
+			r.latest.Value = v.Float64
+			if isNaN {
+				r.latest.Value = math.NaN()
+			}
+			r.latestCtx = tracking.MetricContext{ModelID: model.String, DatasetName: dsName.String, DatasetDigest: dsDigest.String}
+			*state[key] = r
+		}
+		if err := rows.Close(); err != nil {
+			return nil, sqlError(err, "read metric series")
+		}
+		if err := rows.Err(); err != nil {
+			return nil, sqlError(err, "read metric series")
+		}
+	}
+	return state, nil
+}
+
+type chunkRow struct {
+	seriesID int64
+	sl       *slice
+}
+
+const chunkCols = `(series_id, min_step, max_step, min_ts, max_ts, count, model_id, dataset_name, dataset_digest, summary, data)`
+
+// insertChunks inserts chunk rows with multi-row INSERTs.
+func insertChunks(tx *wtx, chunks []chunkRow) error {
+	for start := 0; start < len(chunks); start += maxRowsPerStatement {
+		part := chunks[start:min(start+maxRowsPerStatement, len(chunks))]
+		args := make([]any, 0, 11*len(part))
+		for _, c := range part {
+			sl := c.sl
+			args = append(args, c.seriesID, sl.sum.MinStep, sl.sum.MaxStep, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.Count,
+				nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest),
+				encodeSummary(sl.sum), sl.data)
+		}
+		if _, err := tx.exec(`INSERT INTO metric_chunks `+chunkCols+` VALUES `+rowPlaceholders(len(part), 11), args...); err != nil {
+			return sqlError(err, "store metric chunks")
 		}
 	}
 	return nil
 }
 
-func loadSeries(tx *wtx, runPK int64, key string) (seriesRow, error) {
-	var r seriesRow
-	var v sql.NullFloat64
-	var isNaN bool
-	var model, dsName, dsDigest sql.NullString
-	err := tx.queryRow(`SELECT series_id, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks
-		FROM metric_series WHERE run_pk = ? AND key = ?`, runPK, key).
-		Scan(&r.id, &r.latest.Step, &r.latest.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest, &r.maxStep, &r.pointCount, &r.smallChunks)
-	if errors.Is(err, sql.ErrNoRows) {
-		return seriesRow{isNew: true, maxStep: math.MinInt64}, nil
+// updateSeriesRows writes the new state of existing series rows, many
+// rows per statement (UPDATE ... FROM VALUES).
+func updateSeriesRows(tx *wtx, rows []*seriesRow) error {
+	for start := 0; start < len(rows); start += maxRowsPerStatement {
+		part := rows[start:min(start+maxRowsPerStatement, len(rows))]
+		args := make([]any, 0, 11*len(part))
+		for _, r := range part {
+			l := r.latest
+			args = append(args, r.id, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
+				nullString(r.latestCtx.ModelID), nullString(r.latestCtx.DatasetName), nullString(r.latestCtx.DatasetDigest),
+				r.maxStep, r.pointCount, r.smallChunks)
+		}
+		_, err := tx.exec(`UPDATE metric_series SET step = v.column2, timestamp = v.column3, value = v.column4, is_nan = v.column5,
+				model_id = v.column6, dataset_name = v.column7, dataset_digest = v.column8,
+				max_step = v.column9, point_count = v.column10, small_chunks = v.column11
+			FROM (VALUES `+rowPlaceholders(len(part), 11)+`) AS v WHERE metric_series.series_id = v.column1`, args...)
+		if err != nil {
+			return sqlError(err, "update metric series")
+		}
 	}
-	if err != nil {
-		return r, sqlError(err, "read metric series")
-	}
-	r.latest.Value = v.Float64
-	if isNaN {
-		r.latest.Value = math.NaN()
-	}
-	r.latestCtx = tracking.MetricContext{ModelID: model.String, DatasetName: dsName.String, DatasetDigest: dsDigest.String}
-	return r, nil
+	return nil
 }
+
+// rowPlaceholders returns "(?,...,?),(...)" for n rows of k columns.
+func rowPlaceholders(n, k int) string {
+	row := "(" + placeholders(k) + ")"
+	return strings.Repeat(row+",", n-1) + row
+}
+
 
 func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
 	l := sl.sum.Last
@@ -252,25 +337,7 @@ func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
 	return nil
 }
 
-func updateSeries(tx *wtx, r *seriesRow) error {
-	l := r.latest
-	_, err := tx.exec(`UPDATE metric_series SET step = ?, timestamp = ?, value = ?, is_nan = ?, model_id = ?, dataset_name = ?, dataset_digest = ?,
-		max_step = ?, point_count = ?, small_chunks = ? WHERE series_id = ?`,
-		l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
-		nullString(r.latestCtx.ModelID), nullString(r.latestCtx.DatasetName), nullString(r.latestCtx.DatasetDigest),
-		r.maxStep, r.pointCount, r.smallChunks, r.id)
-	return sqlError(err, "update metric series")
-}
 
-func (s *Store) insertChunk(tx *wtx, seriesID int64, sl *slice) error {
-	_, err := tx.exec(`INSERT INTO metric_chunks
-		(series_id, min_step, max_step, min_ts, max_ts, count, model_id, dataset_name, dataset_digest, summary, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		seriesID, sl.sum.MinStep, sl.sum.MaxStep, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.Count,
-		nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest),
-		encodeSummary(sl.sum), sl.data)
-	return sqlError(err, "store metric chunk")
-}
 
 // dropStored removes from sl the points the series already holds, and
 // re-encodes sl if any were dropped. Only chunks overlapping sl's step

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -62,10 +63,14 @@ func DefaultOptions() Options {
 type Store struct {
 	rdb    *sql.DB
 	wdb    *sql.DB
+	cdb    *sql.DB
 	w      *writer
+	c      *compactor
 	limits tracking.Limits
 	opts   Options
 	log    *slog.Logger
+
+	ckptQuit, ckptDone chan struct{}
 }
 
 var _ tracking.Store = (*Store)(nil)
@@ -107,10 +112,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Set("_cslike", "1")
 	q.Set("_txlock", "immediate")
 	q.Set("_cache_size", "-65536") // 64 MiB page cache per connection
+	// Compaction frees the pages of the small chunks it merges; incremental
+	// auto-vacuum lets the checkpoint loop give them back to the file
+	// system. It only takes effect when the database is created.
+	q.Set("_auto_vacuum", "incremental")
 	dsn := "file:" + path + "?" + q.Encode()
 
 	var err error
-	s.wdb, err = sql.Open("sqlite3", dsn)
+	s.wdb, err = sql.Open(writerDriver, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -123,28 +132,46 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.wdb.Close()
 		return nil, err
 	}
+	// Checkpoints get their own connection, so that copying the WAL into
+	// the database runs beside the writer instead of inside its commits.
+	s.cdb, err = sql.Open("sqlite3", dsn)
+	if err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open %s for checkpoints: %w", path, err)
+	}
+	s.cdb.SetMaxOpenConns(1)
 	q.Set("_query_only", "1")
 	q.Set("_txlock", "deferred")
 	s.rdb, err = sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		s.wdb.Close()
+		s.cdb.Close()
 		return nil, fmt.Errorf("open %s for reading: %w", path, err)
 	}
 	s.rdb.SetMaxOpenConns(opts.ReadConns)
 	s.rdb.SetMaxIdleConns(opts.ReadConns)
 	s.rdb.SetConnMaxIdleTime(0)
 	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
-	s.w.compactor = s.compactSeries
-	s.w.sweep = s.compactionCandidates
+	s.c = newCompactor(s, s.log)
+	s.w.committed = s.c.request
 	s.w.start()
+	s.c.start()
+	s.ckptQuit, s.ckptDone = make(chan struct{}), make(chan struct{})
+	go s.checkpointLoop(path + "-wal")
 	return s, nil
 }
 
-// Close stops the writer after the queued writes are committed and closes
-// the database.
+// Close stops compaction, then the writer after the queued writes are
+// committed, and closes the database.
 func (s *Store) Close(ctx context.Context) error {
+	s.c.stop()
+	close(s.ckptQuit)
+	<-s.ckptDone
+	// Give free pages back before leaving, within a bounded time.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && s.vacuumSome(ctx); {
+	}
 	werr := s.w.stop(ctx)
-	return errors.Join(werr, s.rdb.Close(), s.wdb.Close())
+	return errors.Join(werr, s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -189,19 +216,92 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 // Compact merges every series' small chunks now, instead of waiting for
 // the background compaction; benchmarks and tests use it.
 func (s *Store) Compact(ctx context.Context) error {
-	return s.w.exclusive(ctx, func() error {
-		ids, err := s.compactionCandidatesN(ctx, -1)
-		if err != nil {
+	ids, err := s.compactionCandidatesN(ctx, -1)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.compactSeries(ctx, id); err != nil {
 			return err
 		}
-		for _, id := range ids {
-			s.w.pending[id] = struct{}{}
-		}
-		for len(s.w.pending) > 0 {
-			s.w.compactSome(64)
-		}
-		return nil
+	}
+	return nil
+}
+
+// The writer connection does not checkpoint on its own (wal_autocheckpoint
+// is off): an automatic checkpoint runs inside the commit that crosses the
+// threshold and stalls every request of that group.
+const writerDriver = "sqlite3_sextant_writer"
+
+func init() {
+	sql.Register(writerDriver, &sqlite3.SQLiteDriver{
+		ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			_, err := c.Exec("PRAGMA wal_autocheckpoint = 0", nil)
+			return err
+		},
 	})
+}
+
+// walRestartBytes is the WAL size above which the writer pauses for a
+// moment to restart the WAL from its beginning. Background checkpoints copy
+// the frames but cannot rewind a WAL that is written to without pause.
+const walRestartBytes = 64 << 20
+
+// checkpointLoop copies the WAL into the database every half second on
+// its own connection (PASSIVE: it never blocks the writer or readers), and
+// restarts the WAL when it has grown past walRestartBytes.
+func (s *Store) checkpointLoop(walPath string) {
+	defer close(s.ckptDone)
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	ctx := context.Background()
+	for {
+		select {
+		case <-s.ckptQuit:
+			return
+		case <-t.C:
+		}
+		if _, err := s.cdb.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+			s.log.Warn("checkpoint", "err", err)
+			continue
+		}
+		for i := 0; i < 8 && s.vacuumSome(ctx); i++ {
+		}
+		if fi, err := os.Stat(walPath); err == nil && fi.Size() > walRestartBytes {
+			err := s.w.exclusive(ctx, func() error {
+				_, err := s.wdb.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+				return err
+			})
+			if err != nil {
+				s.log.Warn("checkpoint (truncate)", "err", err)
+			}
+		}
+	}
+}
+
+// vacuumSome returns free pages to the file system once they make up more
+// than a tenth of the file (and 4 MiB), a bounded number per call. It
+// reports whether it did any work.
+func (s *Store) vacuumSome(ctx context.Context) bool {
+	var free, total int64
+	if err := s.cdb.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		return false
+	}
+	if err := s.cdb.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&total); err != nil {
+		return false
+	}
+	if free < 1024 || free*10 < total {
+		return false
+	}
+	err := s.w.exclusive(ctx, func() error {
+		_, err := s.wdb.ExecContext(ctx, `PRAGMA incremental_vacuum(2048)`)
+		return err
+	})
+	if err != nil {
+		s.log.Warn("incremental vacuum", "err", err)
+		return false
+	}
+	return true
 }
 
 // sqlError translates driver errors into domain errors. UNIQUE violations

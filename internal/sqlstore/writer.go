@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/sextant/sextant/internal/errs"
 )
@@ -24,11 +23,9 @@ type writer struct {
 	quit chan struct{}
 	done chan struct{}
 
-	// compactor compacts one series inside a transaction; sweep lists
-	// series worth compacting when the writer is idle.
-	compactor func(tx *wtx, seriesID int64) error
-	sweep     func(ctx context.Context) ([]int64, error)
-	pending   map[int64]struct{}
+	// committed receives the series that ops asked to compact, after their
+	// transaction committed.
+	committed func(seriesIDs []int64)
 
 	// txStmts are the statements prepared in the current transaction;
 	// only the loop goroutine touches them.
@@ -105,7 +102,6 @@ func newWriter(db *sql.DB, max int, log *slog.Logger) *writer {
 		ops:     make(chan *writeOp, max),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
-		pending: map[int64]struct{}{},
 		txStmts: map[string]*sql.Stmt{},
 	}
 }
@@ -156,13 +152,9 @@ func (w *writer) submit(ctx context.Context, op *writeOp) error {
 	return <-op.done
 }
 
-const sweepEvery = 5 * time.Second
-
 func (w *writer) loop() {
 	defer close(w.done)
 	batch := make([]*writeOp, 0, w.max)
-	sweep := time.NewTicker(sweepEvery)
-	defer sweep.Stop()
 	for {
 		select {
 		case op := <-w.ops:
@@ -177,9 +169,6 @@ func (w *writer) loop() {
 				}
 			}
 			w.run(batch)
-			w.compactSome(8)
-		case <-sweep.C:
-			w.sweepOnce()
 		case <-w.quit:
 			// Drain what is queued, then stop.
 			for {
@@ -226,8 +215,8 @@ func (w *writer) run(batch []*writeOp) {
 		}
 		return
 	}
-	for _, id := range follow {
-		w.pending[id] = struct{}{}
+	if len(follow) > 0 && w.committed != nil {
+		w.committed(follow)
 	}
 	for i, op := range txOps {
 		op.done <- results[i]
@@ -259,55 +248,4 @@ func (w *writer) runOne(tx *wtx, op *writeOp, follow *[]int64) (err error) {
 		}
 	}()
 	return op.fn(tx)
-}
-
-// compactSome compacts up to n series that asked for it, in one
-// transaction.
-func (w *writer) compactSome(n int) {
-	if len(w.pending) == 0 || w.compactor == nil {
-		return
-	}
-	ids := make([]int64, 0, n)
-	for id := range w.pending {
-		ids = append(ids, id)
-		delete(w.pending, id)
-		if len(ids) == n {
-			break
-		}
-	}
-	tx, err := w.begin(context.Background())
-	if err != nil {
-		w.log.Error("compaction: begin", "err", err)
-		return
-	}
-	for _, id := range ids {
-		if err := w.compactor(tx, id); err != nil {
-			w.log.Error("compaction failed", "series", id, "err", err)
-			_ = tx.Rollback()
-			return
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		w.log.Error("compaction: commit", "err", err)
-	}
-}
-
-// sweepOnce queues series whose small chunks were never compacted (runs
-// that stopped logging before reaching the threshold) and compacts them
-// while the writer is otherwise idle.
-func (w *writer) sweepOnce() {
-	if w.sweep == nil {
-		return
-	}
-	ids, err := w.sweep(context.Background())
-	if err != nil {
-		w.log.Error("compaction sweep", "err", err)
-		return
-	}
-	for _, id := range ids {
-		w.pending[id] = struct{}{}
-	}
-	for len(w.pending) > 0 && len(w.ops) == 0 {
-		w.compactSome(32)
-	}
 }

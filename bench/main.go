@@ -1,0 +1,118 @@
+// Command bench measures a real sextant server on this machine and prints
+// the results as JSON.
+//
+//	go run ./bench [flags] ingest|history|search|all
+//
+// It builds cmd/sextant, starts it on a free loopback port with a fresh
+// data directory, drives it over HTTP exactly as clients do, and stops it.
+// The load generator runs on the same machine, so both share its cores:
+// compare numbers within one run, not across machines.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+)
+
+type config struct {
+	bin        string
+	keep       bool
+	short      bool
+	out        string
+	duration   time.Duration
+	runs       int
+	historyN   int
+	bulkN      int
+	searchRuns int
+	serverArgs []string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.bin, "bin", "", "sextant binary to run (default: build ./cmd/sextant)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the data directories")
+	flag.BoolVar(&c.short, "short", false, "smaller sizes, for a quick check")
+	flag.StringVar(&c.out, "o", "", "also write the JSON results to this file")
+	flag.DurationVar(&c.duration, "duration", 20*time.Second, "ingest: measured duration")
+	flag.IntVar(&c.runs, "runs", 32, "ingest: concurrent runs")
+	flag.IntVar(&c.historyN, "history-points", 200_000, "history: points in the full-history metric")
+	flag.IntVar(&c.bulkN, "bulk-points", 10_000_000, "history: points in the bulk-interval metric")
+	flag.IntVar(&c.searchRuns, "search-runs", 100_000, "search: runs to create")
+	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|all")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	c.serverArgs = strings.Fields(*serverArgs)
+	if c.short {
+		c.duration = 5 * time.Second
+		c.historyN = 200_000
+		c.bulkN = 1_000_000
+		c.searchRuns = 10_000
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, c, flag.Arg(0)); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config, what string) error {
+	bin, cleanup, err := buildServer(c.bin)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	results := map[string]any{
+		"date":    time.Now().UTC().Format(time.RFC3339),
+		"machine": machineInfo(),
+	}
+	todo := []string{what}
+	if what == "all" {
+		todo = []string{"ingest", "history", "search"}
+	}
+	for _, w := range todo {
+		logf("== %s", w)
+		var res any
+		var err error
+		switch w {
+		case "ingest":
+			res, err = benchIngest(ctx, c, bin)
+		case "history":
+			res, err = benchHistory(ctx, c, bin)
+		case "search":
+			res, err = benchSearch(ctx, c, bin)
+		default:
+			return fmt.Errorf("unknown benchmark %q", w)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", w, err)
+		}
+		results[w] = res
+	}
+	b, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(b))
+	if c.out != "" {
+		return os.WriteFile(c.out, append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}

@@ -1,0 +1,308 @@
+package httpapi
+
+import (
+	"strconv"
+	"unsafe"
+)
+
+// logBatchRequest is the body of runs/log-batch.
+type logBatchRequest struct {
+	RunID   string         `json:"run_id"`
+	Metrics []wireMetricIn `json:"metrics"`
+	Params  []wireKV       `json:"params"`
+	Tags    []wireKV       `json:"tags"`
+}
+
+// decodeLogBatch decodes a log-batch body. log-batch is the hot path of
+// the server (a 1000-metric body per request, hundreds per second), and
+// encoding/json's reflection costs more than everything else the request
+// does, so the common shape is parsed by hand. Anything unusual (escapes,
+// null, quoted numbers, NaN strings, unknown or differently cased fields,
+// malformed JSON) falls back to the strict general decoder, which also
+// writes the error messages. The fuzz test FuzzDecodeLogBatch checks that
+// the two agree whenever the fast path succeeds. body must be valid UTF-8
+// (readBody checks).
+func decodeLogBatch(body []byte, req *logBatchRequest) error {
+	p := batchParser{b: body}
+	if p.parse(req) {
+		return nil
+	}
+	*req = logBatchRequest{}
+	return decodeJSON(body, req)
+}
+
+type batchParser struct {
+	b    []byte
+	i    int
+	keys map[string]string // interned metric keys: a batch repeats a few keys many times
+}
+
+func (p *batchParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte, or 0 at the end.
+func (p *batchParser) peek() byte {
+	p.ws()
+	if p.i >= len(p.b) {
+		return 0
+	}
+	return p.b[p.i]
+}
+
+func (p *batchParser) eat(c byte) bool {
+	if p.peek() != c {
+		return false
+	}
+	p.i++
+	return true
+}
+
+// rawString returns the bytes of a JSON string without escapes; ok is
+// false for anything else (including strings with escapes or control
+// characters, which the general decoder handles).
+func (p *batchParser) rawString() ([]byte, bool) {
+	if p.peek() != '"' {
+		return nil, false
+	}
+	start := p.i + 1
+	for j := start; j < len(p.b); j++ {
+		switch c := p.b[j]; {
+		case c == '"':
+			p.i = j + 1
+			return p.b[start:j], true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+func (p *batchParser) str() (string, bool) {
+	s, ok := p.rawString()
+	if !ok {
+		return "", false
+	}
+	return string(s), true
+}
+
+// number returns the bytes of a JSON number, checked against the JSON
+// grammar.
+func (p *batchParser) number() ([]byte, bool) {
+	p.ws()
+	start, j := p.i, p.i
+	b := p.b
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case j < len(b) && b[j] >= '1' && b[j] <= '9':
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+	default:
+		return nil, false
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if j >= len(b) || b[j] < '0' || b[j] > '9' {
+			return nil, false
+		}
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if j >= len(b) || b[j] < '0' || b[j] > '9' {
+			return nil, false
+		}
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+	}
+	p.i = j
+	return b[start:j], true
+}
+
+// bytesString views b as a string without copying; the result must not
+// outlive b or be retained.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func (p *batchParser) float() (flexFloat, bool) {
+	n, ok := p.number()
+	if !ok {
+		return flexFloat{}, false
+	}
+	v, err := strconv.ParseFloat(bytesString(n), 64)
+	if err != nil {
+		return flexFloat{}, false // out of range: let the general decoder decide
+	}
+	return flexFloat{V: v, Set: true}, true
+}
+
+func (p *batchParser) integer() (flexInt, bool) {
+	n, ok := p.number()
+	if !ok {
+		return flexInt{}, false
+	}
+	v, err := strconv.ParseInt(bytesString(n), 10, 64)
+	if err != nil {
+		return flexInt{}, false // fractions, exponents, overflow
+	}
+	return flexInt{V: v, Set: true}, true
+}
+
+// object parses {"k": v, ...}, calling field for each key with the parser
+// positioned at the value.
+func (p *batchParser) object(field func(key []byte) bool) bool {
+	if !p.eat('{') {
+		return false
+	}
+	if p.eat('}') {
+		return true
+	}
+	for {
+		k, ok := p.rawString()
+		if !ok || !p.eat(':') || !field(k) {
+			return false
+		}
+		if p.eat(',') {
+			continue
+		}
+		return p.eat('}')
+	}
+}
+
+// array parses [v, ...], calling elem for each element.
+func (p *batchParser) array(elem func() bool) bool {
+	if !p.eat('[') {
+		return false
+	}
+	if p.eat(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if p.eat(',') {
+			continue
+		}
+		return p.eat(']')
+	}
+}
+
+func (p *batchParser) parse(req *logBatchRequest) bool {
+	var seen [4]bool // encoding/json merges repeated arrays oddly: leave those to it
+	once := func(i int) bool {
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		return true
+	}
+	ok := p.object(func(k []byte) bool {
+		var ok bool
+		switch string(k) {
+		case "run_id":
+			if once(0) {
+				req.RunID, ok = p.str()
+			}
+		case "metrics":
+			if !once(1) {
+				return false
+			}
+			req.Metrics = make([]wireMetricIn, 0, 1024)
+			ok = p.array(func() bool {
+				req.Metrics = append(req.Metrics, wireMetricIn{})
+				return p.metric(&req.Metrics[len(req.Metrics)-1])
+			})
+		case "params":
+			if !once(2) {
+				return false
+			}
+			ok = p.array(func() bool {
+				req.Params = append(req.Params, wireKV{})
+				return p.kv(&req.Params[len(req.Params)-1])
+			})
+		case "tags":
+			if !once(3) {
+				return false
+			}
+			ok = p.array(func() bool {
+				req.Tags = append(req.Tags, wireKV{})
+				return p.kv(&req.Tags[len(req.Tags)-1])
+			})
+		}
+		return ok
+	})
+	p.ws()
+	return ok && p.i == len(p.b)
+}
+
+func (p *batchParser) metric(m *wireMetricIn) bool {
+	return p.object(func(k []byte) bool {
+		var ok bool
+		switch string(k) {
+		case "key":
+			var raw []byte
+			raw, ok = p.rawString()
+			if ok {
+				m.Key = p.intern(raw)
+			}
+		case "value":
+			m.Value, ok = p.float()
+		case "timestamp":
+			m.Timestamp, ok = p.integer()
+		case "step":
+			m.Step, ok = p.integer()
+		case "dataset_name":
+			m.DatasetName, ok = p.str()
+		case "dataset_digest":
+			m.DatasetDigest, ok = p.str()
+		case "model_id":
+			m.ModelID, ok = p.str()
+		case "run_id":
+			m.RunID, ok = p.str()
+		}
+		return ok
+	})
+}
+
+func (p *batchParser) kv(kv *wireKV) bool {
+	return p.object(func(k []byte) bool {
+		var ok bool
+		switch string(k) {
+		case "key":
+			kv.Key, ok = p.str()
+		case "value":
+			kv.Value, ok = p.str()
+		}
+		return ok
+	})
+}
+
+func (p *batchParser) intern(b []byte) string {
+	if p.keys == nil {
+		p.keys = make(map[string]string, 16)
+	}
+	if s, ok := p.keys[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	p.keys[s] = s
+	return s
+}
