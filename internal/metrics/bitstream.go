@@ -64,15 +64,18 @@ type bitReader struct {
 	pos int    // first byte of src not yet counted in n
 	buf uint64 // the next bits, most significant first
 	n   uint   // number of counted bits in buf
-	pad uint   // zero bits counted in n that lie past the end of src
+	// pad counts the zero bits added past the end of src. They are the
+	// last bits counted in n, so more of them than n means some were
+	// consumed.
+	pad uint
 }
 
 func newBitReader(src []byte) bitReader {
 	return bitReader{src: src}
 }
 
-// refill makes at least 56 bits available. It must only be called while
-// fewer than 56 are.
+// refill makes at least 56 bits available. With 56 or more available
+// already it does nothing.
 func (r *bitReader) refill() {
 	r.pos, r.buf, r.n = r.fill(r.pos, r.buf, r.n)
 }
@@ -80,11 +83,13 @@ func (r *bitReader) refill() {
 // fill is refill for decoders that keep pos, buf and n in locals, so that
 // their inner loops run on registers: it takes and returns them. The
 // decoders inline its first branch by hand (the compiler will not: a call
-// puts fill over the inlining budget) and call fill for the rest.
+// puts fill over the inlining budget) and call fill for the rest. n is
+// never more than 63 (refills stop there), which the arithmetic needs.
 func (r *bitReader) fill(pos int, buf uint64, n uint) (int, uint64, uint) {
 	if pos+8 <= len(r.src) {
 		buf |= binary.BigEndian.Uint64(r.src[pos:]) >> n
 		// Count the whole bytes that fit: afterwards 56 <= n <= 63.
+		// With n >= 56 already, nothing changes.
 		return pos + int((63-n)>>3), buf, n | 56
 	}
 	r.pos, r.buf, r.n = pos, buf, n
@@ -92,8 +97,8 @@ func (r *bitReader) fill(pos int, buf uint64, n uint) (int, uint64, uint) {
 	return r.pos, r.buf, r.n
 }
 
-// refillSlow is refill for the last 7 bytes of the stream and beyond.
-// Like refill, it leaves 56 <= n <= 63.
+// refillSlow is refill for the last 7 bytes of the stream and beyond, one
+// byte at a time. Like refill, it leaves 56 <= n <= 63.
 func (r *bitReader) refillSlow() {
 	for r.n < 56 {
 		if r.pos < len(r.src) {

@@ -16,9 +16,16 @@ var ErrCorruptChunk = errors.New("metrics: corrupt chunk")
 // not sorted by Compare.
 var ErrUnsorted = errors.New("metrics: points not sorted")
 
-// flagFloat32 in the flags byte says that every value of the chunk is a
-// float32, and the value stream holds 32-bit keys.
-const flagFloat32 = 1
+// The bits of the flags byte, which select the value stream's codec. They
+// are persisted; the other bits must be 0.
+const (
+	// flagFloat32 says that every value is a float32, and the value
+	// stream holds 32-bit keys.
+	flagFloat32 = 1
+	// flagSignLow says that keys have the sign bit at the bottom.
+	flagSignLow = 2
+	flagsKnown  = flagFloat32 | flagSignLow
+)
 
 // decodeBlock is how many points DecodeChunk decodes per stream at a time.
 const decodeBlock = 256
@@ -53,12 +60,14 @@ func AppendChunk(dst []byte, pts []Point) ([]byte, error) {
 	if len(pts) == 0 {
 		return dst, nil
 	}
-	codec, flags := xor64, byte(0)
-	if allFloat32(pts) {
-		codec, flags = xor32, flagFloat32
-	}
+	return appendChunk(dst, pts, chooseCodec(pts)), nil
+}
+
+// appendChunk is AppendChunk after the checks, with the value codec chosen;
+// dst already holds the version and the count.
+func appendChunk(dst []byte, pts []Point, codec xorCodec) []byte {
 	first := pts[0]
-	dst = append(dst, flags)
+	dst = append(dst, codec.flags())
 	dst = binary.AppendVarint(dst, first.Step)
 	dst = binary.AppendVarint(dst, first.TimestampMs)
 	dst = binary.LittleEndian.AppendUint64(dst, valueBits(first.Value))
@@ -81,7 +90,7 @@ func AppendChunk(dst []byte, pts []Point) ([]byte, error) {
 	var lens [2 * binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(lens[:], uint64(stepsLen))
 	n += binary.PutUvarint(lens[n:], uint64(tsLen))
-	return slices.Insert(dst, base, lens[:n]...), nil
+	return slices.Insert(dst, base, lens[:n]...)
 }
 
 // DecodeChunk decodes the chunk src and appends its points to dst. On
@@ -114,14 +123,8 @@ func DecodeChunk(dst []Point, src []byte) ([]Point, error) {
 		sd.decode(s)
 		td.decode(t)
 		vd.decode(k)
-		if h.codec.width == 32 {
-			for j := range block {
-				block[j] = Point{Step: s[j], TimestampMs: t[j], Value: value32(k[j])}
-			}
-		} else {
-			for j := range block {
-				block[j] = Point{Step: s[j], TimestampMs: t[j], Value: value64(k[j])}
-			}
+		for j := range block {
+			block[j] = Point{Step: s[j], TimestampMs: t[j], Value: h.codec.value(k[j])}
 		}
 		rest = rest[m:]
 	}
@@ -191,13 +194,10 @@ func parseChunk(src []byte) (chunkHeader, error) {
 		}
 		return h, nil
 	}
-	if len(rest) == 0 || rest[0]&^flagFloat32 != 0 {
+	if len(rest) == 0 || rest[0]&^flagsKnown != 0 {
 		return h, corruptf("bad flags")
 	}
-	h.codec = xor64
-	if rest[0]&flagFloat32 != 0 {
-		h.codec = xor32
-	}
+	h.codec = codecOf(rest[0])
 	rest = rest[1:]
 	step, n := binary.Varint(rest)
 	if n <= 0 {
@@ -213,6 +213,11 @@ func parseChunk(src []byte) (chunkHeader, error) {
 		return h, corruptf("short first value")
 	}
 	value := math.Float64frombits(binary.LittleEndian.Uint64(rest))
+	if value != value {
+		// AppendChunk writes only the canonical NaN; keep that promise
+		// for hand-made chunks too.
+		value = math.NaN()
+	}
 	rest = rest[8:]
 	stepsLen, n := binary.Uvarint(rest)
 	if n <= 0 {
@@ -253,14 +258,4 @@ func valueBits(v float64) uint64 {
 		return canonicalNaN
 	}
 	return math.Float64bits(v)
-}
-
-// allFloat32 reports whether every value of pts is a float32.
-func allFloat32(pts []Point) bool {
-	for _, p := range pts {
-		if !isFloat32(p.Value) {
-			return false
-		}
-	}
-	return true
 }

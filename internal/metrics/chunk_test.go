@@ -21,6 +21,9 @@ const startMs = 1_700_000_000_000
 //	float64  the same curve and noise in full float64 precision
 //	const    0.5 throughout, and timestamps exactly 100 ms apart, as a
 //	         timer-driven logger of a flat metric produces
+//	loss32   a float32 loss that stays well above its noise:
+//	         0.1 + 2*exp(-step/1000) plus Gaussian noise of 0.01
+//	mixed    float32, except for one float64 value at step 100
 func genSeries(kind string, n int, seed uint64) []Point {
 	r := rand.New(rand.NewPCG(seed, 0x5e47a47))
 	pts := make([]Point, n)
@@ -38,6 +41,15 @@ func genSeries(kind string, n int, seed uint64) []Point {
 		case "const":
 			v = 0.5
 			ts += 100
+		case "loss32":
+			v = float64(float32(0.1 + 2*math.Exp(-float64(i)/1000) + r.NormFloat64()*0.01))
+			ts += 5 + r.Int64N(11)
+		case "mixed":
+			v = float64(float32(curve + r.NormFloat64()*0.01))
+			if i == 100 {
+				v = 0.1
+			}
+			ts += 5 + r.Int64N(11)
 		default:
 			panic("unknown series kind " + kind)
 		}
@@ -57,10 +69,30 @@ func mustAppendChunk(tb testing.TB, dst []byte, pts []Point) []byte {
 }
 
 // checkRoundTrip encodes pts, decodes them every way there is, and checks
-// that every point comes back with its exact bits (NaNs as math.NaN).
+// that every point comes back with its exact bits (NaNs as math.NaN). It
+// returns the chunk AppendChunk made; the other value codecs that can
+// store pts are checked too.
 func checkRoundTrip(t *testing.T, pts []Point) []byte {
 	t.Helper()
 	chunk := mustAppendChunk(t, nil, pts)
+	checkDecode(t, pts, chunk)
+	if len(pts) == 0 {
+		return chunk
+	}
+	for flags := range byte(flagsKnown + 1) {
+		c := codecOf(flags)
+		if c.width == 32 && !allFloat32(pts) {
+			continue
+		}
+		head := binary.AppendUvarint([]byte{ChunkVersion}, uint64(len(pts)))
+		checkDecode(t, pts, appendChunk(head, pts, c))
+	}
+	return chunk
+}
+
+// checkDecode checks that chunk decodes to pts.
+func checkDecode(t *testing.T, pts []Point, chunk []byte) {
+	t.Helper()
 	got, err := DecodeChunk(nil, chunk)
 	if err != nil {
 		t.Fatalf("DecodeChunk: %v", err)
@@ -89,7 +121,6 @@ func checkRoundTrip(t *testing.T, pts []Point) []byte {
 			t.Fatalf("DecodeChunkSteps: step %d = %d, want %d", i, steps[i], p.Step)
 		}
 	}
-	return chunk
 }
 
 func TestChunkRoundTrip(t *testing.T) {
@@ -194,6 +225,33 @@ func TestChunkRoundTrip(t *testing.T) {
 	}
 }
 
+func TestChooseCodec(t *testing.T) {
+	alternating := func(values ...float64) []Point {
+		pts := make([]Point, 1000)
+		for i := range pts {
+			pts[i] = Point{Step: int64(i), Value: values[i%len(values)]}
+		}
+		return pts
+	}
+	for name, tc := range map[string]struct {
+		pts  []Point
+		want byte // flags
+	}{
+		"Float32NoiseSignLow":  {genSeries("float32", 1000, 1), flagFloat32 | flagSignLow},
+		"Float64NoiseSignLow":  {genSeries("float64", 1000, 1), flagSignLow},
+		"Float32ConstSignHigh": {genSeries("const", 1000, 1), flagFloat32},
+		"FewMantissaBitsHigh":  {alternating(-1, 2, -3, 0.5), flagFloat32},
+		"Float64FewBitsHigh":   {alternating(-1, 2, -3, 0.1), 0},
+		"OnePoint":             {alternating(1)[:1], flagFloat32},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := chooseCodec(tc.pts).flags(); got != tc.want {
+				t.Errorf("chooseCodec flags = %#x, want %#x", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestAppendChunkDst(t *testing.T) {
 	pts := genSeries("float32", 100, 1)
 	alone := mustAppendChunk(t, nil, pts)
@@ -257,6 +315,8 @@ func TestChunkSize(t *testing.T) {
 		"Float32":  {"float32", 5, 32},
 		"Float64":  {"float64", 9.5, 64},
 		"Constant": {"const", 0.5, 1.01},
+		"Loss32":   {"loss32", 4, 26},
+		"Mixed":    {"mixed", 6, 40},
 	} {
 		t.Run(name, func(t *testing.T) {
 			chunk := checkRoundTrip(t, genSeries(tc.kind, n, 42))
@@ -309,8 +369,8 @@ func TestDecodeChunkCorrupt(t *testing.T) {
 		"ErrNoValueStream":     header(2, 8),
 		"ErrShortFirstValue":   header(1, 0)[:12],
 		"ErrFlags": func() []byte {
-			b := header(1, 0)
-			b[2] = 2
+			b := slices.Clone(valid)
+			b[2] |= 4 // valid[1] is the count, 10
 			return b
 		}(),
 		"ErrStepsLenHuge": func() []byte {
@@ -455,5 +515,27 @@ func TestDecodeChunkBitFlips(t *testing.T) {
 				decodeBounded(t, b)
 			}
 		})
+	}
+}
+
+// TestChunkFormatExample pins the example in docs/format/chunk.md. The
+// format is persisted: if this test fails, a stored chunk would no longer
+// decode the same, so the change needs a new ChunkVersion, not a new
+// expected value.
+func TestChunkFormatExample(t *testing.T) {
+	pts := []Point{
+		{0, startMs, 0.5}, {1, startMs + 10, 0.5}, {2, startMs + 21, 0.25}, {3, startMs + 31, 0.25},
+	}
+	want := []byte{
+		0x01, 0x04, 0x01, 0x00, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62,
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe0, 0x3f, 0x02, 0x03,
+		0x81, 0x00, 0xc1, 0x50, 0xde, 0x67, 0x16,
+	}
+	if got := checkRoundTrip(t, pts); !slices.Equal(got, want) {
+		t.Fatalf("chunk = % x\nwant    % x", got, want)
+	}
+	got, err := DecodeChunk(nil, want)
+	if err != nil || !pointsEqual(got, pts) {
+		t.Fatalf("DecodeChunk(example) = %v, %v; want %v", got, err, pts)
 	}
 }

@@ -27,12 +27,9 @@ var timestampCode = dodCode{widths: [8]uint8{0, 4, 8, 12, 20, 32, 64}, last: 6}
 // included, of any dodCode: the decoder refills once for all of it.
 const maxDoDBits = 6 + 32
 
-// put writes dod with code c.
+// put writes a nonzero dod with code c. Callers write the 0 code, the
+// common case, themselves with writeZero, which inlines.
 func (c *dodCode) put(w *bitWriter, dod int64) {
-	if dod == 0 {
-		w.writeZero()
-		return
-	}
 	for k := uint(1); k < c.last; k++ {
 		width := uint(c.widths[k])
 		if lim := int64(1) << (width - 1); -lim <= dod && dod < lim {
@@ -52,7 +49,11 @@ func encodeSteps(w *bitWriter, pts []Point) {
 	prev, delta := uint64(pts[0].Step), uint64(0)
 	for _, p := range pts[1:] {
 		d := uint64(p.Step) - prev
-		stepCode.put(w, int64(d-delta))
+		if d == delta {
+			w.writeZero()
+		} else {
+			stepCode.put(w, int64(d-delta))
+		}
 		prev, delta = uint64(p.Step), d
 	}
 }
@@ -62,7 +63,11 @@ func encodeTimestamps(w *bitWriter, pts []Point) {
 	prev, delta := uint64(pts[0].TimestampMs), uint64(0)
 	for _, p := range pts[1:] {
 		d := uint64(p.TimestampMs) - prev
-		timestampCode.put(w, int64(d-delta))
+		if d == delta {
+			w.writeZero()
+		} else {
+			timestampCode.put(w, int64(d-delta))
+		}
 		prev, delta = uint64(p.TimestampMs), d
 	}
 }

@@ -20,16 +20,14 @@ const canonicalNaN = 0x7FF8000000000001
 // value order of Compare: -Inf < finite < +Inf < NaN, with -0 just below +0
 // and every NaN mapped to the same, largest key.
 func valueKey(v float64) uint64 {
-	b := math.Float64bits(v)
 	if v != v {
 		return math.MaxUint64
 	}
-	if b>>63 != 0 {
-		// Negative numbers: flipping every bit reverses their order
-		// and puts them below all positive numbers.
-		return ^b
-	}
-	return b | 1<<63
+	// Flip every bit of a negative number, which reverses the order of
+	// negatives and puts them below all positives, and only the sign bit
+	// of a positive one. Branch-free: signs in noisy data are random.
+	b := math.Float64bits(v)
+	return b ^ (uint64(int64(b)>>63) | 1<<63)
 }
 
 // Compare orders points by (Step, TimestampMs, Value) and returns -1, 0 or

@@ -169,8 +169,11 @@ func MinMaxBuckets(dst, pts []Point, buckets int) []Point {
 			}
 			end = q
 		}
+		// Every non-NaN key lies strictly between the initial lowKey and
+		// highKey, and the comparisons are strict, so the first of equal
+		// values wins.
 		lowI, highI, nanI := -1, -1, -1
-		var lowKey, highKey uint64
+		lowKey, highKey := uint64(math.MaxUint64), uint64(0)
 		j := i
 		for ; j < len(pts) && (lastBucket || offset(pts[j]) < end); j++ {
 			v := pts[j].Value
@@ -181,10 +184,10 @@ func MinMaxBuckets(dst, pts []Point, buckets int) []Point {
 				continue
 			}
 			k := valueKey(v)
-			if lowI < 0 || k < lowKey {
+			if k < lowKey {
 				lowI, lowKey = j, k
 			}
-			if highI < 0 || k > highKey {
+			if k > highKey {
 				highI, highKey = j, k
 			}
 		}

@@ -98,6 +98,9 @@ func TestSampleStepsMatchesMLflow(t *testing.T) {
 		n := 1 + r.IntN(100_000)
 		check(seqSteps(n, 1+r.Int64N(100)), 1+r.IntN(2000))
 	}
+	if testing.Short() {
+		return
+	}
 	steps := seqSteps(10_000_000, 1)
 	check(steps, 1000)
 	check(steps, 999_983)

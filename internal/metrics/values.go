@@ -17,32 +17,28 @@ import (
 //	                             width is written as 0. S is 6 for 64-bit
 //	                             keys and 5 for 32-bit keys.
 //
-// Two changes from Gorilla, both measured on loss curves (see
-// TestChunkSize):
+// Three changes from Gorilla, each measured on loss curves (TestChunkSize):
 //
-//   - The key is the IEEE-754 pattern rotated left by one bit, moving the
-//     sign to the bottom. Noise around zero flips the sign often, and with
-//     the sign on top every flip made the XOR as wide as the whole value;
-//     at the bottom it costs one bit. Values of one sign lose nothing.
 //   - A chunk of float32 values (PyTorch's loss.item() on a float32 tensor
 //     gives a float64 whose last 29 mantissa bits are zero) is keyed by its
 //     float32 pattern, which drops those 29 bits and 3 exponent bits that
 //     never vary.
-//
-// The encoder opens a new window only when that is cheaper for the value at
-// hand than reusing the current one, so one outlier does not leave a wide
-// window behind for every value after it.
+//   - The key may be the IEEE-754 pattern rotated left by one bit, which
+//     moves the sign to the bottom. Noise around zero flips the sign often;
+//     with the sign on top every flip makes the XOR span the whole value,
+//     at the bottom it costs what the low mantissa bits cost anyway. Values
+//     with few mantissa bits (-1, 0.5, 2) are the opposite case, so the
+//     encoder sizes the stream both ways and keeps the smaller.
+//   - The encoder opens a new window only when that is cheaper for the
+//     value at hand than reusing the current one, so one outlier does not
+//     leave a wide window behind for every value after it.
 
-// xorCodec is the value stream's key width and window size field.
+// xorCodec says how values become keys.
 type xorCodec struct {
 	width   uint // key width: 64 or 32
 	sigBits uint // bits of the sig field: 6 or 5
+	rot     int  // left rotation from IEEE-754 bits to key: 0, or 1 for sign-low
 }
-
-var (
-	xor64 = xorCodec{width: 64, sigBits: 6}
-	xor32 = xorCodec{width: 32, sigBits: 5}
-)
 
 const (
 	leadBits = 5
@@ -51,6 +47,79 @@ const (
 	// chunk; it widens to a NaN, which decoding then canonicalises.
 	canonicalNaN32 = 0x7FC00000
 )
+
+// codecOf returns the codec that the chunk flags select.
+func codecOf(flags byte) xorCodec {
+	c := xorCodec{width: 64, sigBits: 6}
+	if flags&flagFloat32 != 0 {
+		c.width, c.sigBits = 32, 5
+	}
+	if flags&flagSignLow != 0 {
+		c.rot = 1
+	}
+	return c
+}
+
+// flags returns the chunk flags that select c.
+func (c xorCodec) flags() byte {
+	var f byte
+	if c.width == 32 {
+		f |= flagFloat32
+	}
+	if c.rot != 0 {
+		f |= flagSignLow
+	}
+	return f
+}
+
+// chooseCodec picks the codec that stores the values of pts in the fewest
+// bits: 32-bit keys if they are all float32s, and the sign placement by
+// sizing the stream both ways in one pass, which costs a fraction of
+// encoding it.
+func chooseCodec(pts []Point) xorCodec {
+	c := codecOf(0)
+	if allFloat32(pts) {
+		c = codecOf(flagFloat32)
+	}
+	if len(pts) < 2 {
+		return c
+	}
+	high, low := newXORWindow(c), newXORWindow(c)
+	var highBits, lowBits uint
+	prev := c.key(pts[0].Value)
+	for _, p := range pts[1:] {
+		k := c.key(p.Value)
+		x := k ^ prev
+		prev = k
+		if x == 0 {
+			continue // one bit either way
+		}
+		n, _ := high.code(x)
+		highBits += n
+		// Rotating the keys rotates their XOR.
+		if c.width == 32 {
+			x = uint64(bits.RotateLeft32(uint32(x), 1))
+		} else {
+			x = bits.RotateLeft64(x, 1)
+		}
+		n, _ = low.code(x)
+		lowBits += n
+	}
+	if lowBits < highBits {
+		c.rot = 1
+	}
+	return c
+}
+
+// allFloat32 reports whether every value of pts is a float32.
+func allFloat32(pts []Point) bool {
+	for _, p := range pts {
+		if !isFloat32(p.Value) {
+			return false
+		}
+	}
+	return true
+}
 
 // isFloat32 reports whether v survives a round trip through float32 bit for
 // bit. NaNs count as float32: every NaN is stored as the canonical one.
@@ -65,30 +134,53 @@ func (c xorCodec) key(v float64) uint64 {
 		if v != v {
 			f = canonicalNaN32
 		}
-		return uint64(bits.RotateLeft32(f, 1))
+		return uint64(bits.RotateLeft32(f, c.rot))
 	}
-	return bits.RotateLeft64(valueBits(v), 1)
+	return bits.RotateLeft64(valueBits(v), c.rot)
 }
 
-// value64 returns the value of a 64-bit key.
-func value64(key uint64) float64 {
-	return math.Float64frombits(bits.RotateLeft64(key, -1))
-}
-
-// value32 returns the value of a 32-bit key.
-func value32(key uint64) float64 {
-	v := float64(math.Float32frombits(bits.RotateLeft32(uint32(key), -1)))
-	if v != v {
-		return math.NaN()
+// value returns the value of key.
+func (c xorCodec) value(key uint64) float64 {
+	if c.width == 32 {
+		v := float64(math.Float32frombits(bits.RotateLeft32(uint32(key), -c.rot)))
+		if v != v {
+			return math.NaN()
+		}
+		return v
 	}
-	return v
+	return math.Float64frombits(bits.RotateLeft64(key, -c.rot))
 }
 
-// encodeValues writes the values of pts[1:].
+// xorWindow is the encoder's window, and its choice of code for each XOR.
+type xorWindow struct {
+	width, hdr       uint
+	pad              uint // 64 - width: leading zeros of every key
+	lead, trail, sig uint
+}
+
+func newXORWindow(c xorCodec) xorWindow {
+	// No XOR has more than maxLead leading zeros counted, so no XOR fits
+	// the initial window and the first one opens a new window.
+	return xorWindow{width: c.width, hdr: leadBits + c.sigBits, pad: 64 - c.width, lead: maxLead + 1}
+}
+
+// code chooses the code for a nonzero XOR x and returns its length in bits.
+// It reports whether the code opens a new window, which is then w's.
+func (w *xorWindow) code(x uint64) (n uint, newWindow bool) {
+	l := min(uint(bits.LeadingZeros64(x))-w.pad, maxLead)
+	t := uint(bits.TrailingZeros64(x))
+	s := w.width - l - t
+	if l >= w.lead && t >= w.trail && w.sig <= s+w.hdr {
+		return 2 + w.sig, false
+	}
+	w.lead, w.trail, w.sig = l, t, s
+	return 2 + w.hdr + s, true
+}
+
+// encodeValues writes the values of pts[1:] with codec c.
 func encodeValues(w *bitWriter, pts []Point, c xorCodec) {
-	hdr := leadBits + c.sigBits
+	win := newXORWindow(c)
 	prev := c.key(pts[0].Value)
-	var lead, trail, sig uint // sig == 0: no window yet
 	for _, p := range pts[1:] {
 		k := c.key(p.Value)
 		x := k ^ prev
@@ -97,25 +189,21 @@ func encodeValues(w *bitWriter, pts []Point, c xorCodec) {
 			w.writeZero()
 			continue
 		}
-		l := min(uint(bits.LeadingZeros64(x))-(64-c.width), maxLead)
-		t := uint(bits.TrailingZeros64(x))
-		s := c.width - l - t
-		if sig != 0 && l >= lead && t >= trail && sig <= s+hdr {
-			if sig <= 62 {
-				w.writeBits(2<<sig|x>>trail, 2+sig)
+		n, newWindow := win.code(x)
+		field := x >> win.trail
+		if newWindow {
+			ctl := 3<<win.hdr | uint64(win.lead)<<c.sigBits | uint64(win.sig)&(1<<c.sigBits-1)
+			if n <= 64 {
+				w.writeBits(ctl<<win.sig|field, n)
 			} else {
-				w.writeBits(2, 2)
-				w.writeBits(x>>trail, sig)
+				w.writeBits(ctl, 2+win.hdr)
+				w.writeBits(field, win.sig)
 			}
-			continue
-		}
-		lead, trail, sig = l, t, s
-		ctl := uint64(3)<<hdr | uint64(l)<<c.sigBits | uint64(s)&(1<<c.sigBits-1)
-		if 2+hdr+s <= 64 {
-			w.writeBits(ctl<<s|x>>t, 2+hdr+s)
+		} else if n <= 64 {
+			w.writeBits(2<<win.sig|field, n)
 		} else {
-			w.writeBits(ctl, 2+hdr)
-			w.writeBits(x>>t, s)
+			w.writeBits(2, 2)
+			w.writeBits(field, win.sig)
 		}
 	}
 }

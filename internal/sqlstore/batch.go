@@ -318,7 +318,6 @@ func rowPlaceholders(n, k int) string {
 	return strings.Repeat(row+",", n-1) + row
 }
 
-
 func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
 	l := sl.sum.Last
 	res, err := tx.exec(`INSERT INTO metric_series
@@ -336,8 +335,6 @@ func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
 	r.isNew = false
 	return nil
 }
-
-
 
 // dropStored removes from sl the points the series already holds, and
 // re-encodes sl if any were dropped. Only chunks overlapping sl's step

@@ -81,6 +81,7 @@ class SextantServer:
         self.proc: subprocess.Popen | None = None
         self._log = None
         self.killed = False
+        self.stopped = False
 
     @property
     def url(self) -> str:
@@ -107,6 +108,7 @@ class SextantServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.killed = False
+        self.stopped = False
         self._log = open(self.log_path, "ab")
         self._log.write(f"\n===== start {' '.join(self._argv())}\n".encode())
         self._log.flush()
@@ -157,11 +159,12 @@ class SextantServer:
 
     def stop_and_check(self) -> None:
         """Teardown: stop with SIGTERM and require exit code 0 (unless it was killed on purpose)."""
-        if self.proc is None or self.killed:
+        if self.proc is None or self.killed or self.stopped:
             self._close_log()
             return
         died_early = self.proc.poll() is not None
         rc = self.stop()
+        self.stopped = True
         if died_early:
             pytest.fail(f"sextant server died during the test (exit code {rc}); stderr:\n{self.stderr_tail()}")
         assert rc == 0, f"sextant server exited with code {rc} after SIGTERM; stderr:\n{self.stderr_tail()}"
@@ -245,7 +248,6 @@ def _reset_mlflow_globals() -> None:
             # The server may be gone already; drop the run locally.
             fluent._active_run_stack.get().pop()
     fluent._active_experiment_id = None
-    fluent._last_active_run_id = None
 
 
 @pytest.fixture(autouse=True)

@@ -212,3 +212,42 @@ def test_client_is_usable_without_fluent_state(server):
     c = MlflowClient(server.url)
     exp_id = c.create_experiment("/Shared/plain-client")
     assert c.get_experiment(exp_id).name == "/Shared/plain-client"
+
+
+@pytest.mark.parametrize("name", [
+    "/Users/josé.müller@example.com/实验/ü",
+    "/Shared/a+b&c=d%20e?f#g",
+    "/Shared/it's \"quoted\"",
+    "  spaced name  ",
+])
+def test_unusual_experiment_names(client, name):
+    exp = mlflow.set_experiment(name)
+    assert exp.name == name
+    assert mlflow.set_experiment(name).experiment_id == exp.experiment_id
+    assert client.get_experiment_by_name(name).experiment_id == exp.experiment_id
+    assert client.get_experiment(exp.experiment_id).name == name
+
+
+def test_concurrent_creation_of_one_name(client, server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    name = "/Shared/race/one-name"
+
+    def create(_):
+        try:
+            return ("ok", MlflowClient(server.url).create_experiment(name))
+        except MlflowException as e:
+            return ("err", e.error_code)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(create, range(8)))
+    oks = [r for r in results if r[0] == "ok"]
+    assert len(oks) == 1, results
+    assert all(r == ("err", "RESOURCE_ALREADY_EXISTS") for r in results if r[0] == "err"), results
+    assert client.get_experiment_by_name(name).experiment_id == oks[0][1]
+
+    # set_experiment racing from threads resolves to that one experiment.
+    def set_exp(_):
+        return MlflowClient(server.url).get_experiment_by_name(name).experiment_id
+    with ThreadPoolExecutor(4) as pool:
+        assert set(pool.map(set_exp, range(8))) == {oks[0][1]}
