@@ -74,6 +74,9 @@ func (s *Service) metricHistory(ctx context.Context, runID, key string, maxResul
 	if err != nil {
 		return HistoryPage{}, err
 	}
+	if disjoint(chunks) {
+		return s.historyDisjoint(ctx, key, chunks, maxResults, cur, hasCursor)
+	}
 	out := make([]HistoryPoint, 0, min(maxResults, countPoints(chunks)))
 	var pending, buf []HistoryPoint
 	next := 0  // next unread chunk
@@ -118,6 +121,61 @@ func (s *Service) metricHistory(ctx context.Context, runID, key string, maxResul
 		page.NextPageToken = encodeHistoryToken(out[len(out)-1].Point)
 	}
 	return page, nil
+}
+
+// disjoint reports whether the chunks, ordered by MinStep, cover strictly
+// increasing step ranges: then their points are already in order, chunk
+// after chunk, and need no merging. After compaction this is the usual
+// case.
+func disjoint(chunks []ChunkInfo) bool {
+	for i := 1; i < len(chunks); i++ {
+		if chunks[i].MinStep <= chunks[i-1].MaxStep {
+			return false
+		}
+	}
+	return true
+}
+
+// historyDisjoint is MetricHistory for disjoint chunks: it decodes chunk
+// after chunk straight into the page.
+func (s *Service) historyDisjoint(ctx context.Context, key string, chunks []ChunkInfo, maxResults int, cur metrics.Point, hasCursor bool) (HistoryPage, error) {
+	out := make([]HistoryPoint, 0, min(maxResults, countPoints(chunks)))
+	next, group := 0, 1
+	var buf []HistoryPoint
+	for next < len(chunks) && len(out) < maxResults {
+		end := min(next+group, len(chunks))
+		group *= 2
+		var err error
+		buf, err = s.store.ReadChunks(ctx, chunks[next:end], buf[:0])
+		if err != nil {
+			return HistoryPage{}, err
+		}
+		next = end
+		pts := buf
+		if hasCursor {
+			i := 0
+			for i < len(pts) && metrics.Compare(pts[i].Point, cur) <= 0 {
+				i++
+			}
+			pts = pts[i:]
+		}
+		out = append(out, pts[:min(len(pts), maxResults-len(out))]...)
+	}
+	page := HistoryPage{Key: key, Points: out}
+	if len(out) == maxResults && moreAfter(chunks, out[len(out)-1].Point) {
+		page.NextPageToken = encodeHistoryToken(out[len(out)-1].Point)
+	}
+	return page, nil
+}
+
+// moreAfter reports whether the chunks may hold a point after last.
+func moreAfter(chunks []ChunkInfo, last metrics.Point) bool {
+	for i := len(chunks) - 1; i >= 0; i-- {
+		if metrics.Compare(chunks[i].Last, last) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func countPoints(chunks []ChunkInfo) int {

@@ -66,7 +66,7 @@ func DefaultLimits() Limits {
 		RunNameLength:            250,
 		MaxStep:                  1<<53 - 1,
 		SearchMaxResults:         50_000,
-		HistoryMaxResults:        1_000_000,
+		HistoryMaxResults:        250_000,
 		BulkIntervalMaxRuns:      100,
 		BulkIntervalMaxResults:   2500,
 	}

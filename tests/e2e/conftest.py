@@ -7,7 +7,8 @@ Run with a Python that has mlflow, pytest and requests installed:
 Without SEXTANT_BIN the binary is built once per session with
 `go build -o <tmp>/sextant ./cmd/sextant` from the repository root.
 
-Every server is started on a free loopback port with a fresh data directory,
+Fixtures only; the process handling is in sextant_e2e.py. Every server is
+started on a free loopback port with a fresh data directory,
 waited on through GET /health, and stopped with SIGTERM at teardown; the
 teardown asserts exit code 0. A server's stderr goes to a file in its tmp dir,
 and its tail is shown whenever a server dies, fails to start, or exits badly.
@@ -16,11 +17,7 @@ and its tail is shown whenever a server dies, fails to start, or exits badly.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -30,150 +27,13 @@ import pytest
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DO_NOT_TRACK"] = "true"
 
-import requests  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-HEALTH_TIMEOUT_S = 20.0
-STOP_TIMEOUT_S = 30.0
-
-# mlflow's fluent API keeps state in these environment variables; every test
-# starts and ends without them.
-_MLFLOW_STATE_ENV = (
-    "MLFLOW_RUN_ID",
-    "MLFLOW_EXPERIMENT_NAME",
-    "MLFLOW_EXPERIMENT_ID",
-    "MLFLOW_TRACKING_URI",
+from sextant_e2e import (  # noqa: E402
+    MLFLOW_STATE_ENV,
+    FAST_FAIL_ENV,
+    REPO_ROOT,
+    SextantServer,
+    tail_file,
 )
-
-# Outside the limit test (which restores the client defaults explicitly), a
-# server bug that answers 5xx should fail a test in seconds, not after the
-# client's default ~4 minutes of retries. Correct servers never trigger a retry.
-FAST_FAIL_ENV = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "60",
-}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, n: int = 60) -> str:
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError as e:
-        return f"<could not read {path}: {e}>"
-    return "\n".join(lines[-n:])
-
-
-class SextantServer:
-    """One `sextant server` process."""
-
-    def __init__(self, binary: str, data_dir: Path, log_path: Path, flags: dict | None = None):
-        self.binary = binary
-        self.data_dir = Path(data_dir)
-        self.log_path = Path(log_path)
-        self.flags = dict(flags or {})
-        self.port: int | None = None
-        self.proc: subprocess.Popen | None = None
-        self._log = None
-        self.killed = False
-        self.stopped = False
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def api(self, path: str) -> str:
-        """URL of an MLflow REST path such as /mlflow/runs/get (under /api/2.0)."""
-        return f"{self.url}/api/2.0{path}"
-
-    def stderr_tail(self, n: int = 60) -> str:
-        if self._log is not None:
-            self._log.flush()
-        return _tail(self.log_path, n)
-
-    def _argv(self) -> list[str]:
-        argv = [self.binary, "server", "--host", "127.0.0.1", "--port", str(self.port),
-                "--data-dir", str(self.data_dir)]
-        for k, v in self.flags.items():
-            argv += ["--" + k.replace("_", "-"), str(v)]
-        return argv
-
-    def start(self) -> "SextantServer":
-        assert self.proc is None or self.proc.poll() is not None, "server already running"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.killed = False
-        self.stopped = False
-        self._log = open(self.log_path, "ab")
-        self._log.write(f"\n===== start {' '.join(self._argv())}\n".encode())
-        self._log.flush()
-        self.proc = subprocess.Popen(self._argv(), stdout=self._log, stderr=self._log,
-                                     stdin=subprocess.DEVNULL, cwd=str(self.data_dir.parent))
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
-        last_err = None
-        while time.monotonic() < deadline:
-            rc = self.proc.poll()
-            if rc is not None:
-                pytest.fail(f"sextant server exited with code {rc} during startup; stderr:\n{self.stderr_tail()}")
-            try:
-                r = requests.get(self.url + "/health", timeout=2)
-                if r.status_code == 200 and r.text.strip() == "OK":
-                    return self
-                last_err = f"HTTP {r.status_code}: {r.text[:200]!r}"
-            except requests.RequestException as e:
-                last_err = repr(e)
-            time.sleep(0.05)
-        self.kill()
-        pytest.fail(f"sextant server not healthy after {HEALTH_TIMEOUT_S}s (last: {last_err}); stderr:\n{self.stderr_tail()}")
-
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: simulates a crash. The teardown then skips the exit-code check."""
-        if self.is_running():
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        self.killed = True
-        self._close_log()
-
-    def stop(self) -> int:
-        """SIGTERM and wait; returns the exit code."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                self._close_log()
-                pytest.fail(f"sextant server did not exit within {STOP_TIMEOUT_S}s of SIGTERM; stderr:\n{self.stderr_tail()}")
-        self._close_log()
-        return self.proc.returncode
-
-    def stop_and_check(self) -> None:
-        """Teardown: stop with SIGTERM and require exit code 0 (unless it was killed on purpose)."""
-        if self.proc is None or self.killed or self.stopped:
-            self._close_log()
-            return
-        died_early = self.proc.poll() is not None
-        rc = self.stop()
-        self.stopped = True
-        if died_early:
-            pytest.fail(f"sextant server died during the test (exit code {rc}); stderr:\n{self.stderr_tail()}")
-        assert rc == 0, f"sextant server exited with code {rc} after SIGTERM; stderr:\n{self.stderr_tail()}"
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
 
 # ---------------------------------------------------------------- binary
 
@@ -257,7 +117,7 @@ def _mlflow_isolation():
     import mlflow
 
     saved = dict(os.environ)
-    for k in _MLFLOW_STATE_ENV:
+    for k in MLFLOW_STATE_ENV:
         os.environ.pop(k, None)
     os.environ.update(FAST_FAIL_ENV)
     _reset_mlflow_globals()
@@ -266,7 +126,7 @@ def _mlflow_isolation():
     os.environ.clear()
     os.environ.update(saved)
     mlflow.set_tracking_uri(None)
-    for k in _MLFLOW_STATE_ENV:
+    for k in MLFLOW_STATE_ENV:
         if k not in saved:
             os.environ.pop(k, None)
 
@@ -290,38 +150,6 @@ def client(server, use_server):
     return use_server(server)
 
 
-# ---------------------------------------------------------------- helpers
-
-
-def assert_json_error(resp, status: int | tuple, error_code: str | None = None, *mentions: str) -> dict:
-    """The response is an MLflow error: the given HTTP status, a JSON body with
-    error_code and message, and the message mentions every string in mentions
-    (case-insensitive). Returns the body."""
-    statuses = status if isinstance(status, tuple) else (status,)
-    ctx = f"{resp.request.method} {resp.request.url} -> HTTP {resp.status_code}: {resp.text[:600]!r}"
-    assert resp.status_code < 500, "server answered 5xx to a client error: " + ctx
-    assert resp.status_code in statuses, f"expected HTTP {statuses}: " + ctx
-    try:
-        body = resp.json()
-    except ValueError:
-        pytest.fail("error body is not JSON: " + ctx)
-    assert isinstance(body, dict), ctx
-    assert isinstance(body.get("error_code"), str) and body["error_code"], ctx
-    assert isinstance(body.get("message"), str) and body["message"].strip(), ctx
-    if error_code is not None:
-        assert body["error_code"] == error_code, ctx
-    low = body["message"].lower()
-    for m in mentions:
-        assert m.lower() in low, f"message does not mention {m!r}: " + ctx
-    return body
-
-
-def assert_healthy(srv: SextantServer) -> None:
-    assert srv.is_running(), f"server is not running; stderr:\n{srv.stderr_tail()}"
-    r = requests.get(srv.url + "/health", timeout=5)
-    assert r.status_code == 200 and r.text.strip() == "OK", (r.status_code, r.text)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_makereport(item, call):
     """On failure, attach the tail of every server log this test used."""
@@ -337,4 +165,4 @@ def pytest_runtest_makereport(item, call):
         logs += sorted(tmp.glob("server*.log"))
     for p in logs:
         if p.exists():
-            item.add_report_section("call", f"sextant stderr {p.name}", _tail(p, 40))
+            item.add_report_section("call", f"sextant stderr {p.name}", tail_file(p, 40))
