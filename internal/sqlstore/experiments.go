@@ -394,7 +394,7 @@ func experimentClause(c search.Comparison) (string, []any, error) {
 			return numberCompare("e.last_update_time", c)
 		}
 	case search.Tag:
-		return existsCompare(`SELECT 1 FROM experiment_tags t WHERE t.experiment_id = e.experiment_id AND t.key = ?`, "t.value", c)
+		return sideCompare(`SELECT t.value FROM experiment_tags t WHERE t.experiment_id = e.experiment_id AND t.key = ?`, c)
 	}
 	return "", nil, errs.Errorf(errs.Invalid, "Invalid attribute '%s.%s' for experiments", c.Entity, c.Key)
 }

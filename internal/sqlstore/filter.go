@@ -48,21 +48,28 @@ func numberCompare(col string, c search.Comparison) (string, []any, error) {
 	return "", nil, errs.Errorf(errs.Invalid, "operator %s is not supported for %s.%s", c.Op, c.Entity, c.Key)
 }
 
-// existsCompare renders a comparison on a key/value side table: sub is a
-// subquery selecting the row of the key (its only parameter is the key)
-// and valueCol its value column. IS NULL means "has no such key".
-func existsCompare(sub, valueCol string, c search.Comparison) (string, []any, error) {
+// sideCompare renders a comparison on a key/value side table (params,
+// tags, experiment tags). sub is a subquery selecting the value column of
+// the row of the key (its only parameter is the key); a missing key makes
+// it NULL, so the comparison is false, as in MLflow. IS NULL means "has no
+// such key".
+//
+// The comparison is written as a correlated scalar subquery, not EXISTS:
+// SQLite turns EXISTS into a join and may then drive it from an index on
+// the side table's values, scanning that index once per row of the outer
+// table. A scalar subquery is always one primary-key lookup per row.
+func sideCompare(sub string, c search.Comparison) (string, []any, error) {
 	switch c.Op {
 	case search.OpIsNull:
-		return "NOT EXISTS (" + sub + ")", []any{c.Key}, nil
+		return "(" + sub + ") IS NULL", []any{c.Key}, nil
 	case search.OpIsNotNull:
-		return "EXISTS (" + sub + ")", []any{c.Key}, nil
+		return "(" + sub + ") IS NOT NULL", []any{c.Key}, nil
 	}
-	w, a, err := stringCompare(valueCol, c)
+	w, a, err := stringCompare("("+sub+")", c)
 	if err != nil {
 		return "", nil, err
 	}
-	return "EXISTS (" + sub + " AND " + w + ")", append([]any{c.Key}, a...), nil
+	return w, append([]any{c.Key}, a...), nil
 }
 
 // queryFingerprint identifies a query in its page tokens, so that a token

@@ -65,15 +65,17 @@ func runAttrColumn(key string) (string, termKind, bool) {
 func runClause(c search.Comparison) (string, []any, error) {
 	switch c.Entity {
 	case search.Metric:
-		w, a, err := numberCompare("m.value", c)
+		// The latest value; NULL when the run lacks the metric or its
+		// latest value is NaN, so every comparison is then false.
+		w, a, err := numberCompare("(SELECT m.value FROM metric_series m WHERE m.run_pk = r.run_pk AND m.key = ?)", c)
 		if err != nil {
 			return "", nil, err
 		}
-		return "EXISTS (SELECT 1 FROM metric_series m WHERE m.run_pk = r.run_pk AND m.key = ? AND " + w + ")", append([]any{c.Key}, a...), nil
+		return w, append([]any{c.Key}, a...), nil
 	case search.Param:
-		return existsCompare("SELECT 1 FROM params p WHERE p.run_pk = r.run_pk AND p.key = ?", "p.value", c)
+		return sideCompare("SELECT p.value FROM params p WHERE p.run_pk = r.run_pk AND p.key = ?", c)
 	case search.Tag:
-		return existsCompare("SELECT 1 FROM tags t WHERE t.run_pk = r.run_pk AND t.key = ?", "t.value", c)
+		return sideCompare("SELECT t.value FROM tags t WHERE t.run_pk = r.run_pk AND t.key = ?", c)
 	case search.Attribute:
 		col, kind, ok := runAttrColumn(c.Key)
 		if !ok {
@@ -249,25 +251,202 @@ func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.R
 		return tracking.RunPage{}, err
 	}
 	fingerprint := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+	var cursor []any
 	if q.PageToken != "" {
-		vals, err := decodeRunToken(q.PageToken, fingerprint, terms)
+		if cursor, err = decodeRunToken(q.PageToken, fingerprint, terms); err != nil {
+			return tracking.RunPage{}, err
+		}
+	}
+	rq := runQuery{joins: joins, joinArgs: joinArgs, where: where, args: args, terms: terms, cursor: cursor, limit: q.MaxResults + 1}
+
+	var page tracking.RunPage
+	var pks []int64
+	var last []any
+	emit := func(rows *sql.Rows) (full bool, err error) {
+		for rows.Next() {
+			dest, pk, r := runScanDest(terms)
+			if err := rows.Scan(dest...); err != nil {
+				return false, sqlError(err, "scan run")
+			}
+			if len(page.Runs) == q.MaxResults {
+				// One more row exists: the page is full and has a successor.
+				tok := runToken{Query: fingerprint}
+				for i, t := range terms {
+					tok.Values = append(tok.Values, encodeTermValue(t.kind, last[i]))
+				}
+				raw, _ := json.Marshal(tok)
+				page.NextPageToken = base64.RawURLEncoding.EncodeToString(raw)
+				return true, nil
+			}
+			run, _ := r()
+			page.Runs = append(page.Runs, run)
+			pks = append(pks, *pk)
+			last = termValues(dest[len(dest)-len(terms):], terms)
+		}
+		return false, sqlError(rows.Err(), "search runs")
+	}
+	var phases []runPhase
+	if len(q.OrderBy) > 0 && q.OrderBy[0].Entity == search.Metric {
+		phases = metricPhases(q.OrderBy[0])
+	} else {
+		phases = []runPhase{{from: "runs r " + strings.Join(joins, " "), fromArgs: joinArgs, order: terms}}
+	}
+	for _, ph := range phases {
+		if cursor != nil && ph.skip != nil && ph.skip(cursor) {
+			continue
+		}
+		sqlText, all := rq.build(ph, cursor != nil && ph.cursorIn(cursor))
+		rows, err := s.rdb.QueryContext(ctx, sqlText, all...)
+		if err != nil {
+			return tracking.RunPage{}, sqlError(err, "search runs")
+		}
+		full, err := emit(rows)
+		rows.Close()
 		if err != nil {
 			return tracking.RunPage{}, err
 		}
-		w, a := keysetWhere(terms, vals)
-		where = append(where, w)
-		args = append(args, a...)
+		if full {
+			break
+		}
+		rq.limit = q.MaxResults + 1 - len(page.Runs)
 	}
+	if err := s.loadRunData(ctx, pks, page.Runs); err != nil {
+		return tracking.RunPage{}, err
+	}
+	return page, nil
+}
+
+// runQuery holds the parts of a runs search shared by its phases.
+type runQuery struct {
+	joins    []string
+	joinArgs []any
+	where    []string
+	args     []any
+	terms    []sortTerm
+	cursor   []any
+	limit    int
+}
+
+// runPhase is one query of a search. A search ordered by a metric runs up
+// to three, one per part of the order: runs with a value, runs whose value
+// is NaN, runs without the metric. The first is driven by the index on
+// (key, value), so a page of the best runs out of 100,000 costs a few
+// hundred lookups instead of a scan of every run.
+type runPhase struct {
+	from     string
+	fromArgs []any
+	where    []string
+	args     []any
+	// order lists the terms to ORDER BY; terms that are constant within
+	// the phase are left out so that an index can provide the order.
+	order []sortTerm
+	// ownsO0 says the phase's FROM joins the first order key's table as
+	// o0 itself (metric phases), so the shared join for it is left out;
+	// orderFrom is then the first term to order by, and valueExpr, when
+	// set, replaces that term's expression in ORDER BY (the bare column,
+	// which the index provides in order).
+	ownsO0    bool
+	orderFrom int
+	valueExpr string
+	// skip reports whether the cursor lies beyond this phase; cursorIn
+	// whether it lies inside it (nil: the only phase).
+	skip     func(cursor []any) bool
+	inPhase  func(cursor []any) bool
+	seekExpr string // optional range predicate on the leading order term
+}
+
+func (p runPhase) cursorIn(cursor []any) bool {
+	return p.inPhase == nil || p.inPhase(cursor)
+}
+
+// metricPhases returns the three phases of a search whose first order key
+// is the metric k (aliased o0, whose terms are terms[0:3]).
+func metricPhases(k search.OrderKey) []runPhase {
+	flag := func(c []any, i int) int64 { return c[i].(int64) }
+	phase := func(c []any) int {
+		switch {
+		case flag(c, 0) == 1:
+			return 2
+		case flag(c, 1) == 1:
+			return 1
+		}
+		return 0
+	}
+	seek := "o0.value >= ?"
+	if k.Desc {
+		seek = "o0.value <= ?"
+	}
+	// The other order keys' joins come after "runs r" in the FROM clause
+	// (see build); o0 is joined here, first, so that it drives.
+	return []runPhase{
+		{
+			from:      "metric_series o0 CROSS JOIN runs r ON r.run_pk = o0.run_pk",
+			where:     []string{"o0.key = ?", "o0.value IS NOT NULL"},
+			args:      []any{k.Key},
+			ownsO0:    true,
+			orderFrom: 2,
+			valueExpr: "o0.value",
+			skip:      func(c []any) bool { return phase(c) > 0 },
+			inPhase:  func(c []any) bool { return phase(c) == 0 },
+			seekExpr: seek,
+		},
+		{
+			from:      "metric_series o0 CROSS JOIN runs r ON r.run_pk = o0.run_pk",
+			where:     []string{"o0.key = ?", "o0.is_nan = 1"},
+			args:      []any{k.Key},
+			ownsO0:    true,
+			orderFrom: 3,
+			skip:      func(c []any) bool { return phase(c) > 1 },
+			inPhase: func(c []any) bool { return phase(c) == 1 },
+		},
+		{
+			from:      "runs r LEFT JOIN metric_series o0 ON o0.run_pk = r.run_pk AND o0.key = ?",
+			fromArgs:  []any{k.Key},
+			where:     []string{"o0.series_id IS NULL"},
+			ownsO0:    true,
+			orderFrom: 3,
+			inPhase:   func(c []any) bool { return phase(c) == 2 },
+		},
+	}
+}
+
+// build renders a phase as SQL. withCursor adds the keyset condition (the
+// cursor lies in this phase); phases after the cursor's need none.
+func (q *runQuery) build(ph runPhase, withCursor bool) (string, []any) {
 	var b strings.Builder
+	var args []any
 	b.WriteString("SELECT " + runCols)
-	for _, t := range terms {
+	for _, t := range q.terms {
 		b.WriteString(", " + t.expr)
 	}
-	b.WriteString(" FROM runs r ")
-	b.WriteString(strings.Join(joins, " "))
+	b.WriteString(" FROM " + ph.from)
+	args = append(args, ph.fromArgs...)
+	order := ph.order
+	if ph.ownsO0 {
+		for i, j := range q.joins[1:] {
+			b.WriteString(" " + j)
+			args = append(args, q.joinArgs[i+1])
+		}
+		order = append([]sortTerm{}, q.terms[ph.orderFrom:]...)
+		if ph.valueExpr != "" {
+			order[0].expr = ph.valueExpr
+		}
+	}
+	where := append(append([]string{}, ph.where...), q.where...)
+	args = append(args, ph.args...)
+	args = append(args, q.args...)
+	if withCursor && q.cursor != nil {
+		w, a := keysetWhere(q.terms, q.cursor)
+		where = append(where, w)
+		args = append(args, a...)
+		if ph.seekExpr != "" {
+			where = append(where, ph.seekExpr)
+			args = append(args, q.cursor[2])
+		}
+	}
 	b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	b.WriteString(" ORDER BY ")
-	for i, t := range terms {
+	for i, t := range order {
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -277,47 +456,8 @@ func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.R
 		}
 	}
 	b.WriteString(" LIMIT ?")
-	all := append(append(joinArgs, args...), q.MaxResults+1)
-
-	rows, err := s.rdb.QueryContext(ctx, b.String(), all...)
-	if err != nil {
-		return tracking.RunPage{}, sqlError(err, "search runs")
-	}
-	defer rows.Close()
-	var page tracking.RunPage
-	var pks []int64
-	var last []any
-	for rows.Next() {
-		dest, pk, r := runScanDest(terms)
-		if err := rows.Scan(dest...); err != nil {
-			return tracking.RunPage{}, sqlError(err, "scan run")
-		}
-		run, err := r()
-		if err != nil {
-			return tracking.RunPage{}, sqlError(err, "scan run")
-		}
-		if len(page.Runs) == q.MaxResults {
-			// One more row exists: the page is full and has a successor.
-			tok := runToken{Query: fingerprint}
-			for i, t := range terms {
-				tok.Values = append(tok.Values, encodeTermValue(t.kind, last[i]))
-			}
-			raw, _ := json.Marshal(tok)
-			page.NextPageToken = base64.RawURLEncoding.EncodeToString(raw)
-			break
-		}
-		page.Runs = append(page.Runs, run)
-		pks = append(pks, *pk)
-		last = termValues(dest[len(dest)-len(terms):], terms)
-	}
-	if err := rows.Err(); err != nil {
-		return tracking.RunPage{}, sqlError(err, "search runs")
-	}
-	rows.Close()
-	if err := s.loadRunData(ctx, pks, page.Runs); err != nil {
-		return tracking.RunPage{}, err
-	}
-	return page, nil
+	args = append(args, q.limit)
+	return b.String(), args
 }
 
 // runScanDest returns scan destinations for runCols plus the sort terms,

@@ -1,0 +1,230 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// MustServer returns an API server over a fresh SQLite store.
+func MustServer(tb testing.TB) *httpapi.Server {
+	tb.Helper()
+	store, err := sqlstore.Open(context.Background(), filepath.Join(tb.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { store.Close(context.Background()) })
+	tr := tracking.NewService(store, tracking.Options{})
+	if err := tr.Init(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return httpapi.New(httpapi.Options{Tracking: tr, Version: "3.7.0", MaxBodyBytes: 1 << 20})
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func do(tb testing.TB, h http.Handler, method, target string, body any) response {
+	tb.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req := httptest.NewRequest(method, target, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.String()}
+	_ = json.Unmarshal(rec.Body.Bytes(), &res.body)
+	return res
+}
+
+func TestEveryRouteDeclaresAccess(t *testing.T) {
+	s := MustServer(t)
+	routes := s.Routes()
+	if len(routes) < 30 {
+		t.Fatalf("only %d routes registered", len(routes))
+	}
+	for _, r := range routes {
+		if r.Access.String() == "undeclared" {
+			t.Errorf("%s %s declares no access level", r.Method, r.Path)
+		}
+		if r.Access == httpapi.Public && !strings.HasPrefix(r.Path, "/health") && r.Path != "/version" && r.Path != "/api/3.0/mlflow/server-info" {
+			t.Errorf("%s %s is public; only probes may be", r.Method, r.Path)
+		}
+	}
+}
+
+func TestHealthAndVersion(t *testing.T) {
+	s := MustServer(t)
+	if r := do(t, s, "GET", "/health", nil); r.status != 200 || r.raw != "OK" {
+		t.Fatalf("health: %d %q", r.status, r.raw)
+	}
+	if r := do(t, s, "GET", "/version", nil); r.status != 200 || r.raw != "3.7.0" {
+		t.Fatalf("version: %d %q", r.status, r.raw)
+	}
+}
+
+func TestWireShapes(t *testing.T) {
+	s := MustServer(t)
+	r := do(t, s, "POST", "/api/2.0/mlflow/runs/create", map[string]any{"experiment_id": "0", "run_name": "shape", "start_time": "1700000000000"})
+	if r.status != 200 {
+		t.Fatalf("create run: %d %s", r.status, r.raw)
+	}
+	info := r.body["run"].(map[string]any)["info"].(map[string]any)
+	id := info["run_id"].(string)
+	if info["run_uuid"] != id || info["status"] != "RUNNING" || info["start_time"] != float64(1700000000000) || info["lifecycle_stage"] != "active" {
+		t.Fatalf("run info: %v", info)
+	}
+	if _, ok := info["end_time"]; ok {
+		t.Fatalf("end_time present on a running run: %v", info)
+	}
+	// NaN and infinities go out as strings; int64 as numbers.
+	r = do(t, s, "POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"`+id+`","metrics":[
+		{"key":"a","value":"NaN","timestamp":1,"step":0},
+		{"key":"b","value":"-Infinity","timestamp":"2","step":"9007199254740991"}]}`)
+	if r.status != 200 || r.raw != "{}" {
+		t.Fatalf("log-batch: %d %s", r.status, r.raw)
+	}
+	r = do(t, s, "GET", "/api/2.0/mlflow/runs/get?run_id="+id, nil)
+	ms := r.body["run"].(map[string]any)["data"].(map[string]any)["metrics"].([]any)
+	if len(ms) != 2 || ms[0].(map[string]any)["value"] != "NaN" || ms[1].(map[string]any)["value"] != "-Infinity" || ms[1].(map[string]any)["step"] != 9007199254740991.0 {
+		t.Fatalf("metrics: %v", ms)
+	}
+	// The same routes are served under /ajax-api.
+	if r := do(t, s, "GET", "/ajax-api/2.0/mlflow/runs/get?run_uuid="+id, nil); r.status != 200 {
+		t.Fatalf("ajax-api: %d", r.status)
+	}
+	// get-by-name of a missing experiment: JSON 404, which the client
+	// turns into "no such experiment".
+	r = do(t, s, "GET", "/api/2.0/mlflow/experiments/get-by-name?experiment_name=nope", nil)
+	if r.status != 404 || r.body["error_code"] != "RESOURCE_DOES_NOT_EXIST" {
+		t.Fatalf("get-by-name: %d %s", r.status, r.raw)
+	}
+	// Unknown routes: a plain 404, as MLflow (ENDPOINT_NOT_FOUND in the client).
+	if r := do(t, s, "GET", "/api/2.0/mlflow/nope", nil); r.status != 404 || r.body != nil {
+		t.Fatalf("unknown route: %d %q", r.status, r.raw)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	s := MustServer(t)
+	id := do(t, s, "POST", "/api/2.0/mlflow/runs/create", map[string]any{"experiment_id": "0"}).body["run"].(map[string]any)["info"].(map[string]any)["run_id"].(string)
+	tests := map[string]struct {
+		method, path string
+		body         any
+		contentType  string
+		status       int
+		code         string
+		contains     string
+	}{
+		"MalformedJSON":     {"POST", "/api/2.0/mlflow/experiments/create", `{"name":`, "", 400, "INVALID_PARAMETER_VALUE", "malformed JSON"},
+		"WrongType":         {"POST", "/api/2.0/mlflow/experiments/create", `{"name": 5}`, "", 400, "INVALID_PARAMETER_VALUE", "'name'"},
+		"UnknownField":      {"POST", "/api/2.0/mlflow/experiments/create", `{"name": "x", "nmae": "y"}`, "", 400, "INVALID_PARAMETER_VALUE", `"nmae"`},
+		"UnknownQueryParam": {"GET", "/api/2.0/mlflow/runs/get?run_id=" + id + "&x=1", nil, "", 400, "INVALID_PARAMETER_VALUE", "'x'"},
+		"InvalidUTF8":       {"POST", "/api/2.0/mlflow/experiments/create", []byte("{\"name\": \"\xff\"}"), "", 400, "INVALID_PARAMETER_VALUE", "UTF-8"},
+		"TooLarge":          {"POST", "/api/2.0/mlflow/experiments/create", `{"name": "` + strings.Repeat("x", 2<<20) + `"}`, "", 413, "RESOURCE_LIMIT_EXCEEDED", "limit"},
+		"NotJSONType":       {"POST", "/api/2.0/mlflow/experiments/create", `{"name": "x"}`, "text/plain", 400, "INVALID_PARAMETER_VALUE", "Content-Type"},
+		"BadValue":          {"POST", "/api/2.0/mlflow/runs/log-metric", `{"run_id":"` + id + `","key":"k","value":"abc","timestamp":1}`, "", 400, "INVALID_PARAMETER_VALUE", "value"},
+		"MissingValue":      {"POST", "/api/2.0/mlflow/runs/log-metric", `{"run_id":"` + id + `","key":"k","timestamp":1}`, "", 400, "INVALID_PARAMETER_VALUE", "'value'"},
+		"NegativeStep":      {"POST", "/api/2.0/mlflow/runs/log-metric", `{"run_id":"` + id + `","key":"k","value":1,"timestamp":1,"step":-1}`, "", 400, "INVALID_PARAMETER_VALUE", "negative"},
+		"MissingRun":        {"GET", "/api/2.0/mlflow/runs/get?run_id=" + strings.Repeat("a", 32), nil, "", 404, "RESOURCE_DOES_NOT_EXIST", strings.Repeat("a", 32)},
+		"BadFilter":         {"POST", "/api/2.0/mlflow/runs/search", `{"experiment_ids":["0"],"filter":"metrics.x <"}`, "", 400, "INVALID_PARAMETER_VALUE", "position"},
+		"BadViewType":       {"POST", "/api/2.0/mlflow/runs/search", `{"experiment_ids":["0"],"run_view_type":"SOME"}`, "", 400, "INVALID_PARAMETER_VALUE", "ACTIVE_ONLY"},
+		"Duplicate":         {"POST", "/api/2.0/mlflow/experiments/create", `{"name":"Default"}`, "", 400, "RESOURCE_ALREADY_EXISTS", "Default"},
+		"BatchTooBig":       {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","params":[` + strings.TrimSuffix(strings.Repeat(`{"key":"k","value":"v"},`, 101), ",") + `]}`, "", 400, "RESOURCE_LIMIT_EXCEEDED", "100 params"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var rd io.Reader
+			switch b := tc.body.(type) {
+			case string:
+				rd = strings.NewReader(b)
+			case []byte:
+				rd = bytes.NewReader(b)
+			}
+			req := httptest.NewRequest(tc.method, tc.path, rd)
+			ct := tc.contentType
+			if ct == "" && rd != nil {
+				ct = "application/json"
+			}
+			if ct != "" {
+				req.Header.Set("Content-Type", ct)
+			}
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			var body map[string]string
+			_ = json.Unmarshal(rec.Body.Bytes(), &body)
+			if rec.Code != tc.status || body["error_code"] != tc.code || !strings.Contains(body["message"], tc.contains) {
+				t.Fatalf("got %d %s, want %d %s containing %q", rec.Code, rec.Body.String(), tc.status, tc.code, tc.contains)
+			}
+		})
+	}
+}
+
+// FuzzRequests sends arbitrary bodies and query strings to every route:
+// no request may produce a 5xx (the mlflow client retries those for
+// minutes) or crash the server.
+func FuzzRequests(f *testing.F) {
+	s := MustServer(f)
+	run := do(f, s, "POST", "/api/2.0/mlflow/runs/create", map[string]any{"experiment_id": "0"}).body["run"].(map[string]any)["info"].(map[string]any)["run_id"].(string)
+	var routes []httpapi.Route
+	for _, r := range s.Routes() {
+		if strings.HasPrefix(r.Path, "/api/") {
+			routes = append(routes, r)
+		}
+	}
+	seeds := []string{
+		`{}`, `{"run_id":"` + run + `"}`, `{"experiment_id":"0","name":"x"}`,
+		`{"run_id":"` + run + `","metrics":[{"key":"a","value":1,"timestamp":1,"step":2}]}`,
+		`{"run_id":"` + run + `","key":"k","value":"v"}`, `{"experiment_ids":["0"],"filter":"metrics.a > 1","order_by":["metrics.a DESC"]}`,
+		`null`, `"{}"`, `[]`, `{"run_id":5}`,
+	}
+	for i, sd := range seeds {
+		f.Add(uint8(i), sd, "run_id="+run+"&metric_key=a")
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body, query string) {
+		r := routes[int(which)%len(routes)]
+		target := r.Path
+		if r.Method == "GET" {
+			target += "?" + query
+		}
+		var rd io.Reader
+		if r.Method != "GET" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(r.Method, "http://sextant"+target, rd)
+		if err != nil {
+			return // not a request a client could send
+		}
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s with body %q: %d %s", r.Method, target, body, rec.Code, rec.Body.String())
+		}
+	})
+}

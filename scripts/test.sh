@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Runs every test of the repository, installing what the tests need.
+#
+#   ./scripts/test.sh            everything
+#   ./scripts/test.sh go         Go tests only (vet, unit, conformance, brief fuzzing)
+#   ./scripts/test.sh e2e        end-to-end tests only (real mlflow client)
+#
+# Heavy installs (Python virtual environments with the mlflow client) are
+# cached outside the clone, in $SEXTANT_CACHE_DIR (default
+# ~/.cache/sextant), keyed by the pinned versions, so a warm machine installs
+# nothing. Environment knobs:
+#   SEXTANT_FUZZTIME   time per fuzz target (default 10s; 0 skips fuzzing)
+#   SEXTANT_MLFLOW_VERSIONS  mlflow versions to test against
+#                     (default: the oldest supported and the newest)
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WHAT=${1:-all}
+CACHE=${SEXTANT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sextant}
+FUZZTIME=${SEXTANT_FUZZTIME:-10s}
+MLFLOW_VERSIONS=${SEXTANT_MLFLOW_VERSIONS:-"3.7.0 3.17.2"}
+PYTHON=${PYTHON:-python3}
+
+failed=()
+step() { printf '\n=== %s\n' "$*"; }
+fail() { failed+=("$1"); printf '!!! FAILED: %s\n' "$1"; }
+
+run_go() {
+	step "go: gofmt"
+	local unformatted
+	unformatted=$(gofmt -l cmd internal bench 2>&1)
+	if [ -n "$unformatted" ]; then
+		echo "$unformatted"
+		fail "gofmt (run gofmt -w on the files above)"
+	fi
+
+	step "go: vet"
+	go vet ./... || fail "go vet"
+
+	step "go: unit, conformance and handler tests"
+	go test -count=1 ./... || fail "go test"
+
+	step "go: race detector on the concurrent packages"
+	go test -count=1 -race -short ./internal/sqlstore/ ./internal/httpapi/ ./internal/tracking/... || fail "go test -race"
+
+	if [ "$FUZZTIME" != "0" ]; then
+		step "go: fuzzing each target for $FUZZTIME"
+		local f target
+		for f in $(grep -rlE '^func Fuzz' --include='*_test.go' internal | sort); do
+			for target in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed 's/^func //'); do
+				if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "./$(dirname "$f")/" >/tmp/sextant-fuzz.$$ 2>&1; then
+					echo "ok  	./$(dirname "$f") $target (fuzzed $FUZZTIME)"
+				else
+					cat /tmp/sextant-fuzz.$$
+					fail "fuzz ./$(dirname "$f") $target"
+				fi
+			done
+		done
+		rm -f /tmp/sextant-fuzz.$$
+	fi
+}
+
+# venv_for VERSION prints the path of a cached virtual environment with
+# mlflow==VERSION and the e2e requirements, creating it if needed. A marker
+# file written last tells a complete environment from an interrupted one.
+venv_for() {
+	local version=$1
+	local pyver reqhash dir
+	pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+	reqhash=$(sha256sum tests/e2e/requirements.txt | cut -c1-12)
+	dir="$CACHE/venv/mlflow-$version-py$pyver-$reqhash"
+	if [ ! -f "$dir/.complete" ]; then
+		echo "installing mlflow==$version into $dir (cached for later runs)" >&2
+		rm -rf "$dir"
+		mkdir -p "$CACHE/venv"
+		"$PYTHON" -m venv "$dir" >&2 &&
+			"$dir/bin/python" -m pip install --quiet --disable-pip-version-check "mlflow==$version" -r tests/e2e/requirements.txt >&2 &&
+			touch "$dir/.complete" || { rm -rf "$dir"; return 1; }
+	fi
+	echo "$dir"
+}
+
+run_e2e() {
+	step "e2e: build sextant"
+	local bin
+	bin=$(mktemp -d)/sextant
+	go build -o "$bin" ./cmd/sextant || { fail "build"; return; }
+	for v in $MLFLOW_VERSIONS; do
+		step "e2e: mlflow $v"
+		local venv
+		venv=$(venv_for "$v") || { fail "install mlflow $v"; continue; }
+		MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true SEXTANT_BIN="$bin" \
+			"$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider || fail "e2e (mlflow $v)"
+	done
+	rm -rf "$(dirname "$bin")"
+}
+
+case "$WHAT" in
+all) run_go; run_e2e ;;
+go) run_go ;;
+e2e) run_e2e ;;
+*) echo "usage: $0 [all|go|e2e]" >&2; exit 2 ;;
+esac
+
+echo
+if [ ${#failed[@]} -gt 0 ]; then
+	printf 'FAILED: %s\n' "${failed[@]}"
+	exit 1
+fi
+echo "all test suites passed"
