@@ -82,8 +82,16 @@ func (c *Config) Validate() error {
 		return &ConfigError{"max-request-bytes", "must be at least 1024"}
 	}
 	l := c.Limits
-	if l.MetricStepsPerRun <= 0 || l.ParamsPerRun <= 0 || l.TagsPerRun <= 0 || l.MetricKeysPerRun <= 0 {
-		return &ConfigError{"limits", "per-run limits must be positive"}
+	for name, v := range map[string]int64{
+		"max-metric-steps-per-run": l.MetricStepsPerRun, "max-metric-keys-per-run": int64(l.MetricKeysPerRun),
+		"max-params-per-run": int64(l.ParamsPerRun), "max-tags-per-run": int64(l.TagsPerRun),
+		"max-param-value-length": int64(l.ParamValueLength), "max-tag-value-length": int64(l.TagValueLength),
+		"max-key-length": int64(l.KeyLength), "max-batch-metrics": int64(l.BatchMetrics),
+		"max-batch-params": int64(l.BatchParams), "max-batch-tags": int64(l.BatchTags), "max-batch-total": int64(l.BatchTotal),
+	} {
+		if v <= 0 {
+			return &ConfigError{name, fmt.Sprintf("must be positive, got %d", v)}
+		}
 	}
 	return nil
 }
@@ -96,6 +104,8 @@ func parseLevel(s string) (slog.Level, error) {
 	}
 	return l, nil
 }
+
+func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("sextant server", flag.ContinueOnError) }
 
 // ServerCommand runs the tracking server.
 type ServerCommand struct {
@@ -149,6 +159,11 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	integer(&c.Limits.TagsPerRun, "max-tags-per-run", "tags a run may have")
 	integer(&c.Limits.ParamValueLength, "max-param-value-length", "longest param value, in characters")
 	integer(&c.Limits.TagValueLength, "max-tag-value-length", "longest run tag value, in characters")
+	integer(&c.Limits.KeyLength, "max-key-length", "longest metric, param or tag key, in characters")
+	integer(&c.Limits.BatchMetrics, "max-batch-metrics", "metrics in one log-batch request")
+	integer(&c.Limits.BatchParams, "max-batch-params", "params in one log-batch request")
+	integer(&c.Limits.BatchTags, "max-batch-tags", "tags in one log-batch request")
+	integer(&c.Limits.BatchTotal, "max-batch-total", "metrics, params and tags in one log-batch request")
 	return envErr
 }
 
@@ -156,7 +171,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	m := c.main
 	cfg := DefaultConfig()
-	fs := flag.NewFlagSet("sextant server", flag.ContinueOnError)
+	fs := newFlagSet()
 	fs.SetOutput(m.Stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(m.Stderr, "Usage: sextant server [flags]\n\nRuns the tracking server. Every flag can also be set as SEXTANT_<FLAG>, e.g. SEXTANT_DATA_DIR.\n\nFlags:")

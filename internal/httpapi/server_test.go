@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
@@ -222,7 +223,11 @@ func FuzzRequests(f *testing.F) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
+		start := time.Now()
 		s.ServeHTTP(rec, req)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("%s %s with body %q took %v", r.Method, target, body, d)
+		}
 		if rec.Code >= 500 {
 			t.Fatalf("%s %s with body %q: %d %s", r.Method, target, body, rec.Code, rec.Body.String())
 		}

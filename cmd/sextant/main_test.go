@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runServer starts "sextant server" in-process with args and env and
+// returns its address and a function that stops it and returns Run's error.
+func runServer(t *testing.T, env map[string]string, args ...string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	var stderr bytes.Buffer
+	m := &Main{Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return env[k] }, Ready: func(a string) { ready <- a }}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, append([]string{"server"}, args...)) }()
+	select {
+	case addr := <-ready:
+		return addr, func() error { cancel(); return <-done }
+	case err := <-done:
+		cancel()
+		t.Fatalf("server exited: %v\n%s", err, stderr.String())
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("server did not start")
+	}
+	return "", nil
+}
+
+func TestServerStartsAndStops(t *testing.T) {
+	dir := t.TempDir()
+	// The data directory comes from the environment, the port from a flag.
+	addr, stop := runServer(t, map[string]string{"SEXTANT_DATA_DIR": dir}, "--port", "0")
+	resp, err := http.Get("http://" + addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "OK" {
+		t.Fatalf("health: %d %q", resp.StatusCode, b)
+	}
+	resp, err = http.Get("http://" + addr + "/api/2.0/mlflow/experiments/get?experiment_id=0")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("default experiment: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if err := stop(); err != nil {
+		t.Fatalf("clean shutdown returned %v", err)
+	}
+	// The data survives a restart on the same directory.
+	addr, stop = runServer(t, nil, "--port", "0", "--data-dir", dir)
+	defer stop()
+	resp, err = http.Get("http://" + addr + "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after restart: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := map[string]struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		"ErrPort":         {args: []string{"--port", "70000"}, want: "port"},
+		"ErrSynchronous":  {args: []string{"--sqlite-synchronous", "OFF"}, want: "sqlite-synchronous"},
+		"ErrEnvNotNumber": {env: map[string]string{"SEXTANT_PORT": "abc"}, want: "SEXTANT_PORT"},
+		"ErrLimit":        {args: []string{"--max-params-per-run", "0"}, want: "max-params-per-run"},
+		"ErrLogLevel":     {args: []string{"--log-level", "loud"}, want: "log-level"},
+		"ErrArgs":         {args: []string{"extra"}, want: "unexpected arguments"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return tc.env[k] }}
+			err := m.Run(t.Context(), append([]string{"server", "--data-dir", t.TempDir()}, tc.args...))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFlagsOverrideEnvironment(t *testing.T) {
+	cfg := DefaultConfig()
+	env := map[string]string{"SEXTANT_PORT": "6000", "SEXTANT_HOST": "0.0.0.0"}
+	fs := newFlagSet()
+	if err := bindFlags(fs, &cfg, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse([]string{"--port", "7000"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Port != 7000 || cfg.Host != "0.0.0.0" {
+		t.Fatalf("port %d host %s", cfg.Port, cfg.Host)
+	}
+}
+
+func TestVersionAndUnknownCommand(t *testing.T) {
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	if err := m.Run(t.Context(), []string{"version"}); err != nil || !strings.Contains(out.String(), version) {
+		t.Fatalf("version: %v %q", err, out.String())
+	}
+	if err := m.Run(t.Context(), []string{"frobnicate"}); err == nil || errors.Is(err, flag.ErrHelp) {
+		t.Fatal("unknown command accepted")
+	}
+}
