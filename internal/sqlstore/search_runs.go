@@ -387,8 +387,8 @@ func metricPhases(k search.OrderKey) []runPhase {
 			orderFrom: 2,
 			valueExpr: "o0.value",
 			skip:      func(c []any) bool { return phase(c) > 0 },
-			inPhase:  func(c []any) bool { return phase(c) == 0 },
-			seekExpr: seek,
+			inPhase:   func(c []any) bool { return phase(c) == 0 },
+			seekExpr:  seek,
 		},
 		{
 			from:      "metric_series o0 CROSS JOIN runs r ON r.run_pk = o0.run_pk",
@@ -397,7 +397,7 @@ func metricPhases(k search.OrderKey) []runPhase {
 			ownsO0:    true,
 			orderFrom: 3,
 			skip:      func(c []any) bool { return phase(c) > 1 },
-			inPhase: func(c []any) bool { return phase(c) == 1 },
+			inPhase:   func(c []any) bool { return phase(c) == 1 },
 		},
 		{
 			from:      "runs r LEFT JOIN metric_series o0 ON o0.run_pk = r.run_pk AND o0.key = ?",
