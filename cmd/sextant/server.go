@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
@@ -31,6 +33,7 @@ type Config struct {
 	MaxBodyBytes int64
 	ShutdownWait time.Duration
 	DebugAddr    string
+	SecretFile   string
 	Limits       tracking.Limits
 }
 
@@ -151,6 +154,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text or json")
+	str(&c.SecretFile, "secret-file", "file holding the secret that signs upload URLs (default: created in the data directory)")
 	str(&c.DebugAddr, "debug-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
 	int64v(&c.Limits.MetricStepsPerRun, "max-metric-steps-per-run", "metric points a run may store, all keys counted")
@@ -225,8 +229,17 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	if err := tr.Init(ctx); err != nil {
 		return err
 	}
+	secret, err := loadSecret(cfg.DataDir, cfg.SecretFile)
+	if err != nil {
+		return err
+	}
+	blobs, err := blob.OpenDir(filepath.Join(cfg.DataDir, "artifacts"), blob.DirOptions{})
+	if err != nil {
+		return err
+	}
 	api := httpapi.New(httpapi.Options{
 		Tracking:     tr,
+		Artifacts:    artifacts.New(blobs, artifacts.Options{Secret: secret}),
 		Version:      mlflowAPIVersion,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Logger:       log.With("component", "http"),

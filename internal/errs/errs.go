@@ -36,6 +36,10 @@ const (
 	Throttled Code = "throttled"
 	// Unavailable means a transient server-side condition; retrying may help.
 	Unavailable Code = "unavailable"
+	// InsufficientStorage means the server's storage is full (a disk out of
+	// space or over quota, an object store at its limit). The request was
+	// valid and may succeed once space is freed; the HTTP edge answers 507.
+	InsufficientStorage Code = "insufficient_storage"
 	// NotImplemented means the feature does not exist on this server.
 	NotImplemented Code = "not_implemented"
 	// Internal means a bug or an unexpected failure.

@@ -23,13 +23,16 @@ var wireErrors = map[errs.Code]struct {
 	errs.LimitExceeded:    {"RESOURCE_LIMIT_EXCEEDED", http.StatusBadRequest},
 	errs.NotFound:         {"RESOURCE_DOES_NOT_EXIST", http.StatusNotFound},
 	errs.AlreadyExists:    {"RESOURCE_ALREADY_EXISTS", http.StatusBadRequest},
-	errs.Conflict:         {"INVALID_STATE", http.StatusBadRequest},
+	errs.Conflict:         {"RESOURCE_CONFLICT", http.StatusConflict},
 	errs.Unauthenticated:  {"UNAUTHENTICATED", http.StatusUnauthorized},
 	errs.PermissionDenied: {"PERMISSION_DENIED", http.StatusForbidden},
 	errs.Throttled:        {"REQUEST_LIMIT_EXCEEDED", http.StatusTooManyRequests},
 	errs.Unavailable:      {"TEMPORARILY_UNAVAILABLE", http.StatusServiceUnavailable},
 	errs.NotImplemented:   {"NOT_IMPLEMENTED", http.StatusNotImplemented},
 	errs.Internal:         {"INTERNAL_ERROR", http.StatusInternalServerError},
+	// A full disk is the server's problem, but retrying will not help soon:
+	// 507 is not among the statuses the client retries.
+	errs.InsufficientStorage: {"RESOURCE_EXHAUSTED", http.StatusInsufficientStorage},
 }
 
 // errBodyTooLarge is returned by the decoder when a body is over the limit;
@@ -49,13 +52,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errBodyTooLarge) {
 		status, wireCode = http.StatusRequestEntityTooLarge, "RESOURCE_LIMIT_EXCEEDED"
 	}
+	if errors.Is(err, errRange) {
+		status = http.StatusRequestedRangeNotSatisfiable
+	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody reads this response.
 		status, wireCode, msg = 499, "CANCELLED", "request cancelled"
 	}
 	rid := RequestIDFromContext(r.Context())
 	switch {
-	case status >= 500:
+	case status >= 500 && status != http.StatusInsufficientStorage:
 		s.log.Error("request failed", "request_id", rid, "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 		if code == errs.Internal {
 			msg = "internal error (request id " + rid + ")"

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -24,6 +25,8 @@ import (
 type Options struct {
 	// Tracking is the tracking service; required.
 	Tracking *tracking.Service
+	// Artifacts serves the artifact proxy; required.
+	Artifacts *artifacts.Service
 	// Version is reported by /version.
 	Version string
 	// MaxBodyBytes caps JSON request bodies; 0 means 16 MiB.
@@ -36,6 +39,7 @@ type Options struct {
 type Server struct {
 	opts    Options
 	tr      *tracking.Service
+	art     *artifacts.Service
 	log     *slog.Logger
 	mux     *http.ServeMux
 	routes  []route
@@ -61,6 +65,10 @@ const (
 	ReadExperiment
 	EditExperiment
 	ManageExperiment
+	// SignedCapability routes are authorised by a token the server signed
+	// and handed out earlier (multipart part URLs), which the handler
+	// checks; they need no session or credentials.
+	SignedCapability
 )
 
 // String names the access level in errors and the route listing.
@@ -76,6 +84,8 @@ func (a Access) String() string {
 		return "CAN_EDIT"
 	case ManageExperiment:
 		return "CAN_MANAGE"
+	case SignedCapability:
+		return "signed capability"
 	}
 	return "undeclared"
 }
@@ -103,7 +113,7 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
-	s := &Server{opts: opts, tr: opts.Tracking, log: opts.Logger, mux: http.NewServeMux()}
+	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, log: opts.Logger, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -111,6 +121,9 @@ func New(opts Options) *Server {
 	s.registerExperimentRoutes()
 	s.registerRunRoutes()
 	s.registerMetricRoutes()
+	s.registerModelRoutes()
+	s.registerRegistryRoutes()
+	s.registerArtifactRoutes()
 	s.handler = s.middleware(s.mux)
 	return s
 }

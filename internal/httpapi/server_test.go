@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
@@ -29,7 +31,12 @@ func MustServer(tb testing.TB) *httpapi.Server {
 	if err := tr.Init(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	return httpapi.New(httpapi.Options{Tracking: tr, Version: "3.7.0", MaxBodyBytes: 1 << 20})
+	blobs, err := blob.OpenDir(filepath.Join(tb.TempDir(), "artifacts"), blob.DirOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	art := artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")})
+	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Version: "3.7.0", MaxBodyBytes: 1 << 20})
 }
 
 type response struct {

@@ -101,7 +101,10 @@ func (s *Store) LogBatch(ctx context.Context, runID string, b tracking.Batch) er
 		if len(slices) == 0 {
 			return nil
 		}
-		return s.logMetrics(tx, &st, slices)
+		if err := s.logMetrics(tx, &st, slices); err != nil {
+			return err
+		}
+		return recordModelMetrics(tx, runID, slices)
 	})
 }
 

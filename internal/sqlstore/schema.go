@@ -141,4 +141,106 @@ CREATE TABLE run_model_outputs (
 	PRIMARY KEY (run_pk, model_id, step)
 ) WITHOUT ROWID;
 `,
+	// 2: logged models (MLflow 3) and the model registry.
+	`
+CREATE TABLE logged_models (
+	model_pk          INTEGER PRIMARY KEY,
+	model_id          TEXT    NOT NULL UNIQUE,
+	experiment_id     INTEGER NOT NULL,
+	name              TEXT    NOT NULL,
+	model_type        TEXT    NOT NULL,
+	source_run_id     TEXT    NOT NULL,
+	artifact_uri      TEXT    NOT NULL,
+	status            INTEGER NOT NULL,
+	status_message    TEXT    NOT NULL,
+	creation_time     INTEGER NOT NULL,
+	last_updated_time INTEGER NOT NULL,
+	lifecycle_stage   TEXT    NOT NULL
+);
+CREATE INDEX logged_models_experiment ON logged_models (experiment_id, creation_time);
+
+CREATE TABLE logged_model_tags (
+	model_pk INTEGER NOT NULL,
+	key      TEXT    NOT NULL,
+	value    TEXT    NOT NULL,
+	PRIMARY KEY (model_pk, key)
+) WITHOUT ROWID;
+
+CREATE TABLE logged_model_params (
+	model_pk INTEGER NOT NULL,
+	key      TEXT    NOT NULL,
+	value    TEXT    NOT NULL,
+	PRIMARY KEY (model_pk, key)
+) WITHOUT ROWID;
+
+-- The latest point of each metric logged with a model id, per dataset.
+-- value is NULL when it is NaN (is_nan = 1).
+CREATE TABLE logged_model_metrics (
+	model_id       TEXT    NOT NULL,
+	key            TEXT    NOT NULL,
+	dataset_name   TEXT    NOT NULL,
+	dataset_digest TEXT    NOT NULL,
+	run_id         TEXT    NOT NULL,
+	step           INTEGER NOT NULL,
+	timestamp      INTEGER NOT NULL,
+	value          REAL,
+	is_nan         INTEGER NOT NULL,
+	PRIMARY KEY (model_id, key, dataset_name, dataset_digest)
+) WITHOUT ROWID;
+
+CREATE TABLE registered_models (
+	rm_pk             INTEGER PRIMARY KEY,
+	name              TEXT    NOT NULL UNIQUE,
+	description       TEXT    NOT NULL,
+	user_id           TEXT    NOT NULL,
+	creation_time     INTEGER NOT NULL,
+	last_updated_time INTEGER NOT NULL
+);
+
+CREATE TABLE registered_model_tags (
+	rm_pk INTEGER NOT NULL,
+	key   TEXT    NOT NULL,
+	value TEXT    NOT NULL,
+	PRIMARY KEY (rm_pk, key)
+) WITHOUT ROWID;
+
+CREATE TABLE registered_model_aliases (
+	rm_pk   INTEGER NOT NULL,
+	alias   TEXT    NOT NULL,
+	version INTEGER NOT NULL,
+	PRIMARY KEY (rm_pk, alias)
+) WITHOUT ROWID;
+
+CREATE TABLE model_versions (
+	rm_pk             INTEGER NOT NULL,
+	version           INTEGER NOT NULL,
+	creation_time     INTEGER NOT NULL,
+	last_updated_time INTEGER NOT NULL,
+	user_id           TEXT    NOT NULL,
+	current_stage     TEXT    NOT NULL,
+	description       TEXT    NOT NULL,
+	source            TEXT    NOT NULL,
+	storage_location  TEXT    NOT NULL,
+	run_id            TEXT    NOT NULL,
+	run_link          TEXT    NOT NULL,
+	model_id          TEXT    NOT NULL,
+	PRIMARY KEY (rm_pk, version)
+) WITHOUT ROWID;
+CREATE INDEX model_versions_model_id ON model_versions (model_id) WHERE model_id != '';
+
+CREATE TABLE model_version_tags (
+	rm_pk   INTEGER NOT NULL,
+	version INTEGER NOT NULL,
+	key     TEXT    NOT NULL,
+	value   TEXT    NOT NULL,
+	PRIMARY KEY (rm_pk, version, key)
+) WITHOUT ROWID;
+
+-- Next version number per registered model: versions are never reused,
+-- even after deletions.
+CREATE TABLE model_version_counters (
+	rm_pk        INTEGER PRIMARY KEY,
+	last_version INTEGER NOT NULL
+);
+`,
 }

@@ -26,6 +26,8 @@ type Store interface {
 	ExperimentStore
 	RunStore
 	MetricReader
+	LoggedModelStore
+	RegistryStore
 }
 
 // ExperimentStore stores experiments and their tags.

@@ -25,6 +25,16 @@ func ParseExperimentOrderBy(items []string) ([]OrderKey, error) {
 	return parseOrderBy(items, &experimentDialect)
 }
 
+// ParseRegisteredModelOrderBy parses registered-models/search order_by items.
+func ParseRegisteredModelOrderBy(items []string) ([]OrderKey, error) {
+	return parseOrderBy(items, &registeredModelDialect)
+}
+
+// ParseModelVersionOrderBy parses model-versions/search order_by items.
+func ParseModelVersionOrderBy(items []string) ([]OrderKey, error) {
+	return parseOrderBy(items, &modelVersionDialect)
+}
+
 func parseOrderBy(items []string, d *dialect) ([]OrderKey, error) {
 	if len(items) == 0 {
 		return nil, nil

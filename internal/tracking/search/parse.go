@@ -49,6 +49,24 @@ func ParseExperimentFilter(s string) (Filter, error) {
 	return parseFilter(s, &experimentDialect)
 }
 
+// ParseLoggedModelFilter parses a logged-models/search filter string such
+// as `name = 'model' AND metrics.accuracy > 0.9`.
+func ParseLoggedModelFilter(s string) (Filter, error) {
+	return parseFilter(s, &loggedModelDialect)
+}
+
+// ParseRegisteredModelFilter parses a registered-models/search filter
+// string such as `name LIKE 'bert%'`.
+func ParseRegisteredModelFilter(s string) (Filter, error) {
+	return parseFilter(s, &registeredModelDialect)
+}
+
+// ParseModelVersionFilter parses a model-versions/search filter string such
+// as `name = 'bert' AND run_id = '...'`.
+func ParseModelVersionFilter(s string) (Filter, error) {
+	return parseFilter(s, &modelVersionDialect)
+}
+
 func parseFilter(s string, d *dialect) (Filter, error) {
 	p := &parser{src: s, what: "filter"}
 	p.skipSpace()

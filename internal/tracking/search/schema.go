@@ -148,6 +148,84 @@ var experimentDialect = dialect{
 	bareHint:  "tags need a prefix, as in tags.team",
 }
 
+// Canonical logged-model attribute names.
+const (
+	AttrModelID              = "model_id"
+	AttrModelType            = "model_type"
+	AttrSourceRunID          = "source_run_id"
+	AttrCreationTimestamp    = "creation_timestamp"
+	AttrLastUpdatedTimestamp = "last_updated_timestamp"
+)
+
+// Canonical model-version attribute names.
+const (
+	AttrVersionNumber = "version_number"
+	AttrSourcePath    = "source_path"
+)
+
+var loggedModelDialect = dialect{
+	noun: "logged models",
+	prefixes: map[string]Entity{
+		"metric": Metric, "metrics": Metric,
+		"param": Param, "params": Param, "parameter": Param, "parameters": Param,
+		"tag": Tag, "tags": Tag,
+		"attribute": Attribute, "attributes": Attribute, "attr": Attribute,
+	},
+	prefixHelp: "metrics., params., tags. or attributes.",
+	rules:      map[Entity]rule{Metric: numericRule, Param: nullableRule, Tag: nullableRule},
+	orderable:  map[Entity]bool{Metric: true},
+	attrs: map[string]attribute{
+		AttrName:                 {AttrName, stringRule, true},
+		AttrModelID:              {AttrModelID, inRule, true},
+		AttrModelType:            {AttrModelType, stringRule, true},
+		AttrStatus:               {AttrStatus, stringRule, true},
+		AttrSourceRunID:          {AttrSourceRunID, inRule, true},
+		AttrCreationTimestamp:    {AttrCreationTimestamp, numericRule, true},
+		"creation_time":          {AttrCreationTimestamp, numericRule, true},
+		AttrLastUpdatedTimestamp: {AttrLastUpdatedTimestamp, numericRule, true},
+		"last_updated_time":      {AttrLastUpdatedTimestamp, numericRule, true},
+	},
+	attrHelp:  "name, model_id, model_type, status, source_run_id, creation_timestamp (creation_time), last_updated_timestamp (last_updated_time)",
+	orderHelp: "name, model_id, model_type, status, source_run_id, creation_timestamp, last_updated_timestamp",
+	bareHint:  "metrics, params and tags need a prefix, as in metrics.accuracy",
+}
+
+var registeredModelDialect = dialect{
+	noun:       "registered models",
+	prefixes:   map[string]Entity{"tag": Tag, "tags": Tag, "attribute": Attribute, "attributes": Attribute, "attr": Attribute},
+	prefixHelp: "tags. or attributes.",
+	rules:      map[Entity]rule{Tag: nullableRule},
+	orderable:  map[Entity]bool{},
+	attrs: map[string]attribute{
+		AttrName:                 {AttrName, stringRule, true},
+		AttrCreationTimestamp:    {AttrCreationTimestamp, numericRule, true},
+		AttrLastUpdatedTimestamp: {AttrLastUpdatedTimestamp, numericRule, true},
+	},
+	attrHelp:  "name, creation_timestamp, last_updated_timestamp",
+	orderHelp: "name, creation_timestamp, last_updated_timestamp",
+	bareHint:  "tags need a prefix, as in tags.stage",
+}
+
+var modelVersionDialect = dialect{
+	noun:       "model versions",
+	prefixes:   map[string]Entity{"tag": Tag, "tags": Tag, "attribute": Attribute, "attributes": Attribute, "attr": Attribute},
+	prefixHelp: "tags. or attributes.",
+	rules:      map[Entity]rule{Tag: nullableRule},
+	orderable:  map[Entity]bool{},
+	attrs: map[string]attribute{
+		AttrName:                 {AttrName, inRule, true},
+		AttrRunID:                {AttrRunID, inRule, true},
+		AttrSourcePath:           {AttrSourcePath, stringRule, true},
+		AttrVersionNumber:        {AttrVersionNumber, numericRule, true},
+		AttrModelID:              {AttrModelID, inRule, true},
+		AttrCreationTimestamp:    {AttrCreationTimestamp, numericRule, true},
+		AttrLastUpdatedTimestamp: {AttrLastUpdatedTimestamp, numericRule, true},
+	},
+	attrHelp:  "name, run_id, source_path, version_number, model_id, creation_timestamp, last_updated_timestamp",
+	orderHelp: "name, version_number, creation_timestamp, last_updated_timestamp",
+	bareHint:  "tags need a prefix, as in tags.validated",
+}
+
 // target is what an identifier resolved to.
 type target struct {
 	entity Entity

@@ -149,6 +149,8 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("Inputs", func(t *testing.T) { testInputs(t, newEnv(t, open, limits)) })
 	t.Run("RunSearch", func(t *testing.T) { testRunSearch(t, newEnv(t, open, limits)) })
 	t.Run("RunSearchPaging", func(t *testing.T) { testRunSearchPaging(t, newEnv(t, open, limits)) })
+	t.Run("LoggedModels", func(t *testing.T) { testLoggedModels(t, newEnv(t, open, limits)) })
+	t.Run("Registry", func(t *testing.T) { testRegistry(t, newEnv(t, open, limits)) })
 	small := limits
 	small.MetricStepsPerRun = 100
 	small.ParamsPerRun = 3
@@ -963,6 +965,144 @@ func testLimits(t *testing.T, e *env) {
 	}
 	err = e.svc.LogBatch(e.ctx, id, tracking.Batch{Metrics: big})
 	wantCode(t, err, errs.LimitExceeded, "1000")
+}
+
+func testLoggedModels(t *testing.T, e *env) {
+	exp := e.mustExperiment("/Shared/models")
+	run := e.mustRun(exp, "trainer")
+	m, err := e.svc.CreateLoggedModel(e.ctx, tracking.CreateLoggedModelRequest{
+		ExperimentID: exp, Name: "model", SourceRunID: run.Info.RunID,
+		Params: []tracking.Param{{Key: "lr", Value: "0.1"}}, Tags: []tracking.Tag{{Key: "mlflow.source.name", Value: "train.py"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(m.ID, "m-") || m.Status != tracking.ModelPending || m.ArtifactURI != "mlflow-artifacts:/"+exp+"/models/"+m.ID+"/artifacts" {
+		t.Fatalf("created: %+v", m)
+	}
+	// Metrics logged with the model id are linked to it.
+	mt := metric("val_loss", 3, 30, 0.25)
+	mt.ModelID = m.ID
+	e.mustLog(run.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{mt, metric("val_loss", 1, 10, 0.5)}})
+	got, err := e.svc.FinalizeLoggedModel(e.ctx, m.ID, tracking.ModelReady)
+	if err != nil || got.Status != tracking.ModelReady || len(got.Params) != 1 || len(got.Tags) != 1 {
+		t.Fatalf("finalized: %+v %v", got, err)
+	}
+	if len(got.Metrics) != 1 || got.Metrics[0].Value != 0.25 || got.Metrics[0].RunID != run.Info.RunID {
+		t.Fatalf("model metrics: %+v", got.Metrics)
+	}
+	if err := e.svc.SetLoggedModelTags(e.ctx, m.ID, []tracking.Tag{{Key: "stage", Value: "dev"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.LogLoggedModelParams(e.ctx, m.ID, []tracking.Param{{Key: "layers", Value: "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, e.svc.LogLoggedModelParams(e.ctx, m.ID, []tracking.Param{{Key: "lr", Value: "0.2"}}), errs.Invalid, "lr")
+	other, err := e.svc.CreateLoggedModel(e.ctx, tracking.CreateLoggedModelRequest{ExperimentID: exp, Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.CreateLoggedModel(e.ctx, tracking.CreateLoggedModelRequest{ExperimentID: exp, Name: "bad/name"})
+	wantCode(t, err, errs.Invalid, "name")
+	page, err := e.svc.SearchLoggedModels(e.ctx, tracking.LoggedModelSearch{ExperimentIDs: []string{exp}, Filter: "name = 'model' AND tags.stage = 'dev' AND metrics.val_loss < 0.3 AND params.layers = '2'"})
+	if err != nil || len(page.Models) != 1 || page.Models[0].ID != m.ID {
+		t.Fatalf("search: %+v %v", page, err)
+	}
+	page, err = e.svc.SearchLoggedModels(e.ctx, tracking.LoggedModelSearch{ExperimentIDs: []string{exp}, MaxResults: 1,
+		OrderBy: []tracking.LoggedModelOrder{{Field: "name", Ascending: true}}})
+	if err != nil || len(page.Models) != 1 || page.Models[0].ID != m.ID || page.NextPageToken == "" {
+		t.Fatalf("search page 1: %+v %v", page, err)
+	}
+	page, err = e.svc.SearchLoggedModels(e.ctx, tracking.LoggedModelSearch{ExperimentIDs: []string{exp}, MaxResults: 1,
+		OrderBy: []tracking.LoggedModelOrder{{Field: "name", Ascending: true}}, PageToken: page.NextPageToken})
+	if err != nil || len(page.Models) != 1 || page.Models[0].ID != other.ID || page.NextPageToken != "" {
+		t.Fatalf("search page 2: %+v %v", page, err)
+	}
+	if err := e.svc.DeleteLoggedModelTag(e.ctx, m.ID, "stage"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, e.svc.DeleteLoggedModelTag(e.ctx, m.ID, "stage"), errs.NotFound)
+	if err := e.svc.DeleteLoggedModel(e.ctx, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.GetLoggedModel(e.ctx, other.ID, false)
+	wantCode(t, err, errs.NotFound, other.ID)
+	if d, err := e.svc.GetLoggedModel(e.ctx, other.ID, true); err != nil || d.LifecycleStage != tracking.Deleted {
+		t.Fatalf("allow deleted: %+v %v", d, err)
+	}
+}
+
+func testRegistry(t *testing.T, e *env) {
+	exp := e.mustExperiment("/Shared/registry")
+	run := e.mustRun(exp, "r")
+	m, err := e.svc.CreateLoggedModel(e.ctx, tracking.CreateLoggedModelRequest{ExperimentID: exp, Name: "model", SourceRunID: run.Info.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CreateRegisteredModel(e.ctx, "bert", "a model", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.CreateRegisteredModel(e.ctx, "bert", "", nil)
+	wantCode(t, err, errs.AlreadyExists, "bert")
+	v1, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID})
+	if err != nil || v1.Version != "1" || v1.StorageLocation != m.ArtifactURI || v1.RunID != run.Info.RunID || v1.ModelID != m.ID {
+		t.Fatalf("v1: %+v %v", v1, err)
+	}
+	v2, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "runs:/" + run.Info.RunID + "/model"})
+	if err != nil || v2.Version != "2" || v2.StorageLocation != run.Info.ArtifactURI+"/model" {
+		t.Fatalf("v2: %+v %v", v2, err)
+	}
+	uri, err := e.svc.ModelVersionDownloadURI(e.ctx, "bert", "1")
+	if err != nil || uri != m.ArtifactURI {
+		t.Fatalf("download uri: %q %v", uri, err)
+	}
+	if err := e.svc.SetModelAlias(e.ctx, "bert", "champion", "2"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, e.svc.SetModelAlias(e.ctx, "bert", "champion", "9"), errs.NotFound)
+	wantCode(t, e.svc.SetModelAlias(e.ctx, "bert", "latest", "1"), errs.Invalid)
+	byAlias, err := e.svc.GetModelVersionByAlias(e.ctx, "bert", "champion")
+	if err != nil || byAlias.Version != "2" || len(byAlias.Aliases) != 1 {
+		t.Fatalf("alias: %+v %v", byAlias, err)
+	}
+	if _, err := e.svc.TransitionModelVersionStage(e.ctx, "bert", "1", "production", false); err != nil {
+		t.Fatal(err)
+	}
+	rm, err := e.svc.GetRegisteredModel(e.ctx, "bert")
+	if err != nil || len(rm.LatestVersions) != 2 || len(rm.Aliases) != 1 || rm.Description != "a model" {
+		t.Fatalf("registered: %+v %v", rm, err)
+	}
+	// The logged model knows its registrations.
+	if lm, _ := e.svc.GetLoggedModel(e.ctx, m.ID, false); len(lm.Registrations) != 1 || lm.Registrations[0].Version != "1" {
+		t.Fatalf("registrations: %+v", lm.Registrations)
+	}
+	versions, _, err := e.svc.SearchModelVersions(e.ctx, tracking.RegistrySearch{Filter: "name = 'bert' AND run_id = '" + run.Info.RunID + "'"})
+	if err != nil || len(versions) != 2 || versions[0].Version != "2" {
+		t.Fatalf("search versions: %+v %v", versions, err)
+	}
+	models, _, err := e.svc.SearchRegisteredModels(e.ctx, tracking.RegistrySearch{Filter: "name LIKE 'be%'"})
+	if err != nil || len(models) != 1 {
+		t.Fatalf("search models: %+v %v", models, err)
+	}
+	if err := e.svc.DeleteModelVersion(e.ctx, "bert", "2"); err != nil {
+		t.Fatal(err)
+	}
+	// Version numbers are never reused.
+	v3, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID})
+	if err != nil || v3.Version != "3" {
+		t.Fatalf("v3: %+v %v", v3, err)
+	}
+	if _, err := e.svc.RenameRegisteredModel(e.ctx, "bert", "bert-base"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.GetModelVersion(e.ctx, "bert-base", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.DeleteRegisteredModel(e.ctx, "bert-base"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.GetRegisteredModel(e.ctx, "bert-base")
+	wantCode(t, err, errs.NotFound)
 }
 
 func tagOf(tags []tracking.Tag, key string) string {

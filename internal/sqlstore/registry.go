@@ -1,0 +1,618 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/tracking/search"
+)
+
+func notFoundRegistered(name string) error {
+	return errs.Errorf(errs.NotFound, "Registered Model with name=%s not found", name)
+}
+
+func notFoundVersion(name, version string) error {
+	return errs.Errorf(errs.NotFound, "Model Version (name=%s, version=%s) not found", name, version)
+}
+
+// registeredPK returns the key of a registered model.
+func registeredPK(tx *wtx, name string) (int64, error) {
+	var pk int64
+	err := tx.QueryRowContext(tx.ctx, `SELECT rm_pk FROM registered_models WHERE name = ?`, name).Scan(&pk)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, notFoundRegistered(name)
+	}
+	return pk, sqlError(err, "get registered model")
+}
+
+func touchRegistered(tx *wtx, pk, nowMs int64) error {
+	_, err := tx.ExecContext(tx.ctx, `UPDATE registered_models SET last_updated_time = ? WHERE rm_pk = ?`, nowMs, pk)
+	return sqlError(err, "update registered model")
+}
+
+// CreateRegisteredModel implements tracking.RegistryStore.
+func (s *Store) CreateRegisteredModel(ctx context.Context, m *tracking.RegisteredModel) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO registered_models (name, description, user_id, creation_time, last_updated_time) VALUES (?, ?, ?, ?, ?)`,
+			m.Name, m.Description, m.UserID, m.CreationTimeMs, m.LastUpdatedTimeMs)
+		if err != nil {
+			return sqlError(err, fmt.Sprintf("Registered Model (name=%s) already exists.", m.Name))
+		}
+		pk, _ := res.LastInsertId()
+		for _, t := range m.Tags {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO registered_model_tags (rm_pk, key, value) VALUES (?, ?, ?)`, pk, t.Key, t.Value); err != nil {
+				return sqlError(err, "set registered model tag")
+			}
+		}
+		return nil
+	})
+}
+
+const registeredCols = `rm.rm_pk, rm.name, rm.description, rm.user_id, rm.creation_time, rm.last_updated_time`
+
+func scanRegistered(sc interface{ Scan(...any) error }) (int64, *tracking.RegisteredModel, error) {
+	var pk int64
+	m := &tracking.RegisteredModel{}
+	err := sc.Scan(&pk, &m.Name, &m.Description, &m.UserID, &m.CreationTimeMs, &m.LastUpdatedTimeMs)
+	return pk, m, err
+}
+
+// GetRegisteredModel implements tracking.RegistryStore.
+func (s *Store) GetRegisteredModel(ctx context.Context, name string) (*tracking.RegisteredModel, error) {
+	pk, m, err := scanRegistered(s.rdb.QueryRowContext(ctx, `SELECT `+registeredCols+` FROM registered_models rm WHERE rm.name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFoundRegistered(name)
+	}
+	if err != nil {
+		return nil, sqlError(err, "get registered model")
+	}
+	if err := s.loadRegisteredData(ctx, []int64{pk}, []*tracking.RegisteredModel{m}); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// loadRegisteredData fills tags, aliases and the latest version per stage.
+func (s *Store) loadRegisteredData(ctx context.Context, pks []int64, models []*tracking.RegisteredModel) error {
+	if len(pks) == 0 {
+		return nil
+	}
+	byPK := make(map[int64]*tracking.RegisteredModel, len(pks))
+	args := make([]any, len(pks))
+	for i, pk := range pks {
+		byPK[pk] = models[i]
+		args[i] = pk
+	}
+	in := placeholders(len(args))
+	if err := s.queryEach(ctx, `SELECT rm_pk, key, value FROM registered_model_tags WHERE rm_pk IN (`+in+`) ORDER BY rm_pk, key`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var t tracking.Tag
+		if err := rows.Scan(&pk, &t.Key, &t.Value); err != nil {
+			return err
+		}
+		byPK[pk].Tags = append(byPK[pk].Tags, t)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.queryEach(ctx, `SELECT rm_pk, alias, version FROM registered_model_aliases WHERE rm_pk IN (`+in+`) ORDER BY rm_pk, alias`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var a tracking.ModelAlias
+		if err := rows.Scan(&pk, &a.Alias, &a.Version); err != nil {
+			return err
+		}
+		byPK[pk].Aliases = append(byPK[pk].Aliases, a)
+		return nil
+	}); err != nil {
+		return err
+	}
+	// The newest version of each stage.
+	var vpk []int64
+	var versions []*tracking.ModelVersion
+	if err := s.queryEach(ctx, `SELECT `+versionCols+` FROM model_versions v JOIN registered_models r ON r.rm_pk = v.rm_pk
+		WHERE v.rm_pk IN (`+in+`) AND v.version = (SELECT MAX(v2.version) FROM model_versions v2 WHERE v2.rm_pk = v.rm_pk AND v2.current_stage = v.current_stage)
+		ORDER BY v.rm_pk, v.version`, args, func(rows *sql.Rows) error {
+		pk, v, err := scanVersion(rows)
+		if err != nil {
+			return err
+		}
+		byPK[pk].LatestVersions = append(byPK[pk].LatestVersions, v)
+		vpk = append(vpk, pk)
+		versions = append(versions, v)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.loadVersionData(ctx, vpk, versions)
+}
+
+const versionCols = `v.rm_pk, r.name, v.version, v.creation_time, v.last_updated_time, v.user_id, v.current_stage, v.description, v.source, v.storage_location, v.run_id, v.run_link, v.model_id`
+
+func scanVersion(sc interface{ Scan(...any) error }) (int64, *tracking.ModelVersion, error) {
+	var pk, version int64
+	v := &tracking.ModelVersion{}
+	err := sc.Scan(&pk, &v.Name, &version, &v.CreationTimeMs, &v.LastUpdatedTimeMs, &v.UserID, &v.CurrentStage, &v.Description, &v.Source, &v.StorageLocation, &v.RunID, &v.RunLink, &v.ModelID)
+	v.Version = strconv.FormatInt(version, 10)
+	return pk, v, err
+}
+
+// loadVersionData fills tags and aliases of versions (rmPKs[i] is the
+// registered model of versions[i]).
+func (s *Store) loadVersionData(ctx context.Context, rmPKs []int64, versions []*tracking.ModelVersion) error {
+	if len(versions) == 0 {
+		return nil
+	}
+	type key struct {
+		pk      int64
+		version string
+	}
+	byKey := make(map[key]*tracking.ModelVersion, len(versions))
+	seen := map[int64]bool{}
+	var args []any
+	for i, v := range versions {
+		byKey[key{rmPKs[i], v.Version}] = v
+		if !seen[rmPKs[i]] {
+			seen[rmPKs[i]] = true
+			args = append(args, rmPKs[i])
+		}
+	}
+	in := placeholders(len(args))
+	if err := s.queryEach(ctx, `SELECT rm_pk, version, key, value FROM model_version_tags WHERE rm_pk IN (`+in+`) ORDER BY rm_pk, version, key`, args, func(rows *sql.Rows) error {
+		var k key
+		var t tracking.Tag
+		if err := rows.Scan(&k.pk, &k.version, &t.Key, &t.Value); err != nil {
+			return err
+		}
+		if v := byKey[k]; v != nil {
+			v.Tags = append(v.Tags, t)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.queryEach(ctx, `SELECT rm_pk, version, alias FROM registered_model_aliases WHERE rm_pk IN (`+in+`) ORDER BY alias`, args, func(rows *sql.Rows) error {
+		var k key
+		var alias string
+		if err := rows.Scan(&k.pk, &k.version, &alias); err != nil {
+			return err
+		}
+		if v := byKey[k]; v != nil {
+			v.Aliases = append(v.Aliases, alias)
+		}
+		return nil
+	})
+}
+
+// UpdateRegisteredModel implements tracking.RegistryStore.
+func (s *Store) UpdateRegisteredModel(ctx context.Context, name string, description *string, nowMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		if description != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE registered_models SET description = ? WHERE rm_pk = ?`, *description, pk); err != nil {
+				return sqlError(err, "update registered model")
+			}
+		}
+		return touchRegistered(tx, pk, nowMs)
+	})
+}
+
+// RenameRegisteredModel implements tracking.RegistryStore.
+func (s *Store) RenameRegisteredModel(ctx context.Context, name, newName string, nowMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE registered_models SET name = ?, last_updated_time = ? WHERE rm_pk = ?`, newName, nowMs, pk); err != nil {
+			return sqlError(err, fmt.Sprintf("Registered Model (name=%s) already exists.", newName))
+		}
+		return nil
+	})
+}
+
+// DeleteRegisteredModel implements tracking.RegistryStore.
+func (s *Store) DeleteRegisteredModel(ctx context.Context, name string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`DELETE FROM model_version_tags WHERE rm_pk = ?`, `DELETE FROM model_versions WHERE rm_pk = ?`,
+			`DELETE FROM registered_model_aliases WHERE rm_pk = ?`, `DELETE FROM registered_model_tags WHERE rm_pk = ?`,
+			`DELETE FROM model_version_counters WHERE rm_pk = ?`, `DELETE FROM registered_models WHERE rm_pk = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, pk); err != nil {
+				return sqlError(err, "delete registered model")
+			}
+		}
+		return nil
+	})
+}
+
+// SetRegisteredModelTag implements tracking.RegistryStore.
+func (s *Store) SetRegisteredModelTag(ctx context.Context, name string, t tracking.Tag, nowMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO registered_model_tags (rm_pk, key, value) VALUES (?, ?, ?)
+			ON CONFLICT (rm_pk, key) DO UPDATE SET value = excluded.value`, pk, t.Key, t.Value); err != nil {
+			return sqlError(err, "set registered model tag")
+		}
+		return touchRegistered(tx, pk, nowMs)
+	})
+}
+
+// DeleteRegisteredModelTag implements tracking.RegistryStore.
+func (s *Store) DeleteRegisteredModelTag(ctx context.Context, name, key string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM registered_model_tags WHERE rm_pk = ? AND key = ?`, pk, key)
+		if err != nil {
+			return sqlError(err, "delete registered model tag")
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errs.Errorf(errs.NotFound, "No tag with key '%s' on registered model '%s'", key, name)
+		}
+		return nil
+	})
+}
+
+func versionExists(tx *wtx, pk int64, name, version string) error {
+	var one int
+	err := tx.QueryRowContext(tx.ctx, `SELECT 1 FROM model_versions WHERE rm_pk = ? AND version = ?`, pk, version).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFoundVersion(name, version)
+	}
+	return sqlError(err, "get model version")
+}
+
+// SetModelAlias implements tracking.RegistryStore.
+func (s *Store) SetModelAlias(ctx context.Context, name, alias, version string, nowMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		if err := versionExists(tx, pk, name, version); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO registered_model_aliases (rm_pk, alias, version) VALUES (?, ?, ?)
+			ON CONFLICT (rm_pk, alias) DO UPDATE SET version = excluded.version`, pk, alias, version); err != nil {
+			return sqlError(err, "set alias")
+		}
+		return touchRegistered(tx, pk, nowMs)
+	})
+}
+
+// DeleteModelAlias implements tracking.RegistryStore.
+func (s *Store) DeleteModelAlias(ctx context.Context, name, alias string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM registered_model_aliases WHERE rm_pk = ? AND alias = ?`, pk, alias)
+		return sqlError(err, "delete alias")
+	})
+}
+
+// CreateModelVersion implements tracking.RegistryStore.
+func (s *Store) CreateModelVersion(ctx context.Context, v *tracking.ModelVersion) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, v.Name)
+		if err != nil {
+			return err
+		}
+		var last int64
+		err = tx.QueryRowContext(ctx, `SELECT last_version FROM model_version_counters WHERE rm_pk = ?`, pk).Scan(&last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return sqlError(err, "read version counter")
+		}
+		next := last + 1
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO model_version_counters (rm_pk, last_version) VALUES (?, ?)`, pk, next); err != nil {
+			return sqlError(err, "update version counter")
+		}
+		v.Version = strconv.FormatInt(next, 10)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO model_versions
+			(rm_pk, version, creation_time, last_updated_time, user_id, current_stage, description, source, storage_location, run_id, run_link, model_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			pk, next, v.CreationTimeMs, v.LastUpdatedTimeMs, v.UserID, v.CurrentStage, v.Description, v.Source, v.StorageLocation, v.RunID, v.RunLink, v.ModelID); err != nil {
+			return sqlError(err, "create model version")
+		}
+		for _, t := range v.Tags {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO model_version_tags (rm_pk, version, key, value) VALUES (?, ?, ?, ?)`, pk, next, t.Key, t.Value); err != nil {
+				return sqlError(err, "set model version tag")
+			}
+		}
+		return touchRegistered(tx, pk, v.CreationTimeMs)
+	})
+}
+
+// GetModelVersion implements tracking.RegistryStore.
+func (s *Store) GetModelVersion(ctx context.Context, name, version string) (*tracking.ModelVersion, error) {
+	pk, v, err := scanVersion(s.rdb.QueryRowContext(ctx, `SELECT `+versionCols+` FROM model_versions v JOIN registered_models r ON r.rm_pk = v.rm_pk WHERE r.name = ? AND v.version = ?`, name, version))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFoundVersion(name, version)
+	}
+	if err != nil {
+		return nil, sqlError(err, "get model version")
+	}
+	if err := s.loadVersionData(ctx, []int64{pk}, []*tracking.ModelVersion{v}); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// GetModelVersionByAlias implements tracking.RegistryStore.
+func (s *Store) GetModelVersionByAlias(ctx context.Context, name, alias string) (*tracking.ModelVersion, error) {
+	var version string
+	err := s.rdb.QueryRowContext(ctx, `SELECT a.version FROM registered_model_aliases a JOIN registered_models r ON r.rm_pk = a.rm_pk WHERE r.name = ? AND a.alias = ?`, name, alias).Scan(&version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "Registered model alias %s not found.", alias)
+	}
+	if err != nil {
+		return nil, sqlError(err, "get alias")
+	}
+	return s.GetModelVersion(ctx, name, version)
+}
+
+// UpdateModelVersion implements tracking.RegistryStore.
+func (s *Store) UpdateModelVersion(ctx context.Context, name, version string, description, stage *string, archiveOthers bool, nowMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		if err := versionExists(tx, pk, name, version); err != nil {
+			return err
+		}
+		if description != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE model_versions SET description = ?, last_updated_time = ? WHERE rm_pk = ? AND version = ?`, *description, nowMs, pk, version); err != nil {
+				return sqlError(err, "update model version")
+			}
+		}
+		if stage != nil {
+			if archiveOthers && (*stage == "Staging" || *stage == "Production") {
+				if _, err := tx.ExecContext(ctx, `UPDATE model_versions SET current_stage = 'Archived', last_updated_time = ? WHERE rm_pk = ? AND version != ? AND current_stage = ?`, nowMs, pk, version, *stage); err != nil {
+					return sqlError(err, "archive model versions")
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE model_versions SET current_stage = ?, last_updated_time = ? WHERE rm_pk = ? AND version = ?`, *stage, nowMs, pk, version); err != nil {
+				return sqlError(err, "transition model version")
+			}
+		}
+		return touchRegistered(tx, pk, nowMs)
+	})
+}
+
+// DeleteModelVersion implements tracking.RegistryStore.
+func (s *Store) DeleteModelVersion(ctx context.Context, name, version string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		if err := versionExists(tx, pk, name, version); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`DELETE FROM model_version_tags WHERE rm_pk = ? AND version = ?`,
+			`DELETE FROM registered_model_aliases WHERE rm_pk = ? AND version = ?`,
+			`DELETE FROM model_versions WHERE rm_pk = ? AND version = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, pk, version); err != nil {
+				return sqlError(err, "delete model version")
+			}
+		}
+		return nil
+	})
+}
+
+// SetModelVersionTag implements tracking.RegistryStore.
+func (s *Store) SetModelVersionTag(ctx context.Context, name, version string, t tracking.Tag, nowMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		if err := versionExists(tx, pk, name, version); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO model_version_tags (rm_pk, version, key, value) VALUES (?, ?, ?, ?)
+			ON CONFLICT (rm_pk, version, key) DO UPDATE SET value = excluded.value`, pk, version, t.Key, t.Value)
+		return sqlError(err, "set model version tag")
+	})
+}
+
+// DeleteModelVersionTag implements tracking.RegistryStore.
+func (s *Store) DeleteModelVersionTag(ctx context.Context, name, version, key string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		pk, err := registeredPK(tx, name)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM model_version_tags WHERE rm_pk = ? AND version = ? AND key = ?`, pk, version, key)
+		if err != nil {
+			return sqlError(err, "delete model version tag")
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errs.Errorf(errs.NotFound, "No tag with key '%s' on model version %s/%s", key, name, version)
+		}
+		return nil
+	})
+}
+
+type offsetToken struct {
+	Offset int    `json:"offset"`
+	Query  string `json:"q"`
+}
+
+func decodeOffsetToken(tok, fingerprint string) (int, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	var t offsetToken
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.Offset < 0 {
+		return 0, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", truncate(tok, 40))
+	}
+	if t.Query != fingerprint {
+		return 0, errs.E(errs.Invalid, "page_token belongs to a different search (filter or order_by changed)")
+	}
+	return t.Offset, nil
+}
+
+func encodeOffsetToken(offset int, fingerprint string) string {
+	b, _ := json.Marshal(offsetToken{Offset: offset, Query: fingerprint})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// registryWhere renders registry filters. cols maps attribute names to
+// columns; tagSub selects a tag's value for the row.
+func registryWhere(f search.Filter, cols map[string]string, numeric map[string]bool, tagSub string) ([]string, []any, error) {
+	var where []string
+	var args []any
+	for _, c := range f.Clauses {
+		var w string
+		var a []any
+		var err error
+		switch {
+		case c.Entity == search.Tag:
+			w, a, err = sideCompare(tagSub, c)
+		case c.Entity == search.Attribute && cols[c.Key] != "" && numeric[c.Key]:
+			w, a, err = numberCompare(cols[c.Key], c)
+		case c.Entity == search.Attribute && cols[c.Key] != "":
+			w, a, err = stringCompare(cols[c.Key], c)
+		default:
+			err = errs.Errorf(errs.Invalid, "Invalid search key '%s.%s'", c.Entity, c.Key)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		where = append(where, w)
+		args = append(args, a...)
+	}
+	return where, args, nil
+}
+
+func registryOrder(keys []search.OrderKey, cols map[string]string, def []string) []string {
+	var order []string
+	for _, k := range keys {
+		dir := " ASC"
+		if k.Desc {
+			dir = " DESC"
+		}
+		if c := cols[k.Key]; c != "" {
+			order = append(order, c+dir)
+		}
+	}
+	return append(order, def...)
+}
+
+// SearchRegisteredModels implements tracking.RegistryStore.
+func (s *Store) SearchRegisteredModels(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.RegisteredModel, string, error) {
+	cols := map[string]string{search.AttrName: "rm.name", search.AttrCreationTimestamp: "rm.creation_time", search.AttrLastUpdatedTimestamp: "rm.last_updated_time"}
+	numeric := map[string]bool{search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true}
+	where, args, err := registryWhere(q.Filter, cols, numeric, "SELECT t.value FROM registered_model_tags t WHERE t.rm_pk = rm.rm_pk AND t.key = ?")
+	if err != nil {
+		return nil, "", err
+	}
+	fingerprint := queryFingerprint(fmt.Sprint("rm", q.Filter, q.OrderBy))
+	offset, err := decodeOffsetToken(q.PageToken, fingerprint)
+	if err != nil {
+		return nil, "", err
+	}
+	sqlText := `SELECT ` + registeredCols + ` FROM registered_models rm`
+	if len(where) > 0 {
+		sqlText += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	sqlText += ` ORDER BY ` + strings.Join(registryOrder(q.OrderBy, cols, []string{"rm.name ASC"}), ", ") + ` LIMIT ? OFFSET ?`
+	var out []*tracking.RegisteredModel
+	var pks []int64
+	if err := s.queryEach(ctx, sqlText, append(args, q.MaxResults+1, offset), func(rows *sql.Rows) error {
+		pk, m, err := scanRegistered(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, m)
+		pks = append(pks, pk)
+		return nil
+	}); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > q.MaxResults {
+		out, pks = out[:q.MaxResults], pks[:q.MaxResults]
+		next = encodeOffsetToken(offset+q.MaxResults, fingerprint)
+	}
+	if err := s.loadRegisteredData(ctx, pks, out); err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// SearchModelVersions implements tracking.RegistryStore.
+func (s *Store) SearchModelVersions(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.ModelVersion, string, error) {
+	cols := map[string]string{
+		search.AttrName: "r.name", search.AttrRunID: "v.run_id", search.AttrSourcePath: "v.source",
+		search.AttrVersionNumber: "v.version", search.AttrModelID: "v.model_id",
+		search.AttrCreationTimestamp: "v.creation_time", search.AttrLastUpdatedTimestamp: "v.last_updated_time",
+	}
+	numeric := map[string]bool{search.AttrVersionNumber: true, search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true}
+	where, args, err := registryWhere(q.Filter, cols, numeric, "SELECT t.value FROM model_version_tags t WHERE t.rm_pk = v.rm_pk AND t.version = v.version AND t.key = ?")
+	if err != nil {
+		return nil, "", err
+	}
+	fingerprint := queryFingerprint(fmt.Sprint("mv", q.Filter, q.OrderBy))
+	offset, err := decodeOffsetToken(q.PageToken, fingerprint)
+	if err != nil {
+		return nil, "", err
+	}
+	sqlText := `SELECT ` + versionCols + ` FROM model_versions v JOIN registered_models r ON r.rm_pk = v.rm_pk`
+	if len(where) > 0 {
+		sqlText += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	sqlText += ` ORDER BY ` + strings.Join(registryOrder(q.OrderBy, cols, []string{"r.name ASC", "v.version DESC"}), ", ") + ` LIMIT ? OFFSET ?`
+	var out []*tracking.ModelVersion
+	var pks []int64
+	if err := s.queryEach(ctx, sqlText, append(args, q.MaxResults+1, offset), func(rows *sql.Rows) error {
+		pk, v, err := scanVersion(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+		pks = append(pks, pk)
+		return nil
+	}); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > q.MaxResults {
+		out, pks = out[:q.MaxResults], pks[:q.MaxResults]
+		next = encodeOffsetToken(offset+q.MaxResults, fingerprint)
+	}
+	if err := s.loadVersionData(ctx, pks, out); err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
