@@ -1,7 +1,7 @@
 // Command bench measures a real sextant server on this machine and prints
 // the results as JSON.
 //
-//	go run ./bench [flags] ingest|history|search|all
+//	go run ./bench [flags] ingest|history|search|artifacts|all
 //
 // It builds cmd/sextant, starts it on a free loopback port with a fresh
 // data directory, drives it over HTTP exactly as clients do, and stops it.
@@ -21,16 +21,17 @@ import (
 )
 
 type config struct {
-	bin        string
-	keep       bool
-	short      bool
-	out        string
-	duration   time.Duration
-	runs       int
-	historyN   int
-	bulkN      int
-	searchRuns int
-	serverArgs []string
+	bin           string
+	keep          bool
+	short         bool
+	out           string
+	duration      time.Duration
+	runs          int
+	historyN      int
+	bulkN         int
+	searchRuns    int
+	artifactBytes int64
+	serverArgs    []string
 }
 
 func main() {
@@ -44,9 +45,10 @@ func main() {
 	flag.IntVar(&c.historyN, "history-points", 200_000, "history: points in the full-history metric")
 	flag.IntVar(&c.bulkN, "bulk-points", 10_000_000, "history: points in the bulk-interval metric")
 	flag.IntVar(&c.searchRuns, "search-runs", 100_000, "search: runs to create")
+	flag.Int64Var(&c.artifactBytes, "artifact-bytes", 4<<30, "artifacts: size of the artifact")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|all")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|all")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -60,6 +62,7 @@ func main() {
 		c.historyN = 200_000
 		c.bulkN = 1_000_000
 		c.searchRuns = 10_000
+		c.artifactBytes = 256 << 20
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -81,7 +84,7 @@ func run(ctx context.Context, c config, what string) error {
 	}
 	todo := []string{what}
 	if what == "all" {
-		todo = []string{"ingest", "history", "search"}
+		todo = []string{"ingest", "history", "search", "artifacts"}
 	}
 	for _, w := range todo {
 		logf("== %s", w)
@@ -94,6 +97,8 @@ func run(ctx context.Context, c config, what string) error {
 			res, err = benchHistory(ctx, c, bin)
 		case "search":
 			res, err = benchSearch(ctx, c, bin)
+		case "artifacts":
+			res, err = benchArtifacts(ctx, c, bin)
 		default:
 			return fmt.Errorf("unknown benchmark %q", w)
 		}

@@ -81,18 +81,45 @@ venv_for() {
 	echo "$dir"
 }
 
+# ml_venv prints the path of the cached environment with the training stack
+# (torch, Lightning, Transformers and the newest mlflow), keyed by
+# tests/e2e/requirements-ml.txt. torch brings its CUDA libraries from PyPI
+# (a few GiB): the first install takes minutes, later runs none.
+ml_venv() {
+	local pyver reqhash dir
+	pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+	reqhash=$(sha256sum tests/e2e/requirements-ml.txt | cut -c1-12)
+	dir="$CACHE/venv/ml-py$pyver-$reqhash"
+	if [ ! -f "$dir/.complete" ]; then
+		echo "installing the ML test stack into $dir (cached for later runs)" >&2
+		rm -rf "$dir"
+		mkdir -p "$CACHE/venv"
+		"$PYTHON" -m venv "$dir" >&2 &&
+			"$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/e2e/requirements-ml.txt >&2 &&
+			touch "$dir/.complete" || { rm -rf "$dir"; return 1; }
+	fi
+	echo "$dir"
+}
+
 run_e2e() {
 	step "e2e: build sextant"
 	local bin
 	bin=$(mktemp -d)/sextant
 	go build -o "$bin" ./cmd/sextant || { fail "build"; return; }
+	local env=(MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 SEXTANT_BIN="$bin")
 	for v in $MLFLOW_VERSIONS; do
 		step "e2e: mlflow $v"
 		local venv
 		venv=$(venv_for "$v") || { fail "install mlflow $v"; continue; }
-		MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true SEXTANT_BIN="$bin" \
-			"$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider || fail "e2e (mlflow $v)"
+		env "${env[@]}" "$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -m "not ml" || fail "e2e (mlflow $v)"
 	done
+	step "e2e: training libraries (torch, Lightning, Transformers)"
+	local mlv
+	if mlv=$(ml_venv); then
+		env "${env[@]}" "$mlv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -m ml || fail "e2e (ml)"
+	else
+		fail "install the ML test stack"
+	fi
 	rm -rf "$(dirname "$bin")"
 }
 
