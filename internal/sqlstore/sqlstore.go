@@ -174,36 +174,6 @@ func (s *Store) Close(ctx context.Context) error {
 	return errors.Join(werr, s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
 }
 
-func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.wdb.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	var have int
-	if err := s.wdb.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if have > len(migrations) {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade sextant", have, len(migrations))
-	}
-	for v := have + 1; v <= len(migrations); v++ {
-		tx, err := s.wdb.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
-			return errors.Join(fmt.Errorf("apply migration %d: %w", v, err), tx.Rollback())
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, time.Now().UnixMilli()); err != nil {
-			return errors.Join(fmt.Errorf("record migration %d: %w", v, err), tx.Rollback())
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit migration %d: %w", v, err)
-		}
-		s.log.Info("applied migration", "version", v)
-	}
-	return nil
-}
-
 // Checkpoint runs a WAL checkpoint (TRUNCATE), so that the main database
 // file holds everything; used before measuring size on disk.
 func (s *Store) Checkpoint(ctx context.Context) error {

@@ -2,8 +2,12 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
@@ -32,4 +36,59 @@ func TestConformance(t *testing.T) {
 		// crosses chunk boundaries and compacts while it runs.
 		return MustOpen(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4})
 	})
+}
+
+func TestReopenKeepsDataAndSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sextant.db")
+	ctx := context.Background()
+	s, err := sqlstore.Open(ctx, path, sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := tracking.NewService(s, tracking.Options{})
+	if err := svc.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := svc.CreateExperiment(ctx, "/Shared/kept", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err = sqlstore.Open(ctx, path, sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close(ctx)
+	svc = tracking.NewService(s, tracking.Options{})
+	if err := svc.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e, err := svc.GetExperiment(ctx, id)
+	if err != nil || e.Name != "/Shared/kept" {
+		t.Fatalf("after reopen: %+v %v", e, err)
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sextant.db")
+	ctx := context.Background()
+	s, err := sqlstore.Open(ctx, path, sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close(ctx)
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations (component, version, applied_at) VALUES ('tracking', 999, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = sqlstore.Open(ctx, path, sqlstore.Options{Synchronous: "NORMAL"})
+	if err == nil || !strings.Contains(err.Error(), "newer than this binary") {
+		t.Fatalf("opened a database from the future: %v", err)
+	}
 }

@@ -1,9 +1,8 @@
 package sqlstore
 
-// migrations are applied in order, each in its own transaction, and
-// recorded in schema_migrations. Never edit a migration that has shipped:
-// append a new one.
-var migrations = []string{
+// trackingMigrations is the schema of experiments, runs, metrics, logged
+// models and the registry (see migrate.go for how migrations work).
+var trackingMigrations = []string{
 	// 1: the tracking core.
 	`
 CREATE TABLE experiments (

@@ -1,0 +1,66 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Each part of the store (tracking, and later run logs, GPU samples,
+// workspace) keeps its own ordered list of migrations, so that parts can
+// grow their schemas independently. A migration is applied once, in its
+// own transaction, and recorded in schema_migrations by (component,
+// version). Never edit a migration that has shipped: append a new one.
+//
+// components lists the parts in the order their migrations run; a part's
+// tables may only refer to the tables of parts before it.
+var components = []struct {
+	name       string
+	migrations []string
+}{
+	{"tracking", trackingMigrations},
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.wdb.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		component  TEXT    NOT NULL,
+		version    INTEGER NOT NULL,
+		applied_at INTEGER NOT NULL,
+		PRIMARY KEY (component, version))`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	for _, c := range components {
+		var have int
+		if err := s.wdb.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = ?`, c.name).Scan(&have); err != nil {
+			return fmt.Errorf("read schema version of %s: %w", c.name, err)
+		}
+		if have > len(c.migrations) {
+			return fmt.Errorf("the %s schema is at version %d, newer than this binary knows (%d): upgrade sextant", c.name, have, len(c.migrations))
+		}
+		for v := have + 1; v <= len(c.migrations); v++ {
+			if err := s.applyMigration(ctx, c.name, v, c.migrations[v-1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) applyMigration(ctx context.Context, component string, v int, sqlText string) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, sqlText); err != nil {
+		return errors.Join(fmt.Errorf("apply %s migration %d: %w", component, v, err), tx.Rollback())
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)`, component, v, time.Now().UnixMilli()); err != nil {
+		return errors.Join(fmt.Errorf("record %s migration %d: %w", component, v, err), tx.Rollback())
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit %s migration %d: %w", component, v, err)
+	}
+	s.log.Info("applied migration", "component", component, "version", v)
+	return nil
+}
