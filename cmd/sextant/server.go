@@ -19,22 +19,26 @@ import (
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // Config is the server's whole configuration. Sources, lowest precedence
 // first: DefaultConfig, SEXTANT_* environment variables, flags.
 type Config struct {
-	Host         string
-	Port         int
-	DataDir      string
-	Synchronous  string
-	LogLevel     string
-	LogFormat    string
-	MaxBodyBytes int64
-	ShutdownWait time.Duration
-	DebugAddr    string
-	SecretFile   string
-	Limits       tracking.Limits
+	Host           string
+	Port           int
+	DataDir        string
+	Synchronous    string
+	LogLevel       string
+	LogFormat      string
+	MaxBodyBytes   int64
+	ShutdownWait   time.Duration
+	DebugAddr      string
+	SecretFile     string
+	Auth           string
+	InsecureNoAuth bool
+	AdminEmail     string
+	Limits         tracking.Limits
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -48,6 +52,8 @@ func DefaultConfig() Config {
 		LogFormat:    "text",
 		MaxBodyBytes: 16 << 20,
 		ShutdownWait: 15 * time.Second,
+		Auth:         "auto",
+		AdminEmail:   "admin@localhost",
 		Limits:       tracking.DefaultLimits(),
 	}
 }
@@ -80,6 +86,14 @@ func (c *Config) Validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return &ConfigError{"log-format", fmt.Sprintf("must be text or json, got %q", c.LogFormat)}
+	}
+	switch c.Auth {
+	case "auto", "on", "off":
+	default:
+		return &ConfigError{"auth", fmt.Sprintf("must be auto, on or off, got %q", c.Auth)}
+	}
+	if c.Auth == "off" && !isLoopback(c.Host) && !c.InsecureNoAuth {
+		return &ConfigError{"auth", fmt.Sprintf("refusing to serve %s without authentication: anyone who can reach it could read and change everything. Use --auth on, bind to 127.0.0.1, or pass --insecure-no-auth if you really mean it", c.Host)}
 	}
 	if c.MaxBodyBytes < 1024 {
 		return &ConfigError{"max-request-bytes", "must be at least 1024"}
@@ -154,6 +168,9 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text or json")
+	str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
+	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
+	str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
 	str(&c.SecretFile, "secret-file", "file holding the secret that signs upload URLs (default: created in the data directory)")
 	str(&c.DebugAddr, "debug-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
@@ -237,9 +254,24 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	files, err := blob.OpenDir(filepath.Join(cfg.DataDir, "files"), blob.DirOptions{})
+	if err != nil {
+		return err
+	}
+	ws := workspace.NewService(store, workspace.Options{Logger: log.With("component", "workspace")})
+	if err := ws.Init(ctx); err != nil {
+		return err
+	}
+	mode, err := authMode(ctx, cfg, ws, m.Stderr, log)
+	if err != nil {
+		return err
+	}
 	api := httpapi.New(httpapi.Options{
 		Tracking:     tr,
 		Artifacts:    artifacts.New(blobs, artifacts.Options{Secret: secret}),
+		Workspace:    ws,
+		Files:        files,
+		Auth:         mode,
 		Version:      mlflowAPIVersion,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Logger:       log.With("component", "http"),

@@ -45,6 +45,9 @@ func (s *Server) registerArtifactRoutes() {
 func artifactPath(r *http.Request) string { return r.PathValue("path") }
 
 func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request) error {
+	if err := s.allowArtifactPath(r, artifactPath(r)); err != nil {
+		return err
+	}
 	if _, err := s.art.Upload(r.Context(), artifactPath(r), r.Body, r.ContentLength); err != nil {
 		return bodyError(err)
 	}
@@ -82,6 +85,9 @@ func contentType(name string) string {
 
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error {
 	p := artifactPath(r)
+	if err := s.allowArtifactPath(r, p); err != nil {
+		return err
+	}
 	info, err := s.art.Stat(r.Context(), p)
 	if err != nil {
 		return err
@@ -198,6 +204,9 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allowArtifactPath(r, q.str("path")); err != nil {
+		return err
+	}
 	files, err := s.art.List(r.Context(), q.str("path"))
 	if err != nil {
 		return err
@@ -206,6 +215,9 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteArtifact(w http.ResponseWriter, r *http.Request) error {
+	if err := s.allowArtifactPath(r, artifactPath(r)); err != nil {
+		return err
+	}
 	if err := s.art.Delete(r.Context(), artifactPath(r)); err != nil {
 		return err
 	}
@@ -219,7 +231,11 @@ func (s *Server) listRunArtifacts(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	run, err := s.tr.GetRun(r.Context(), runID(q.str("run_id"), q.str("run_uuid")))
+	id := runID(q.str("run_id"), q.str("run_uuid"))
+	if err := s.allowRunID(r, id); err != nil {
+		return err
+	}
+	run, err := s.tr.GetRun(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -276,6 +292,9 @@ func (s *Server) createMultipart(w http.ResponseWriter, r *http.Request) error {
 	}
 	dest, err := artifacts.MultipartDest(artifactPath(r), req.Path)
 	if err != nil {
+		return err
+	}
+	if err := s.allowArtifactPath(r, dest); err != nil {
 		return err
 	}
 	id, err := s.art.CreateMultipart(r.Context(), dest)
@@ -345,6 +364,9 @@ func (s *Server) completeMultipart(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	if err := s.allowArtifactPath(r, dest); err != nil {
+		return err
+	}
 	parts := make([]blob.Part, len(req.Parts))
 	for i, p := range req.Parts {
 		parts[i] = blob.Part{Number: int(p.PartNumber.V), ETag: strings.Trim(p.ETag, `"`)}
@@ -365,6 +387,9 @@ func (s *Server) abortMultipart(w http.ResponseWriter, r *http.Request) error {
 	}
 	dest, err := artifacts.MultipartDest(artifactPath(r), req.Path)
 	if err != nil {
+		return err
+	}
+	if err := s.allowArtifactPath(r, dest); err != nil {
 		return err
 	}
 	if err := s.art.AbortMultipart(r.Context(), dest, req.UploadID); err != nil {

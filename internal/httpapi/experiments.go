@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 var viewTypes = map[string]int64{"ACTIVE_ONLY": 1, "DELETED_ONLY": 2, "ALL": 3}
@@ -38,8 +39,19 @@ func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	id, err := s.tr.CreateExperiment(r.Context(), req.Name, req.ArtifactLocation, kvTags(req.Tags))
+	ctx, sub := r.Context(), SubjectFromContext(r.Context())
+	name := workspace.CanonicalName(req.Name)
+	if s.multiUser() && req.Name != "" {
+		var err error
+		if name, err = s.ws.PrepareExperimentName(ctx, sub, req.Name); err != nil {
+			return err
+		}
+	}
+	id, err := s.tr.CreateExperiment(ctx, name, req.ArtifactLocation, kvTags(req.Tags))
 	if err != nil {
+		return err
+	}
+	if err := s.ws.ExperimentCreated(ctx, sub, id); err != nil {
 		return err
 	}
 	return writeJSON(w, map[string]string{"experiment_id": id})
@@ -50,7 +62,14 @@ func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.tr.GetExperiment(r.Context(), q.str("experiment_id"))
+	id := q.str("experiment_id")
+	if err := tracking.ValidateExperimentID(id); err != nil {
+		return err
+	}
+	if err := s.allowExperiment(r, id); err != nil {
+		return err
+	}
+	e, err := s.tr.GetExperiment(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -62,8 +81,11 @@ func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	e, err := s.tr.GetExperimentByName(r.Context(), q.str("experiment_name"))
+	e, err := s.tr.GetExperimentByName(r.Context(), workspace.CanonicalName(q.str("experiment_name")))
 	if err != nil {
+		return err
+	}
+	if err := s.allowExperiment(r, e.ID); err != nil {
 		return err
 	}
 	return writeJSON(w, map[string]any{"experiment": toWireExperiment(e)})
@@ -101,10 +123,19 @@ func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error
 	if req.MaxResults.Set && req.MaxResults.V <= 0 {
 		return invalid("max_results must be between 1 and %d, got %d", s.tr.Limits().SearchMaxResults, req.MaxResults.V)
 	}
-	page, err := s.tr.SearchExperiments(r.Context(), tracking.ExperimentSearch{
+	q := tracking.ExperimentSearch{
 		Filter: req.Filter, OrderBy: req.OrderBy, ViewType: tracking.ViewType(vt),
 		MaxResults: clampInt(req.MaxResults.V), PageToken: req.PageToken,
-	})
+	}
+	if ids, all, err := s.ws.ReadableExperimentIDs(r.Context(), SubjectFromContext(r.Context())); err != nil {
+		return err
+	} else if !all {
+		q.OnlyIDs = ids
+		if q.OnlyIDs == nil {
+			q.OnlyIDs = []string{}
+		}
+	}
+	page, err := s.tr.SearchExperiments(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -139,9 +170,33 @@ func (s *Server) updateExperiment(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.tr.RenameExperiment(r.Context(), req.ExperimentID, req.NewName); err != nil {
+	if err := tracking.ValidateExperimentID(req.ExperimentID); err != nil {
 		return err
 	}
+	if err := s.allowExperiment(r, req.ExperimentID); err != nil {
+		return err
+	}
+	name := workspace.CanonicalName(req.NewName)
+	if s.multiUser() && req.NewName != "" {
+		// Renaming within its folder needs CAN_EDIT on the experiment;
+		// moving it to another folder also needs CAN_EDIT there.
+		cur, err := s.tr.GetExperiment(r.Context(), req.ExperimentID)
+		if err != nil {
+			return err
+		}
+		if name, err = workspace.NormalizePath(req.NewName); err != nil {
+			return err
+		}
+		if workspace.Parent(name) != workspace.Parent(workspace.CanonicalName(cur.Name)) {
+			if name, err = s.ws.PrepareExperimentName(r.Context(), SubjectFromContext(r.Context()), req.NewName); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.tr.RenameExperiment(r.Context(), req.ExperimentID, name); err != nil {
+		return err
+	}
+	s.ws.ExperimentRenamed(req.ExperimentID)
 	return writeRaw(w, emptyObject)
 }
 
@@ -154,6 +209,9 @@ func (s *Server) deleteExperiment(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
+		return err
+	}
 	if err := s.tr.DeleteExperiment(r.Context(), req.ExperimentID); err != nil {
 		return err
 	}
@@ -163,6 +221,9 @@ func (s *Server) deleteExperiment(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) restoreExperiment(w http.ResponseWriter, r *http.Request) error {
 	var req experimentIDRequest
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
 		return err
 	}
 	if err := s.tr.RestoreExperiment(r.Context(), req.ExperimentID); err != nil {
@@ -180,6 +241,9 @@ func (s *Server) setExperimentTag(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
+		return err
+	}
 	if err := s.tr.SetExperimentTag(r.Context(), req.ExperimentID, tracking.Tag{Key: req.Key, Value: req.Value}); err != nil {
 		return err
 	}
@@ -192,6 +256,9 @@ func (s *Server) deleteExperimentTag(w http.ResponseWriter, r *http.Request) err
 		Key          string `json:"key"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
 		return err
 	}
 	if err := s.tr.DeleteExperimentTag(r.Context(), req.ExperimentID, req.Key); err != nil {

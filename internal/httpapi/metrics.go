@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+
+	"github.com/sextant/sextant/internal/errs"
 	"runtime"
 	"strconv"
 	"sync"
@@ -25,7 +27,11 @@ func (s *Server) getMetricHistory(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	page, err := s.tr.MetricHistory(r.Context(), runID(q.str("run_id"), q.str("run_uuid")), q.str("metric_key"), clampInt(max), q.str("page_token"))
+	id := runID(q.str("run_id"), q.str("run_uuid"))
+	if err := s.allowRunID(r, id); err != nil {
+		return err
+	}
+	page, err := s.tr.MetricHistory(r.Context(), id, q.str("metric_key"), clampInt(max), q.str("page_token"))
 	if err != nil {
 		return err
 	}
@@ -127,6 +133,17 @@ func (s *Server) getMetricHistoryBulkInterval(w http.ResponseWriter, r *http.Req
 	default:
 		return invalid("Invalid value '%s' for parameter 'sampling': expected steps or minmax", truncate(q.str("sampling"), 40))
 	}
+	if len(bq.RunIDs) > s.tr.Limits().BulkIntervalMaxRuns {
+		return errs.Errorf(errs.LimitExceeded, "limit exceeded: GetMetricHistoryBulkInterval request must specify at most %d run_ids. Received %d run_ids.", s.tr.Limits().BulkIntervalMaxRuns, len(bq.RunIDs))
+	}
+	if len(bq.RunIDs) == 0 {
+		return invalid("Missing value for required parameter 'run_ids'")
+	}
+	for _, id := range bq.RunIDs {
+		if err := s.allowRunID(r, id); err != nil {
+			return err
+		}
+	}
 	series, err := s.tr.MetricHistoryBulkInterval(r.Context(), bq)
 	if err != nil {
 		return err
@@ -157,6 +174,11 @@ func (s *Server) getMetricHistoryBulk(w http.ResponseWriter, r *http.Request) er
 	}
 	key := q.str("metric_key")
 	series := make([]tracking.RunSeries, 0, len(ids))
+	for _, id := range ids {
+		if err := s.allowRunID(r, id); err != nil {
+			return err
+		}
+	}
 	for _, id := range ids {
 		page, err := s.tr.MetricHistory(r.Context(), id, key, int(max), "")
 		if err != nil {

@@ -89,6 +89,9 @@ func (s *Server) createLoggedModel(w http.ResponseWriter, r *http.Request) error
 	for i, p := range req.Params {
 		params[i] = tracking.Param(p)
 	}
+	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
+		return err
+	}
 	m, err := s.tr.CreateLoggedModel(r.Context(), tracking.CreateLoggedModelRequest{
 		ExperimentID: req.ExperimentID, Name: req.Name, ModelType: req.ModelType,
 		SourceRunID: req.SourceRunID, Params: params, Tags: kvTags(req.Tags),
@@ -102,6 +105,9 @@ func (s *Server) createLoggedModel(w http.ResponseWriter, r *http.Request) error
 func (s *Server) getLoggedModel(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseQuery(r, "allow_deleted", "model_id")
 	if err != nil {
+		return err
+	}
+	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
 		return err
 	}
 	m, err := s.tr.GetLoggedModel(r.Context(), r.PathValue("model_id"), q.str("allow_deleted") == "true" || q.str("allow_deleted") == "True")
@@ -126,6 +132,9 @@ func (s *Server) finalizeLoggedModel(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
+		return err
+	}
 	m, err := s.tr.FinalizeLoggedModel(r.Context(), r.PathValue("model_id"), tracking.LoggedModelStatus(st))
 	if err != nil {
 		return err
@@ -138,6 +147,9 @@ func (s *Server) deleteLoggedModel(w http.ResponseWriter, r *http.Request) error
 		ModelID string `json:"model_id"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
 		return err
 	}
 	if err := s.tr.DeleteLoggedModel(r.Context(), r.PathValue("model_id")); err != nil {
@@ -154,6 +166,9 @@ func (s *Server) setLoggedModelTags(w http.ResponseWriter, r *http.Request) erro
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
+		return err
+	}
 	if err := s.tr.SetLoggedModelTags(r.Context(), r.PathValue("model_id"), kvTags(req.Tags)); err != nil {
 		return err
 	}
@@ -161,6 +176,9 @@ func (s *Server) setLoggedModelTags(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) deleteLoggedModelTag(w http.ResponseWriter, r *http.Request) error {
+	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
+		return err
+	}
 	if err := s.tr.DeleteLoggedModelTag(r.Context(), r.PathValue("model_id"), r.PathValue("tag_key")); err != nil {
 		return err
 	}
@@ -178,6 +196,9 @@ func (s *Server) logLoggedModelParams(w http.ResponseWriter, r *http.Request) er
 	params := make([]tracking.Param, len(req.Params))
 	for i, p := range req.Params {
 		params[i] = tracking.Param(p)
+	}
+	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
+		return err
 	}
 	if err := s.tr.LogLoggedModelParams(r.Context(), r.PathValue("model_id"), params); err != nil {
 		return err
@@ -205,7 +226,7 @@ func (s *Server) searchLoggedModels(w http.ResponseWriter, r *http.Request) erro
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	q := tracking.LoggedModelSearch{ExperimentIDs: req.ExperimentIDs, Filter: req.Filter, MaxResults: clampInt(req.MaxResults.V), PageToken: req.PageToken}
+	q := tracking.LoggedModelSearch{ExperimentIDs: s.readableExperiments(r.Context(), req.ExperimentIDs), Filter: req.Filter, MaxResults: clampInt(req.MaxResults.V), PageToken: req.PageToken}
 	if req.MaxResults.Set && req.MaxResults.V <= 0 {
 		return invalid("max_results must be positive, got %d", req.MaxResults.V)
 	}

@@ -44,6 +44,16 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	exp := req.ExperimentID
+	if exp == "" {
+		exp = tracking.DefaultExperimentID
+	}
+	if err := s.allowExperimentID(r, exp); err != nil {
+		return err
+	}
+	if sub := SubjectFromContext(r.Context()); s.multiUser() && sub != nil && sub.User != nil {
+		req.UserID = sub.User.Email // who logs is who signed in
+	}
 	run, err := s.tr.CreateRun(r.Context(), tracking.CreateRunRequest{
 		ExperimentID: req.ExperimentID, UserID: req.UserID, RunName: req.RunName,
 		StartTimeMs: req.StartTime.V, Tags: kvTags(req.Tags),
@@ -59,7 +69,11 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.tr.GetRun(r.Context(), runID(q.str("run_id"), q.str("run_uuid")))
+	id := runID(q.str("run_id"), q.str("run_uuid"))
+	if err := s.allowRunID(r, id); err != nil {
+		return err
+	}
+	run, err := s.tr.GetRun(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -90,6 +104,9 @@ func (s *Server) updateRun(w http.ResponseWriter, r *http.Request) error {
 		u.EndTimeMs = &req.EndTime.V
 	}
 	u.Name = req.RunName
+	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+		return err
+	}
 	info, err := s.tr.UpdateRun(r.Context(), runID(req.RunID, req.RunUUID), u)
 	if err != nil {
 		return err
@@ -106,6 +123,9 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := s.allowRunID(r, req.RunID); err != nil {
+		return err
+	}
 	if err := s.tr.DeleteRun(r.Context(), req.RunID); err != nil {
 		return err
 	}
@@ -115,6 +135,9 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) restoreRun(w http.ResponseWriter, r *http.Request) error {
 	var req runIDRequest
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.allowRunID(r, req.RunID); err != nil {
 		return err
 	}
 	if err := s.tr.RestoreRun(r.Context(), req.RunID); err != nil {
@@ -167,6 +190,9 @@ func (s *Server) logMetric(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+		return err
+	}
 	if err := s.tr.LogMetric(r.Context(), runID(req.RunID, req.RunUUID), m); err != nil {
 		return err
 	}
@@ -188,6 +214,9 @@ func (s *Server) logParam(w http.ResponseWriter, r *http.Request) error {
 	if req.Value == nil {
 		return invalid("Missing value for required parameter 'value'")
 	}
+	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+		return err
+	}
 	if err := s.tr.LogParam(r.Context(), runID(req.RunID, req.RunUUID), tracking.Param{Key: req.Key, Value: *req.Value}); err != nil {
 		return err
 	}
@@ -202,6 +231,9 @@ func (s *Server) setTag(w http.ResponseWriter, r *http.Request) error {
 	if req.Value == nil {
 		return invalid("Missing value for required parameter 'value'")
 	}
+	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+		return err
+	}
 	if err := s.tr.SetTag(r.Context(), runID(req.RunID, req.RunUUID), tracking.Tag{Key: req.Key, Value: *req.Value}); err != nil {
 		return err
 	}
@@ -214,6 +246,9 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) error {
 		Key   string `json:"key"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.allowRunID(r, req.RunID); err != nil {
 		return err
 	}
 	if err := s.tr.DeleteTag(r.Context(), req.RunID, req.Key); err != nil {
@@ -254,6 +289,9 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 			return invalid("Missing value for required parameter '%skey'", indexed("tags", i))
 		}
 		b.Tags[i] = tracking.Tag(t)
+	}
+	if err := s.allowRunID(r, req.RunID); err != nil {
+		return err
 	}
 	if err := s.tr.LogBatch(r.Context(), req.RunID, b); err != nil {
 		return err
@@ -299,6 +337,9 @@ func (s *Server) logInputs(w http.ResponseWriter, r *http.Request) error {
 	for i, m := range req.Models {
 		ms[i] = tracking.ModelInput(m)
 	}
+	if err := s.allowRunID(r, req.RunID); err != nil {
+		return err
+	}
 	if err := s.tr.LogInputs(r.Context(), req.RunID, ds, ms); err != nil {
 		return err
 	}
@@ -319,6 +360,9 @@ func (s *Server) logOutputs(w http.ResponseWriter, r *http.Request) error {
 	ms := make([]tracking.ModelOutput, len(req.Models))
 	for i, m := range req.Models {
 		ms[i] = tracking.ModelOutput{ModelID: m.ModelID, Step: m.Step.V}
+	}
+	if err := s.allowRunID(r, req.RunID); err != nil {
+		return err
 	}
 	if err := s.tr.LogOutputs(r.Context(), req.RunID, ms); err != nil {
 		return err
@@ -346,7 +390,7 @@ func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 		return invalid("max_results must be between 1 and %d, got %d", s.tr.Limits().SearchMaxResults, req.MaxResults.V)
 	}
 	page, err := s.tr.SearchRuns(r.Context(), tracking.RunSearch{
-		ExperimentIDs: req.ExperimentIDs, Filter: req.Filter, OrderBy: req.OrderBy,
+		ExperimentIDs: s.readableExperiments(r.Context(), req.ExperimentIDs), Filter: req.Filter, OrderBy: req.OrderBy,
 		ViewType: tracking.ViewType(vt), MaxResults: clampInt(req.MaxResults.V), PageToken: req.PageToken,
 	})
 	if err != nil {

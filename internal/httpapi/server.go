@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // Options configure a Server.
@@ -27,6 +29,14 @@ type Options struct {
 	Tracking *tracking.Service
 	// Artifacts serves the artifact proxy; required.
 	Artifacts *artifacts.Service
+	// Workspace authenticates and authorizes requests and holds users,
+	// folders and permissions; required.
+	Workspace *workspace.Service
+	// Files stores workspace files (/api/2.0/fs/files/Workspace/...);
+	// required.
+	Files blob.Store
+	// Auth says whether requests must authenticate.
+	Auth AuthMode
 	// Version is reported by /version.
 	Version string
 	// MaxBodyBytes caps JSON request bodies; 0 means 16 MiB.
@@ -40,6 +50,8 @@ type Server struct {
 	opts    Options
 	tr      *tracking.Service
 	art     *artifacts.Service
+	ws      *workspace.Service
+	owners  ownerCache
 	log     *slog.Logger
 	mux     *http.ServeMux
 	routes  []route
@@ -113,7 +125,7 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
-	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, log: opts.Logger, mux: http.NewServeMux()}
+	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, ws: opts.Workspace, log: opts.Logger, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -124,6 +136,7 @@ func New(opts Options) *Server {
 	s.registerModelRoutes()
 	s.registerRegistryRoutes()
 	s.registerArtifactRoutes()
+	s.registerWorkspaceRoutes()
 	s.handler = s.middleware(s.mux)
 	return s
 }
@@ -158,27 +171,34 @@ func (s *Server) handle(method, path string, access Access, h handlerFunc) {
 	}
 }
 
-// wrap turns a route into an http.Handler: it checks access and writes the
-// handler's error.
+// wrap turns a route into an http.Handler: it authenticates the request
+// (unless the route is public or signed), guards resource-scoped routes
+// (see auth.go) and writes the handler's error.
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.authorize(r, rt.access); err != nil {
-			s.writeError(w, r, err)
+		switch rt.access {
+		case accessUndeclared:
+			s.writeError(w, r, errs.E(errs.PermissionDenied, "route declares no access level"))
 			return
+		case Public, SignedCapability:
+		default:
+			sub, err := s.authenticate(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			ctx := context.WithValue(r.Context(), subjectKey, sub)
+			if l := levelOf(rt.access); l != workspace.NoAccess {
+				g := &guard{need: l}
+				ctx = context.WithValue(ctx, guardKey, g)
+				w = &guardedWriter{ResponseWriter: w, g: g, s: s, r: r}
+			}
+			r = r.WithContext(ctx)
 		}
 		if err := rt.h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
-}
-
-// authorize checks the route's access level. Until users and permissions
-// exist (single-user mode on loopback), every declared level is granted.
-func (s *Server) authorize(r *http.Request, a Access) error {
-	if a == accessUndeclared {
-		return errs.E(errs.PermissionDenied, "route declares no access level")
-	}
-	return nil
 }
 
 // writeJSON writes v as a 200 JSON response.

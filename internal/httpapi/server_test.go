@@ -17,6 +17,7 @@ import (
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // MustServer returns an API server over a fresh SQLite store.
@@ -36,7 +37,15 @@ func MustServer(tb testing.TB) *httpapi.Server {
 		tb.Fatal(err)
 	}
 	art := artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")})
-	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Version: "3.7.0", MaxBodyBytes: 1 << 20})
+	files, err := blob.OpenDir(filepath.Join(tb.TempDir(), "files"), blob.DirOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	if err := ws.Init(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Workspace: ws, Files: files, Version: "3.7.0", MaxBodyBytes: 1 << 20})
 }
 
 type response struct {
@@ -80,7 +89,7 @@ func TestEveryRouteDeclaresAccess(t *testing.T) {
 		if r.Access.String() == "undeclared" {
 			t.Errorf("%s %s declares no access level", r.Method, r.Path)
 		}
-		if r.Access == httpapi.Public && !strings.HasPrefix(r.Path, "/health") && r.Path != "/version" && r.Path != "/api/3.0/mlflow/server-info" {
+		if r.Access == httpapi.Public && !strings.HasPrefix(r.Path, "/health") && r.Path != "/version" && r.Path != "/api/3.0/mlflow/server-info" && r.Path != "/api/2.0/sextant/auth/login" {
 			t.Errorf("%s %s is public; only probes may be", r.Method, r.Path)
 		}
 	}

@@ -290,6 +290,19 @@ func (s *Store) SearchExperiments(ctx context.Context, q tracking.ExperimentQuer
 	case tracking.DeletedOnly:
 		where = append(where, `e.lifecycle_stage = 'deleted'`)
 	}
+	if q.OnlyIDs != nil {
+		if len(q.OnlyIDs) == 0 {
+			return tracking.ExperimentPage{}, nil
+		}
+		ids := make([]any, 0, len(q.OnlyIDs))
+		for _, id := range q.OnlyIDs {
+			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+				ids = append(ids, n)
+			}
+		}
+		where = append(where, `e.experiment_id IN (`+placeholders(len(ids))+`)`)
+		args = append(args, ids...)
+	}
 	for _, c := range q.Filter.Clauses {
 		w, a, err := experimentClause(c)
 		if err != nil {
@@ -323,7 +336,7 @@ func (s *Store) SearchExperiments(ctx context.Context, q tracking.ExperimentQuer
 	if !seenID {
 		order = append(order, "e.experiment_id ASC")
 	}
-	fingerprint := queryFingerprint(fmt.Sprint(q.ViewType, q.Filter, q.OrderBy))
+	fingerprint := queryFingerprint(fmt.Sprint(q.ViewType, q.Filter, q.OrderBy, len(q.OnlyIDs)))
 	offset := 0
 	if q.PageToken != "" {
 		var tok experimentToken

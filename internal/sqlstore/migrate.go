@@ -20,6 +20,7 @@ var components = []struct {
 	migrations []string
 }{
 	{"tracking", trackingMigrations},
+	{"workspace", workspaceMigrations},
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -154,6 +154,9 @@ func (s *Service) GetExperimentByName(ctx context.Context, name string) (*Experi
 
 // ExperimentSearch is a search request as the client sends it.
 type ExperimentSearch struct {
+	// OnlyIDs, when not nil, restricts the search to these experiments
+	// (the ones the caller may read).
+	OnlyIDs    []string
 	Filter     string
 	OrderBy    []string
 	ViewType   ViewType
@@ -179,7 +182,7 @@ func (s *Service) SearchExperiments(ctx context.Context, q ExperimentSearch) (Ex
 	if err != nil {
 		return ExperimentPage{}, err
 	}
-	return s.store.SearchExperiments(ctx, ExperimentQuery{Filter: f, OrderBy: order, ViewType: vt, MaxResults: max, PageToken: q.PageToken})
+	return s.store.SearchExperiments(ctx, ExperimentQuery{OnlyIDs: q.OnlyIDs, Filter: f, OrderBy: order, ViewType: vt, MaxResults: max, PageToken: q.PageToken})
 }
 
 func (s *Service) maxResults(n, def int) (int, error) {
@@ -342,6 +345,15 @@ func (s *Service) GetRun(ctx context.Context, id string) (*Run, error) {
 		return nil, err
 	}
 	return s.store.GetRun(ctx, id)
+}
+
+// RunExperimentID returns the experiment a run belongs to.
+func (s *Service) RunExperimentID(ctx context.Context, id string) (string, error) {
+	r, err := s.GetRun(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return r.Info.ExperimentID, nil
 }
 
 // UpdateRun changes a run's status, end time or name. Setting RUNNING on a

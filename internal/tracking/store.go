@@ -128,6 +128,8 @@ type RunUpdate struct {
 
 // ExperimentQuery selects experiments.
 type ExperimentQuery struct {
+	// OnlyIDs, when not nil, restricts the results to these ids.
+	OnlyIDs    []string
 	Filter     search.Filter
 	OrderBy    []search.OrderKey
 	ViewType   ViewType

@@ -1,0 +1,334 @@
+package httpapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/workspace"
+)
+
+// Authentication and authorization at the edge.
+//
+// Every request to a non-public route is authenticated first: HTTP Basic
+// (email and password, as the mlflow client sends MLFLOW_TRACKING_USERNAME
+// and _PASSWORD), a bearer personal access token (MLFLOW_TRACKING_TOKEN),
+// or a browser session cookie (which must also carry the session's CSRF
+// token on every request that changes something). In single-user mode
+// every request acts as the local administrator.
+//
+// Routes that act on an experiment, run, logged model, artifact or folder
+// declare the level they need, and the handler names the resource with one
+// of the allow* methods below once it knows it. A guard makes sure it did:
+// a route that would answer success without a check answers 500 instead,
+// so a forgotten check fails closed (and the route-matrix test catches it).
+
+// AuthMode says whether requests must authenticate.
+type AuthMode int
+
+// The modes.
+const (
+	// AuthOff is single-user mode: every request is the local admin.
+	AuthOff AuthMode = iota
+	// AuthOn requires credentials on every non-public route.
+	AuthOn
+)
+
+// SessionCookie is the name of the browser session cookie.
+const SessionCookie = "sextant_session"
+
+// CSRFHeader carries a session's CSRF token.
+const CSRFHeader = "X-Sextant-CSRF"
+
+type authKey int
+
+const (
+	subjectKey authKey = iota
+	guardKey
+)
+
+// guard records whether a resource-scoped route checked its resource.
+type guard struct {
+	need    workspace.Level
+	checked bool
+}
+
+// SubjectFromContext returns the authenticated subject of a request.
+func SubjectFromContext(ctx context.Context) *workspace.Subject {
+	s, _ := ctx.Value(subjectKey).(*workspace.Subject)
+	return s
+}
+
+func levelOf(a Access) workspace.Level {
+	switch a {
+	case ReadExperiment:
+		return workspace.CanRead
+	case EditExperiment:
+		return workspace.CanEdit
+	case ManageExperiment:
+		return workspace.CanManage
+	}
+	return workspace.NoAccess
+}
+
+// authenticate returns the request's subject, or an Unauthenticated error.
+func (s *Server) authenticate(r *http.Request) (*workspace.Subject, error) {
+	if s.opts.Auth == AuthOff {
+		return workspace.LocalAdmin, nil
+	}
+	ctx := r.Context()
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, cred, _ := strings.Cut(h, " ")
+		switch strings.ToLower(scheme) {
+		case "basic":
+			user, pass, ok := r.BasicAuth()
+			if !ok {
+				return nil, errs.E(errs.Unauthenticated, "malformed Basic credentials")
+			}
+			return s.ws.AuthenticateBasic(ctx, user, pass, remoteIP(r))
+		case "bearer":
+			return s.ws.AuthenticateToken(ctx, strings.TrimSpace(cred))
+		}
+		return nil, errs.E(errs.Unauthenticated, "unsupported Authorization scheme: use Basic or Bearer")
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		sub, sess, err := s.ws.AuthenticateSession(ctx, c.Value)
+		if err != nil {
+			return nil, err
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := workspace.CheckCSRF(sess, r.Header.Get(CSRFHeader)); err != nil {
+				return nil, err
+			}
+		}
+		return sub, nil
+	}
+	return nil, errs.E(errs.Unauthenticated, "authentication required: set MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD), or sign in")
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// guardedWriter refuses to send a success for a resource-scoped route
+// whose handler never checked its resource: it sends a 500 instead.
+type guardedWriter struct {
+	http.ResponseWriter
+	g       *guard
+	s       *Server
+	r       *http.Request
+	started bool
+	failed  bool
+}
+
+func (w *guardedWriter) WriteHeader(code int) {
+	if w.failed || w.started {
+		return
+	}
+	w.started = true
+	if code < 300 && !w.g.checked {
+		w.failed = true
+		w.s.log.Error("route answered without checking its resource: refused", "method", w.r.Method, "path", w.r.URL.Path)
+		w.s.writeError(w.ResponseWriter, w.r, errs.E(errs.Internal, "route did not check permissions"))
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *guardedWriter) Write(b []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *guardedWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.failed {
+		f.Flush()
+	}
+}
+
+func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// checked marks the request's resource as checked.
+func checked(r *http.Request) {
+	if g, _ := r.Context().Value(guardKey).(*guard); g != nil {
+		g.checked = true
+	}
+}
+
+func need(r *http.Request) workspace.Level {
+	if g, _ := r.Context().Value(guardKey).(*guard); g != nil {
+		return g.need
+	}
+	return workspace.CanManage // unguarded callers ask for the most
+}
+
+// allowExperiment checks the route's level on an experiment.
+func (s *Server) allowExperiment(r *http.Request, expID string) error {
+	if err := s.ws.CheckExperiment(r.Context(), SubjectFromContext(r.Context()), expID, need(r)); err != nil {
+		return err
+	}
+	checked(r)
+	return nil
+}
+
+// allowExperimentID validates an experiment id's shape, then checks it.
+func (s *Server) allowExperimentID(r *http.Request, expID string) error {
+	if err := tracking.ValidateExperimentID(expID); err != nil {
+		return err
+	}
+	return s.allowExperiment(r, expID)
+}
+
+// allowRunID validates a run id's shape, then checks its experiment.
+func (s *Server) allowRunID(r *http.Request, runID string) error {
+	if err := tracking.ValidateRunID(runID); err != nil {
+		return err
+	}
+	return s.allowRun(r, runID)
+}
+
+// allowExperimentLevel checks a given level (for routes that need two).
+func (s *Server) allowExperimentLevel(r *http.Request, expID string, l workspace.Level) error {
+	return s.ws.CheckExperiment(r.Context(), SubjectFromContext(r.Context()), expID, l)
+}
+
+// allowRun checks the route's level on a run's experiment.
+func (s *Server) allowRun(r *http.Request, runID string) error {
+	exp, err := s.runExperiment(r.Context(), runID)
+	if err != nil {
+		return err
+	}
+	return s.allowExperiment(r, exp)
+}
+
+// allowModel checks the route's level on a logged model's experiment.
+func (s *Server) allowModel(r *http.Request, modelID string) error {
+	exp, err := s.modelExperiment(r.Context(), modelID)
+	if err != nil {
+		return err
+	}
+	return s.allowExperiment(r, exp)
+}
+
+// allowArtifactPath checks the route's level on the experiment an artifact
+// path belongs to (its first segment). Paths outside any experiment are
+// for administrators.
+func (s *Server) allowArtifactPath(r *http.Request, p string) error {
+	exp := artifacts.ExperimentOf(p)
+	if exp == "" {
+		sub := SubjectFromContext(r.Context())
+		if sub == nil || sub.User == nil || !sub.User.Admin {
+			return errs.E(errs.PermissionDenied, "only administrators can reach artifacts outside an experiment")
+		}
+		checked(r)
+		return nil
+	}
+	return s.allowExperiment(r, exp)
+}
+
+// allowFolder checks the route's level (or l, if non-zero) on a folder.
+func (s *Server) allowFolder(r *http.Request, path string, l workspace.Level) error {
+	if l == workspace.NoAccess {
+		l = need(r)
+	}
+	if err := s.ws.CheckFolder(r.Context(), SubjectFromContext(r.Context()), path, l); err != nil {
+		return err
+	}
+	checked(r)
+	return nil
+}
+
+// ---- run and model -> experiment, cached ----
+
+// ownerCache maps run and model ids to their experiments. A run or model
+// never changes experiment, so entries never go stale; the map is bounded
+// by dropping everything when full.
+type ownerCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const ownerCacheMax = 200_000
+
+func (c *ownerCache) get(k string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *ownerCache) put(k, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= ownerCacheMax {
+		c.m = make(map[string]string)
+	}
+	c.m[k] = v
+}
+
+func (s *Server) runExperiment(ctx context.Context, runID string) (string, error) {
+	if e, ok := s.owners.get("r:" + runID); ok {
+		return e, nil
+	}
+	e, err := s.tr.RunExperimentID(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	s.owners.put("r:"+runID, e)
+	return e, nil
+}
+
+func (s *Server) modelExperiment(ctx context.Context, modelID string) (string, error) {
+	if e, ok := s.owners.get("m:" + modelID); ok {
+		return e, nil
+	}
+	m, err := s.tr.GetLoggedModel(ctx, modelID, true)
+	if err != nil {
+		return "", err
+	}
+	s.owners.put("m:"+modelID, m.ExperimentID)
+	return m.ExperimentID, nil
+}
+
+// readableExperiments keeps the ids the subject can read.
+func (s *Server) readableExperiments(ctx context.Context, ids []string) []string {
+	sub := SubjectFromContext(ctx)
+	out := ids[:0:0]
+	for _, id := range ids {
+		if s.ws.CheckExperiment(ctx, sub, id, workspace.CanRead) == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// multiUser reports whether users and workspace paths are in force.
+func (s *Server) multiUser() bool { return s.opts.Auth == AuthOn }
+
+// cookieFor builds the session cookie.
+func cookieFor(r *http.Request, value string, expires time.Time) *http.Cookie {
+	return &http.Cookie{
+		Name:     SessionCookie,
+		Value:    value,
+		Path:     "/",
+		Expires:  expires,
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+		Secure:   r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
+	}
+}

@@ -1,0 +1,538 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/workspace"
+)
+
+// The people of the permission tests: an owner of a folder and its
+// experiment, a reader and an editor the owner granted the experiment to,
+// an outsider, and an administrator.
+const (
+	owner    = "owner@example.com"
+	reader   = "reader@example.com"
+	editor   = "editor@example.com"
+	outsider = "outsider@example.com"
+	admin    = "admin@example.com"
+	password = "correct horse battery"
+)
+
+var people = []string{owner, reader, editor, outsider, admin}
+
+// authServer is a multi-user server with the five people.
+type authServer struct {
+	t   *testing.T
+	h   *httpapi.Server
+	seq atomic.Int64
+}
+
+func mustAuthServer(t *testing.T) *authServer {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(ctx) })
+	tr := tracking.NewService(store, tracking.Options{})
+	if err := tr.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blob.OpenDir(filepath.Join(t.TempDir(), "artifacts"), blob.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := blob.OpenDir(filepath.Join(t.TempDir(), "files"), blob.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	if err := ws.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range people {
+		if _, err := ws.CreateUser(ctx, nil, p, password, p == admin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := httpapi.New(httpapi.Options{
+		Tracking: tr, Workspace: ws, Files: files, Auth: httpapi.AuthOn, Version: "3.7.0",
+		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}),
+	})
+	return &authServer{t: t, h: h}
+}
+
+// as sends a request as user (Basic), or anonymously when user is "".
+func (a *authServer) as(user, method, target string, body any) response {
+	a.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req := httptest.NewRequest(method, target, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if user != "" {
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+password)))
+	}
+	rec := httptest.NewRecorder()
+	a.h.ServeHTTP(rec, req)
+	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.String()}
+	_ = json.Unmarshal(rec.Body.Bytes(), &res.body)
+	return res
+}
+
+func (a *authServer) must(user, method, target string, body any) response {
+	a.t.Helper()
+	r := a.as(user, method, target, body)
+	if r.status >= 300 {
+		a.t.Fatalf("%s %s %s: %d %s", user, method, target, r.status, r.raw)
+	}
+	return r
+}
+
+// fixture is the owner's world, fresh for each request under test.
+type fixture struct {
+	folder, expName, exp, run, model, artifact, registered string
+	comment                                                int64
+}
+
+func (a *authServer) newFixture() fixture {
+	n := a.seq.Add(1)
+	f := fixture{folder: fmt.Sprintf("/Users/%s/proj%d", owner, n)}
+	f.expName = f.folder + "/exp"
+	a.must(owner, "POST", "/api/2.0/sextant/workspace/mkdirs", map[string]any{"path": f.folder})
+	f.exp = a.must(owner, "POST", "/api/2.0/mlflow/experiments/create", map[string]any{"name": f.expName}).body["experiment_id"].(string)
+	for who, lvl := range map[string]string{reader: "CAN_READ", editor: "CAN_EDIT"} {
+		a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "experiment:" + f.exp, "principal": who, "level": lvl})
+	}
+	run := a.must(owner, "POST", "/api/2.0/mlflow/runs/create", map[string]any{"experiment_id": f.exp}).body["run"].(map[string]any)["info"].(map[string]any)
+	f.run = run["run_id"].(string)
+	a.must(owner, "POST", "/api/2.0/mlflow/runs/log-batch", map[string]any{"run_id": f.run,
+		"metrics": []any{map[string]any{"key": "m", "value": 1, "timestamp": 1, "step": 0}},
+		"params":  []any{map[string]any{"key": "p", "value": "1"}},
+		"tags":    []any{map[string]any{"key": "t", "value": "1"}}})
+	f.model = a.must(owner, "POST", "/api/2.0/mlflow/logged-models", map[string]any{"experiment_id": f.exp, "name": "model"}).body["model"].(map[string]any)["info"].(map[string]any)["model_id"].(string)
+	a.must(owner, "PATCH", "/api/2.0/mlflow/logged-models/"+f.model+"/tags", map[string]any{"tags": []any{map[string]any{"key": "k", "value": "v"}}})
+	f.artifact = f.exp + "/" + f.run + "/artifacts/a.txt"
+	a.must(owner, "PUT", "/api/2.0/mlflow-artifacts/artifacts/"+f.artifact, "hello")
+	f.comment = int64(a.must(owner, "POST", "/api/2.0/sextant/comments", map[string]any{"target_kind": "run", "target_id": f.run, "body": "first"}).body["comment"].(map[string]any)["id"].(float64))
+	f.registered = fmt.Sprintf("reg%d", n)
+	a.must(owner, "POST", "/api/2.0/mlflow/registered-models/create", map[string]any{"name": f.registered})
+	a.must(owner, "POST", "/api/2.0/mlflow/model-versions/create", map[string]any{"name": f.registered, "source": "models:/" + f.model})
+	return f
+}
+
+// Who may do what, by the owner's grants on the fixture's experiment.
+var (
+	readers   = []string{reader, editor, owner, admin}
+	editors   = []string{editor, owner, admin}
+	managers  = []string{owner, admin}
+	everyone  = people
+	adminOnly = []string{admin}
+)
+
+type routeCase struct {
+	allow []string
+	// req returns the request to send against the fixture, as user.
+	req func(f fixture, user string) (method, target string, body any)
+}
+
+func get(target string) func(fixture, string) (string, string, any) {
+	return func(fixture, string) (string, string, any) { return "GET", target, nil }
+}
+
+// routeCases has one case per route pattern (with /ajax-api folded into
+// /api). TestPermissionMatrix fails for a route without one, so a new
+// route cannot escape the matrix.
+func routeCases() map[string]routeCase {
+	ml := "/api/2.0/mlflow"
+	return map[string]routeCase{
+		"GET /health":                      {everyone, get("/health")},
+		"GET /version":                     {everyone, get("/version")},
+		"GET /api/3.0/mlflow/server-info":  {everyone, get("/api/3.0/mlflow/server-info")},
+		"POST " + ml + "/experiments/create": {managers, func(f fixture, u string) (string, string, any) {
+			return "POST", ml + "/experiments/create", map[string]any{"name": f.folder + "/new-" + strings.Split(u, "@")[0]}
+		}},
+		"GET " + ml + "/experiments/get": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/experiments/get?experiment_id=" + f.exp, nil
+		}},
+		"GET " + ml + "/experiments/get-by-name": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/experiments/get-by-name?experiment_name=" + f.expName, nil
+		}},
+		"POST " + ml + "/experiments/search": {everyone, func(fixture, string) (string, string, any) { return "POST", ml + "/experiments/search", map[string]any{} }},
+		"GET " + ml + "/experiments/search":  {everyone, get(ml + "/experiments/search")},
+		"POST " + ml + "/experiments/update": {editors, func(f fixture, u string) (string, string, any) {
+			return "POST", ml + "/experiments/update", map[string]any{"experiment_id": f.exp, "new_name": f.expName}
+		}},
+		"POST " + ml + "/experiments/delete": {managers, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/experiments/delete", map[string]any{"experiment_id": f.exp}
+		}},
+		"POST " + ml + "/experiments/restore": {managers, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/experiments/restore", map[string]any{"experiment_id": f.exp}
+		}},
+		"POST " + ml + "/experiments/set-experiment-tag": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/experiments/set-experiment-tag", map[string]any{"experiment_id": f.exp, "key": "k", "value": "v"}
+		}},
+		"POST " + ml + "/experiments/delete-experiment-tag": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/experiments/delete-experiment-tag", map[string]any{"experiment_id": f.exp, "key": "k"}
+		}},
+		"POST " + ml + "/runs/create": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/create", map[string]any{"experiment_id": f.exp}
+		}},
+		"GET " + ml + "/runs/get": {readers, func(f fixture, _ string) (string, string, any) { return "GET", ml + "/runs/get?run_id=" + f.run, nil }},
+		"POST " + ml + "/runs/update": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/update", map[string]any{"run_id": f.run, "status": "FINISHED"}
+		}},
+		"POST " + ml + "/runs/delete": {managers, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/delete", map[string]any{"run_id": f.run}
+		}},
+		"POST " + ml + "/runs/restore": {managers, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/restore", map[string]any{"run_id": f.run}
+		}},
+		"POST " + ml + "/runs/log-metric": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/log-metric", map[string]any{"run_id": f.run, "key": "m", "value": 2, "timestamp": 2, "step": 1}
+		}},
+		"POST " + ml + "/runs/log-parameter": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/log-parameter", map[string]any{"run_id": f.run, "key": "p2", "value": "x"}
+		}},
+		"POST " + ml + "/runs/set-tag": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/set-tag", map[string]any{"run_id": f.run, "key": "t2", "value": "x"}
+		}},
+		"POST " + ml + "/runs/delete-tag": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/delete-tag", map[string]any{"run_id": f.run, "key": "t"}
+		}},
+		"POST " + ml + "/runs/log-batch": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/log-batch", map[string]any{"run_id": f.run, "metrics": []any{map[string]any{"key": "m", "value": 3, "timestamp": 3, "step": 2}}}
+		}},
+		"POST " + ml + "/runs/log-inputs": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/log-inputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model}}}
+		}},
+		"POST " + ml + "/runs/outputs": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/outputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model, "step": 1}}}
+		}},
+		"POST " + ml + "/runs/search": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/runs/search", map[string]any{"experiment_ids": []string{f.exp}}
+		}},
+		"GET " + ml + "/metrics/get-history": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/metrics/get-history?run_id=" + f.run + "&metric_key=m", nil
+		}},
+		"GET " + ml + "/metrics/get-history-bulk-interval": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/metrics/get-history-bulk-interval?run_ids=" + f.run + "&metric_key=m", nil
+		}},
+		"GET /ajax-api/2.0/mlflow/metrics/get-history-bulk": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/ajax-api/2.0/mlflow/metrics/get-history-bulk?run_id=" + f.run + "&metric_key=m", nil
+		}},
+		"POST " + ml + "/logged-models": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/logged-models", map[string]any{"experiment_id": f.exp, "name": "m2"}
+		}},
+		"POST " + ml + "/logged-models/search": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/logged-models/search", map[string]any{"experiment_ids": []string{f.exp}}
+		}},
+		"GET " + ml + "/logged-models/{model_id}": {readers, func(f fixture, _ string) (string, string, any) { return "GET", ml + "/logged-models/" + f.model, nil }},
+		"PATCH " + ml + "/logged-models/{model_id}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "PATCH", ml + "/logged-models/" + f.model, map[string]any{"status": "LOGGED_MODEL_READY"}
+		}},
+		"DELETE " + ml + "/logged-models/{model_id}": {managers, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", ml + "/logged-models/" + f.model, map[string]any{}
+		}},
+		"PATCH " + ml + "/logged-models/{model_id}/tags": {editors, func(f fixture, _ string) (string, string, any) {
+			return "PATCH", ml + "/logged-models/" + f.model + "/tags", map[string]any{"tags": []any{map[string]any{"key": "a", "value": "b"}}}
+		}},
+		"DELETE " + ml + "/logged-models/{model_id}/tags/{tag_key...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", ml + "/logged-models/" + f.model + "/tags/k", nil
+		}},
+		"POST " + ml + "/logged-models/{model_id}/params": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/logged-models/" + f.model + "/params", map[string]any{"params": []any{map[string]any{"key": "a", "value": "b"}}}
+		}},
+		// The registry is shared by every signed-in user.
+		"POST " + ml + "/registered-models/create": {everyone, func(f fixture, u string) (string, string, any) {
+			return "POST", ml + "/registered-models/create", map[string]any{"name": f.registered + "-" + u}
+		}},
+		"GET " + ml + "/registered-models/get": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/registered-models/get?name=" + f.registered, nil
+		}},
+		"PATCH " + ml + "/registered-models/update": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "PATCH", ml + "/registered-models/update", map[string]any{"name": f.registered, "description": "d"}
+		}},
+		"POST " + ml + "/registered-models/rename": {everyone, func(f fixture, u string) (string, string, any) {
+			return "POST", ml + "/registered-models/rename", map[string]any{"name": f.registered, "new_name": f.registered + "-r-" + u}
+		}},
+		"DELETE " + ml + "/registered-models/delete": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", ml + "/registered-models/delete", map[string]any{"name": f.registered}
+		}},
+		"GET " + ml + "/registered-models/search": {everyone, get(ml + "/registered-models/search")},
+		"POST " + ml + "/registered-models/get-latest-versions": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/registered-models/get-latest-versions", map[string]any{"name": f.registered}
+		}},
+		"GET " + ml + "/registered-models/get-latest-versions": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/registered-models/get-latest-versions?name=" + f.registered, nil
+		}},
+		"POST " + ml + "/registered-models/set-tag": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/registered-models/set-tag", map[string]any{"name": f.registered, "key": "k", "value": "v"}
+		}},
+		"DELETE " + ml + "/registered-models/delete-tag": {everyone, func(f fixture, u string) (string, string, any) {
+			return "DELETE", ml + "/registered-models/delete-tag", map[string]any{"name": f.registered, "key": "nope-" + u}
+		}},
+		"POST " + ml + "/registered-models/alias": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/registered-models/alias", map[string]any{"name": f.registered, "alias": "champion", "version": "1"}
+		}},
+		"DELETE " + ml + "/registered-models/alias": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", ml + "/registered-models/alias", map[string]any{"name": f.registered, "alias": "champion"}
+		}},
+		"GET " + ml + "/registered-models/alias": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/registered-models/alias?name=" + f.registered + "&alias=none", nil
+		}},
+		"POST " + ml + "/model-versions/create": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": "s3://bucket/model"}
+		}},
+		"GET " + ml + "/model-versions/get": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/model-versions/get?name=" + f.registered + "&version=1", nil
+		}},
+		"PATCH " + ml + "/model-versions/update": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "PATCH", ml + "/model-versions/update", map[string]any{"name": f.registered, "version": "1", "description": "d"}
+		}},
+		"DELETE " + ml + "/model-versions/delete": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", ml + "/model-versions/delete", map[string]any{"name": f.registered, "version": "1"}
+		}},
+		"GET " + ml + "/model-versions/search": {everyone, get(ml + "/model-versions/search")},
+		"GET " + ml + "/model-versions/get-download-uri": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/model-versions/get-download-uri?name=" + f.registered + "&version=1", nil
+		}},
+		"POST " + ml + "/model-versions/transition-stage": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/model-versions/transition-stage", map[string]any{"name": f.registered, "version": "1", "stage": "Staging"}
+		}},
+		"POST " + ml + "/model-versions/set-tag": {everyone, func(f fixture, _ string) (string, string, any) {
+			return "POST", ml + "/model-versions/set-tag", map[string]any{"name": f.registered, "version": "1", "key": "k", "value": "v"}
+		}},
+		"DELETE " + ml + "/model-versions/delete-tag": {everyone, func(f fixture, u string) (string, string, any) {
+			return "DELETE", ml + "/model-versions/delete-tag", map[string]any{"name": f.registered, "version": "1", "key": "nope-" + u}
+		}},
+		"GET " + ml + "/artifacts/list": {readers, func(f fixture, _ string) (string, string, any) { return "GET", ml + "/artifacts/list?run_id=" + f.run, nil }},
+		"PUT /api/2.0/mlflow-artifacts/artifacts/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "PUT", "/api/2.0/mlflow-artifacts/artifacts/" + f.exp + "/" + f.run + "/artifacts/b.txt", "data"
+		}},
+		"GET /api/2.0/mlflow-artifacts/artifacts/{path...}": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/mlflow-artifacts/artifacts/" + f.artifact, nil
+		}},
+		"GET /api/2.0/mlflow-artifacts/artifacts": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/mlflow-artifacts/artifacts?path=" + f.exp + "/" + f.run + "/artifacts", nil
+		}},
+		"DELETE /api/2.0/mlflow-artifacts/artifacts/{path...}": {managers, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", "/api/2.0/mlflow-artifacts/artifacts/" + f.artifact, nil
+		}},
+		"POST /api/2.0/mlflow-artifacts/mpu/create/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/mlflow-artifacts/mpu/create/" + f.exp + "/" + f.run + "/artifacts", map[string]any{"path": "/tmp/big.bin", "num_parts": 2}
+		}},
+		"POST /api/2.0/mlflow-artifacts/mpu/complete/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/mlflow-artifacts/mpu/complete/" + f.exp + "/" + f.run + "/artifacts", map[string]any{"path": "/tmp/big.bin", "upload_id": "0123", "parts": []any{}}
+		}},
+		"POST /api/2.0/mlflow-artifacts/mpu/abort/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/mlflow-artifacts/mpu/abort/" + f.exp + "/" + f.run + "/artifacts", map[string]any{"path": "/tmp/big.bin", "upload_id": "0123"}
+		}},
+		// Part uploads are authorised by their signed token, not a user:
+		// without a valid token everyone is refused.
+		"PUT /api/2.0/mlflow-artifacts/mpu/part/{path...}": {nil, func(f fixture, _ string) (string, string, any) {
+			return "PUT", "/api/2.0/mlflow-artifacts/mpu/part/" + f.exp + "/x?upload_id=1&part_number=1", "x"
+		}},
+		"POST /api/2.0/sextant/auth/login": {everyone, func(fixture, string) (string, string, any) { return "GET", "/health", nil }},
+		"POST /api/2.0/sextant/auth/logout": {everyone, func(fixture, string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/auth/logout", map[string]any{}
+		}},
+		"GET /api/2.0/sextant/auth/whoami": {everyone, get("/api/2.0/sextant/auth/whoami")},
+		"POST /api/2.0/sextant/users": {adminOnly, func(f fixture, u string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/users", map[string]any{"email": fmt.Sprintf("new-%s-%s@example.com", strings.Split(u, "@")[0], strings.ReplaceAll(f.folder, "/", "")), "password": password}
+		}},
+		"GET /api/2.0/sextant/users": {adminOnly, get("/api/2.0/sextant/users")},
+		"PATCH /api/2.0/sextant/users": {adminOnly, func(fixture, string) (string, string, any) {
+			return "PATCH", "/api/2.0/sextant/users", map[string]any{"email": outsider, "display_name": "Outsider"}
+		}},
+		"POST /api/2.0/sextant/users/password": {adminOnly, func(fixture, string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/users/password", map[string]any{"email": reader, "new_password": password}
+		}},
+		"POST /api/2.0/sextant/tokens": {everyone, func(fixture, string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/tokens", map[string]any{"name": "ci"}
+		}},
+		"GET /api/2.0/sextant/tokens":    {everyone, get("/api/2.0/sextant/tokens")},
+		// Everyone may revoke their own tokens (an unknown id is a 404).
+		"DELETE /api/2.0/sextant/tokens": {everyone, func(fixture, string) (string, string, any) { return "DELETE", "/api/2.0/sextant/tokens", map[string]any{"id": 999999} }},
+		"POST /api/2.0/sextant/groups": {adminOnly, func(f fixture, u string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/groups", map[string]any{"name": "g" + strings.ReplaceAll(f.folder, "/", "") + strings.Split(u, "@")[0]}
+		}},
+		"GET /api/2.0/sextant/groups": {everyone, get("/api/2.0/sextant/groups")},
+		"POST /api/2.0/sextant/groups/members": {adminOnly, func(fixture, string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/groups/members", map[string]any{"group": "team", "email": reader}
+		}},
+		"GET /api/2.0/sextant/permissions": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/permissions?resource=experiment:" + f.exp, nil
+		}},
+		"PUT /api/2.0/sextant/permissions": {managers, func(f fixture, _ string) (string, string, any) {
+			return "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "experiment:" + f.exp, "principal": outsider, "level": "CAN_READ"}
+		}},
+		"POST /api/2.0/sextant/workspace/mkdirs": {managers, func(f fixture, u string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/workspace/mkdirs", map[string]any{"path": f.folder + "/sub-" + strings.Split(u, "@")[0]}
+		}},
+		"GET /api/2.0/sextant/workspace/list": {managers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/workspace/list?path=" + f.folder, nil
+		}},
+		"POST /api/2.0/sextant/comments": {readers, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/comments", map[string]any{"target_kind": "run", "target_id": f.run, "body": "nice"}
+		}},
+		"GET /api/2.0/sextant/comments": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/comments?target_kind=run&target_id=" + f.run, nil
+		}},
+		// Only the author edits; the author or a manager deletes.
+		"PATCH /api/2.0/sextant/comments": {[]string{owner}, func(f fixture, _ string) (string, string, any) {
+			return "PATCH", "/api/2.0/sextant/comments", map[string]any{"id": f.comment, "body": "edited"}
+		}},
+		"DELETE /api/2.0/sextant/comments": {managers, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", "/api/2.0/sextant/comments", map[string]any{"id": f.comment}
+		}},
+		"GET /api/2.0/sextant/audit": {adminOnly, get("/api/2.0/sextant/audit")},
+		"PUT /api/2.0/fs/files/Workspace/{path...}": {managers, func(f fixture, _ string) (string, string, any) {
+			return "PUT", "/api/2.0/fs/files/Workspace" + f.folder + "/helper.py", "print(1)"
+		}},
+		"GET /api/2.0/fs/files/Workspace/{path...}": {managers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/fs/files/Workspace" + f.folder + "/missing.py", nil
+		}},
+		"DELETE /api/2.0/fs/files/Workspace/{path...}": {managers, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", "/api/2.0/fs/files/Workspace" + f.folder + "/missing.py", nil
+		}},
+		"GET /api/2.0/fs/directories/Workspace/{path...}": {managers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/fs/directories/Workspace" + f.folder, nil
+		}},
+		"PUT /api/2.0/fs/directories/Workspace/{path...}": {managers, func(f fixture, u string) (string, string, any) {
+			return "PUT", "/api/2.0/fs/directories/Workspace" + f.folder + "/d-" + strings.Split(u, "@")[0], nil
+		}},
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPermissionMatrix sends every route's request as each of the five
+// people against a fresh fixture, and checks that it is allowed exactly
+// where the table says and refused with 403 PERMISSION_DENIED elsewhere;
+// anonymous requests to non-public routes get 401.
+func TestPermissionMatrix(t *testing.T) {
+	a := mustAuthServer(t)
+	// A group the groups/members case can use.
+	a.must(admin, "POST", "/api/2.0/sextant/groups", map[string]any{"name": "team"})
+	cases := routeCases()
+	seen := map[string]bool{}
+	var routes []httpapi.Route
+	for _, r := range a.h.Routes() {
+		key := r.Method + " " + strings.Replace(r.Path, "/ajax-api/", "/api/", 1)
+		if r.Path == "/ajax-api/2.0/mlflow/metrics/get-history-bulk" {
+			key = r.Method + " " + r.Path
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if _, ok := cases[key]; !ok {
+			t.Errorf("route %s has no case in the permission matrix: add one to routeCases", key)
+			continue
+		}
+		routes = append(routes, httpapi.Route{Method: r.Method, Path: key, Access: r.Access})
+	}
+	sort.Slice(routes, func(i, j int) bool { return routes[i].Path < routes[j].Path })
+	for _, r := range routes {
+		c := cases[r.Path]
+		t.Run(r.Path, func(t *testing.T) {
+			for _, user := range people {
+				f := a.newFixture()
+				method, target, body := c.req(f, user)
+				res := a.as(user, method, target, body)
+				allowed := contains(c.allow, user)
+				switch {
+				case allowed && (res.status == http.StatusForbidden || res.status == http.StatusUnauthorized):
+					t.Errorf("%s: %s %s refused (%d %s), want allowed", user, method, target, res.status, res.raw)
+				case allowed && res.status >= 500:
+					t.Errorf("%s: %s %s failed (%d %s)", user, method, target, res.status, res.raw)
+				case !allowed && res.status != http.StatusForbidden:
+					t.Errorf("%s: %s %s answered %d %s, want 403", user, method, target, res.status, res.raw)
+				case !allowed && res.body["error_code"] != "PERMISSION_DENIED":
+					t.Errorf("%s: %s %s: error_code %v, want PERMISSION_DENIED", user, method, target, res.body["error_code"])
+				}
+			}
+			if r.Access != httpapi.Public && r.Access != httpapi.SignedCapability {
+				f := a.newFixture()
+				method, target, body := c.req(f, "")
+				if res := a.as("", method, target, body); res.status != http.StatusUnauthorized && !contains(c.allow, "") && method == r.Method {
+					t.Errorf("anonymous %s %s: %d, want 401", method, target, res.status)
+				}
+			}
+		})
+	}
+}
+
+// TestSearchesOnlyShowReadable checks that searches and listings leave out
+// what the caller may not read.
+func TestSearchesOnlyShowReadable(t *testing.T) {
+	a := mustAuthServer(t)
+	f := a.newFixture()
+	res := a.must(outsider, "POST", "/api/2.0/mlflow/experiments/search", map[string]any{"max_results": 1000})
+	for _, e := range asList(res.body["experiments"]) {
+		if e.(map[string]any)["experiment_id"] == f.exp {
+			t.Fatalf("outsider sees the owner's experiment in experiments/search")
+		}
+	}
+	res = a.must(reader, "POST", "/api/2.0/mlflow/experiments/search", map[string]any{"max_results": 1000})
+	found := false
+	for _, e := range asList(res.body["experiments"]) {
+		found = found || e.(map[string]any)["experiment_id"] == f.exp
+	}
+	if !found {
+		t.Fatalf("reader does not see the experiment granted to them")
+	}
+	res = a.must(outsider, "POST", "/api/2.0/mlflow/runs/search", map[string]any{"experiment_ids": []string{f.exp}})
+	if len(asList(res.body["runs"])) != 0 {
+		t.Fatalf("outsider sees runs: %s", res.raw)
+	}
+	res = a.must(reader, "POST", "/api/2.0/mlflow/runs/search", map[string]any{"experiment_ids": []string{f.exp}})
+	if len(asList(res.body["runs"])) != 1 {
+		t.Fatalf("reader sees %d runs", len(asList(res.body["runs"])))
+	}
+	res = a.must(outsider, "GET", "/api/2.0/sextant/workspace/list?path=/Users", nil)
+	for _, fo := range asList(res.body["folders"]) {
+		if p := fo.(map[string]any)["path"]; p != "/Users/"+outsider {
+			t.Fatalf("outsider lists someone else's home: %v", p)
+		}
+	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}

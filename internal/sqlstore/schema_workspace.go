@@ -1,0 +1,93 @@
+package sqlstore
+
+// workspaceMigrations is the schema of users, credentials, groups, the
+// folder tree, permissions, comments and the audit log.
+var workspaceMigrations = []string{
+	`
+CREATE TABLE users (
+	user_id       INTEGER PRIMARY KEY,
+	email         TEXT    NOT NULL UNIQUE,
+	display_name  TEXT    NOT NULL,
+	password_hash TEXT    NOT NULL,
+	is_admin      INTEGER NOT NULL,
+	disabled      INTEGER NOT NULL,
+	created_time  INTEGER NOT NULL
+);
+
+-- Personal access tokens, stored as SHA-256 hashes of their secrets.
+CREATE TABLE tokens (
+	token_id       INTEGER PRIMARY KEY,
+	user_id        INTEGER NOT NULL,
+	name           TEXT    NOT NULL,
+	hash           BLOB    NOT NULL UNIQUE,
+	created_time   INTEGER NOT NULL,
+	expires_time   INTEGER NOT NULL,
+	last_used_time INTEGER NOT NULL,
+	revoked_time   INTEGER NOT NULL
+);
+CREATE INDEX tokens_user ON tokens (user_id);
+
+-- Browser sessions, stored as SHA-256 hashes of their cookies.
+CREATE TABLE sessions (
+	hash         BLOB    PRIMARY KEY,
+	user_id      INTEGER NOT NULL,
+	created_time INTEGER NOT NULL,
+	expires_time INTEGER NOT NULL,
+	csrf         TEXT    NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX sessions_user ON sessions (user_id);
+
+CREATE TABLE user_groups (
+	group_id INTEGER PRIMARY KEY,
+	name     TEXT    NOT NULL UNIQUE
+);
+
+CREATE TABLE group_members (
+	group_id INTEGER NOT NULL,
+	user_id  INTEGER NOT NULL,
+	PRIMARY KEY (group_id, user_id)
+) WITHOUT ROWID;
+CREATE INDEX group_members_user ON group_members (user_id);
+
+CREATE TABLE folders (
+	folder_id    INTEGER PRIMARY KEY,
+	path         TEXT    NOT NULL UNIQUE,
+	parent       TEXT    NOT NULL,
+	owner_id     INTEGER NOT NULL,
+	created_time INTEGER NOT NULL
+);
+CREATE INDEX folders_parent ON folders (parent);
+
+-- resource_kind 1 is a folder (key: its path), 2 an experiment (key: its
+-- id); principal_kind 1 is a user, 2 a group (id 0: every user).
+CREATE TABLE grants (
+	resource_kind  INTEGER NOT NULL,
+	resource_key   TEXT    NOT NULL,
+	principal_kind INTEGER NOT NULL,
+	principal_id   INTEGER NOT NULL,
+	level          INTEGER NOT NULL,
+	PRIMARY KEY (resource_kind, resource_key, principal_kind, principal_id)
+) WITHOUT ROWID;
+
+CREATE TABLE comments (
+	comment_id   INTEGER PRIMARY KEY,
+	target_kind  TEXT    NOT NULL,
+	target_id    TEXT    NOT NULL,
+	author_id    INTEGER NOT NULL,
+	body         TEXT    NOT NULL,
+	created_time INTEGER NOT NULL,
+	updated_time INTEGER NOT NULL
+);
+CREATE INDEX comments_target ON comments (target_kind, target_id, created_time);
+
+CREATE TABLE audit_log (
+	event_id INTEGER PRIMARY KEY,
+	time     INTEGER NOT NULL,
+	actor_id INTEGER NOT NULL,
+	actor    TEXT    NOT NULL,
+	action   TEXT    NOT NULL,
+	target   TEXT    NOT NULL,
+	detail   TEXT    NOT NULL
+);
+`,
+}

@@ -1,0 +1,528 @@
+package workspace
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sextant/sextant/internal/errs"
+)
+
+// chainFor returns the grants on r and on every folder above it, nearest
+// first. An experiment's folders are those of its name when the name is a
+// workspace path; other names (the Default experiment, names from before
+// workspaces) have only their own grants.
+func (s *Service) chainFor(ctx context.Context, r Resource) ([][]Grant, error) {
+	rs := []Resource{r}
+	var p string
+	switch r.Kind {
+	case ResourceFolder:
+		p = r.Key
+	case ResourceExperiment:
+		name, err := s.experimentPath(ctx, r.Key)
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(name, "/") {
+			if n, err := NormalizePath(name); err == nil {
+				p = n
+			}
+		}
+	}
+	if p != "" {
+		for _, a := range Ancestors(p) {
+			rs = append(rs, Resource{ResourceFolder, a})
+		}
+	}
+	grants, err := s.store.Grants(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	chain := make([][]Grant, len(rs))
+	for i, res := range rs {
+		chain[i] = grants[res]
+	}
+	return chain, nil
+}
+
+func (s *Service) experimentPath(ctx context.Context, id string) (string, error) {
+	now := s.now()
+	s.mu.Lock()
+	c, ok := s.expPaths[id]
+	s.mu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.v, nil
+	}
+	name, err := s.store.ExperimentPath(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.expPaths[id] = cached[string]{name, now.Add(s.opts.CacheTTL)}
+	s.mu.Unlock()
+	return name, nil
+}
+
+// ExperimentLevel returns the subject's level on an experiment, cached for
+// CacheTTL. This is on the path of every logging request.
+func (s *Service) ExperimentLevel(ctx context.Context, sub *Subject, id string) (Level, error) {
+	if sub == nil || sub.User == nil {
+		return NoAccess, nil
+	}
+	if sub.User.Admin && !sub.User.Disabled {
+		return CanManage, nil
+	}
+	key := permKey{sub.User.ID, id}
+	now := s.now()
+	s.mu.Lock()
+	c, ok := s.perms[key]
+	s.mu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.v, nil
+	}
+	chain, err := s.chainFor(ctx, Resource{ResourceExperiment, id})
+	if err != nil {
+		return NoAccess, err
+	}
+	l := Effective(sub, chain)
+	s.mu.Lock()
+	s.perms[key] = cached[Level]{l, now.Add(s.opts.CacheTTL)}
+	s.mu.Unlock()
+	return l, nil
+}
+
+// ReadableExperimentIDs returns the experiments the subject can read, or
+// all=true when that is every experiment (administrators). It computes the
+// answer from the subject's grants in one pass, for searches over many
+// experiments.
+func (s *Service) ReadableExperimentIDs(ctx context.Context, sub *Subject) (ids []string, all bool, err error) {
+	if sub == nil || sub.User == nil || sub.User.Disabled {
+		return nil, false, nil
+	}
+	if sub.User.Admin {
+		return nil, true, nil
+	}
+	ps := []Principal{{PrincipalUser, sub.User.ID}, {PrincipalGroup, AllUsersGroup}}
+	for _, g := range sub.Groups {
+		ps = append(ps, Principal{PrincipalGroup, g})
+	}
+	grants, err := s.store.GrantsTo(ctx, ps)
+	if err != nil {
+		return nil, false, err
+	}
+	readableFolders := map[string]bool{}
+	readableExps := map[string]bool{}
+	for _, g := range grants {
+		if g.Level < CanRead {
+			continue
+		}
+		if g.Resource.Kind == ResourceFolder {
+			readableFolders[g.Resource.Key] = true
+		} else {
+			readableExps[g.Resource.Key] = true
+		}
+	}
+	names, err := s.store.ExperimentNames(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	for id, name := range names {
+		ok := readableExps[id]
+		if !ok && strings.HasPrefix(name, "/") {
+			if p, err := NormalizePath(name); err == nil {
+				for _, a := range Ancestors(p) {
+					if readableFolders[a] {
+						ok = true
+						break
+					}
+				}
+			}
+		}
+		if ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, false, nil
+}
+
+// CheckExperiment returns nil when the subject has need on the experiment.
+func (s *Service) CheckExperiment(ctx context.Context, sub *Subject, id string, need Level) error {
+	l, err := s.ExperimentLevel(ctx, sub, id)
+	if err != nil {
+		return err
+	}
+	if l >= need {
+		return nil
+	}
+	return denied(sub, need, Resource{ResourceExperiment, id})
+}
+
+func denied(sub *Subject, need Level, r Resource) error {
+	who := "anonymous"
+	if sub != nil && sub.User != nil {
+		who = sub.User.Email
+	}
+	return errs.Errorf(errs.PermissionDenied, "%s is required on %s; %s does not have it", need, r, who)
+}
+
+// CheckFolder returns nil when the subject has need on the folder.
+func (s *Service) CheckFolder(ctx context.Context, sub *Subject, path string, need Level) error {
+	r := Resource{ResourceFolder, path}
+	chain, err := s.chainFor(ctx, r)
+	if err != nil {
+		return err
+	}
+	return Decide(sub, r, chain, need)
+}
+
+// ---- folders ----
+
+// Mkdirs creates a folder and any missing parents, as `mkdir -p`. The
+// subject needs CAN_EDIT on the nearest existing ancestor; the creator
+// gets nothing extra (permissions are inherited from that ancestor).
+func (s *Service) Mkdirs(ctx context.Context, sub *Subject, path string) (*Folder, error) {
+	p, err := NormalizePath(path)
+	if err != nil {
+		return nil, err
+	}
+	if p == "/" {
+		return nil, errs.E(errs.Invalid, "the root folder cannot be created")
+	}
+	if f, err := s.store.GetFolder(ctx, p); err == nil {
+		return f, s.CheckFolder(ctx, sub, p, CanRead)
+	} else if !errs.Is(err, errs.NotFound) {
+		return nil, err
+	}
+	// Find the nearest existing ancestor and check it.
+	var missing []string
+	existing := "/"
+	for _, q := range append([]string{p}, Ancestors(p)...) {
+		if q == "/" {
+			break
+		}
+		if _, err := s.store.GetFolder(ctx, q); err == nil {
+			existing = q
+			break
+		} else if !errs.Is(err, errs.NotFound) {
+			return nil, err
+		}
+		missing = append(missing, q)
+	}
+	if existing == "/" && !(sub != nil && sub.User != nil && sub.User.Admin) {
+		return nil, errs.Errorf(errs.PermissionDenied, "only administrators create top-level folders; use /Users/<you>/... or /Shared/...")
+	}
+	if err := s.CheckFolder(ctx, sub, existing, CanEdit); err != nil {
+		return nil, err
+	}
+	owner := int64(0)
+	if sub != nil && sub.User != nil {
+		owner = sub.User.ID
+	}
+	var last *Folder
+	for i := len(missing) - 1; i >= 0; i-- {
+		f := &Folder{Path: missing[i], OwnerID: owner, CreatedMs: s.nowMs()}
+		if err := s.store.CreateFolder(ctx, f); err != nil && !errs.Is(err, errs.AlreadyExists) {
+			return nil, err
+		}
+		last = f
+	}
+	s.audit(ctx, sub, "folder.create", p, "")
+	return last, nil
+}
+
+// ListFolder returns the subfolders of a folder the subject can read.
+func (s *Service) ListFolder(ctx context.Context, sub *Subject, path string) ([]*Folder, error) {
+	p, err := NormalizePath(path)
+	if err != nil {
+		return nil, err
+	}
+	if p != "/" {
+		if _, err := s.store.GetFolder(ctx, p); err != nil {
+			return nil, err
+		}
+		// /Users is readable by nobody (a grant there would reach every
+		// home), but anyone may list it to find the homes they can read.
+		if p != UsersRoot {
+			if err := s.CheckFolder(ctx, sub, p, CanRead); err != nil {
+				return nil, err
+			}
+		}
+	}
+	all, err := s.store.ListFolders(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	// Children the subject cannot read are left out (in /Users, the homes
+	// of others).
+	var out []*Folder
+	for _, f := range all {
+		if s.CheckFolder(ctx, sub, f.Path, CanRead) == nil {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// PrepareExperimentName checks a new experiment name (or a rename's new
+// name) in multi-user mode and returns its canonical form: it must be an
+// absolute workspace path whose folder exists and on which the subject has
+// CAN_EDIT.
+func (s *Service) PrepareExperimentName(ctx context.Context, sub *Subject, name string) (string, error) {
+	p, err := NormalizePath(name)
+	if err != nil {
+		return "", err
+	}
+	parent := Parent(p)
+	if parent == "/" || parent == UsersRoot {
+		return "", errs.Errorf(errs.Invalid, "experiment %q must be inside a folder such as /Users/<you>/ or /Shared/", p)
+	}
+	if _, err := s.store.GetFolder(ctx, parent); err != nil {
+		if errs.Is(err, errs.NotFound) {
+			return "", errs.Errorf(errs.NotFound, "folder %s does not exist; create it first (POST /api/2.0/sextant/workspace/mkdirs)", parent)
+		}
+		return "", err
+	}
+	if err := s.CheckFolder(ctx, sub, parent, CanEdit); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// CanonicalName returns the canonical form of an experiment name: absolute
+// names are normalised, others kept (single-user mode allows them).
+func CanonicalName(name string) string {
+	if strings.HasPrefix(name, "/") {
+		if p, err := NormalizePath(name); err == nil {
+			return p
+		}
+	}
+	return name
+}
+
+// ExperimentCreated gives the creator CAN_MANAGE on a new experiment.
+func (s *Service) ExperimentCreated(ctx context.Context, sub *Subject, id string) error {
+	if sub == nil || sub.User == nil || sub.User.ID <= 0 {
+		return nil
+	}
+	g := Grant{Resource: Resource{ResourceExperiment, id}, Principal: Principal{PrincipalUser, sub.User.ID}, Level: CanManage}
+	if err := s.store.SetGrant(ctx, g); err != nil {
+		return err
+	}
+	s.forgetExperiment(id)
+	return nil
+}
+
+// ExperimentRenamed forgets what was cached about an experiment's place.
+func (s *Service) ExperimentRenamed(id string) { s.forgetExperiment(id) }
+
+func (s *Service) forgetExperiment(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.expPaths, id)
+	for k := range s.perms {
+		if k.exp == id {
+			delete(s.perms, k)
+		}
+	}
+}
+
+// ---- permissions ----
+
+// ParseResource parses "experiment:<id>" or "folder:<path>".
+func ParseResource(s string) (Resource, error) {
+	kind, key, ok := strings.Cut(s, ":")
+	switch {
+	case ok && kind == "experiment" && key != "":
+		return Resource{ResourceExperiment, key}, nil
+	case ok && kind == "folder":
+		p, err := NormalizePath(key)
+		if err != nil {
+			return Resource{}, err
+		}
+		return Resource{ResourceFolder, p}, nil
+	}
+	return Resource{}, errs.Errorf(errs.Invalid, "resource %q must be experiment:<id> or folder:<path>", clip(s))
+}
+
+// Permissions lists the grants on a resource (CAN_READ needed).
+func (s *Service) Permissions(ctx context.Context, sub *Subject, r Resource) ([]Grant, error) {
+	if err := s.check(ctx, sub, r, CanRead); err != nil {
+		return nil, err
+	}
+	grants, err := s.store.Grants(ctx, []Resource{r})
+	if err != nil {
+		return nil, err
+	}
+	return grants[r], nil
+}
+
+func (s *Service) check(ctx context.Context, sub *Subject, r Resource, need Level) error {
+	if r.Kind == ResourceExperiment {
+		return s.CheckExperiment(ctx, sub, r.Key, need)
+	}
+	if _, err := s.store.GetFolder(ctx, r.Key); err != nil {
+		return err
+	}
+	return s.CheckFolder(ctx, sub, r.Key, need)
+}
+
+// SetPermission grants level on r to a user (by email) or a group (by
+// "group:<name>"), or removes the grant with NoAccess. The subject needs
+// CAN_MANAGE on r. The change is audited.
+func (s *Service) SetPermission(ctx context.Context, sub *Subject, r Resource, principal string, level Level) error {
+	if err := s.check(ctx, sub, r, CanManage); err != nil {
+		return err
+	}
+	p, err := s.resolvePrincipal(ctx, principal)
+	if err != nil {
+		return err
+	}
+	if err := s.store.SetGrant(ctx, Grant{Resource: r, Principal: p, Level: level}); err != nil {
+		return err
+	}
+	s.resetCaches()
+	s.audit(ctx, sub, "permission.set", r.String(), principal+" "+level.String())
+	return nil
+}
+
+func (s *Service) resolvePrincipal(ctx context.Context, name string) (Principal, error) {
+	if g, ok := strings.CutPrefix(name, "group:"); ok {
+		if g == "users" {
+			return Principal{PrincipalGroup, AllUsersGroup}, nil
+		}
+		id, err := s.store.GetGroupByName(ctx, g)
+		if err != nil {
+			return Principal{}, err
+		}
+		return Principal{PrincipalGroup, id}, nil
+	}
+	email, err := NormalizeEmail(name)
+	if err != nil {
+		return Principal{}, err
+	}
+	u, _, err := s.store.GetUserByEmail(ctx, email)
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{PrincipalUser, u.ID}, nil
+}
+
+// ---- groups ----
+
+// CreateGroup creates a group (admins only).
+func (s *Service) CreateGroup(ctx context.Context, sub *Subject, name string) error {
+	if err := requireAdmin(sub, "create groups"); err != nil {
+		return err
+	}
+	if name == "" || name == "users" || strings.ContainsAny(name, ":/") || utf8.RuneCountInString(name) > 100 {
+		return errs.Errorf(errs.Invalid, "invalid group name %q (1 to 100 characters, no ':' or '/', not 'users')", clip(name))
+	}
+	if _, err := s.store.CreateGroup(ctx, name); err != nil {
+		return err
+	}
+	s.audit(ctx, sub, "group.create", name, "")
+	return nil
+}
+
+// SetGroupMember adds or removes a user from a group (admins only).
+func (s *Service) SetGroupMember(ctx context.Context, sub *Subject, group, email string, member bool) error {
+	if err := requireAdmin(sub, "change groups"); err != nil {
+		return err
+	}
+	gid, err := s.store.GetGroupByName(ctx, group)
+	if err != nil {
+		return err
+	}
+	email, err = NormalizeEmail(email)
+	if err != nil {
+		return err
+	}
+	u, _, err := s.store.GetUserByEmail(ctx, email)
+	if err != nil {
+		return err
+	}
+	if member {
+		err = s.store.AddGroupMember(ctx, gid, u.ID)
+	} else {
+		err = s.store.RemoveGroupMember(ctx, gid, u.ID)
+	}
+	if err != nil {
+		return err
+	}
+	s.resetCaches()
+	action := "group.add"
+	if !member {
+		action = "group.remove"
+	}
+	s.audit(ctx, sub, action, group, email)
+	return nil
+}
+
+// ListGroups lists groups and their members.
+func (s *Service) ListGroups(ctx context.Context, sub *Subject) ([]Group, error) {
+	return s.store.ListGroups(ctx)
+}
+
+// ---- comments ----
+
+// MaxCommentLen is the longest comment, in characters.
+const MaxCommentLen = 65536
+
+// AddComment adds a comment. The caller has checked that the subject can
+// read the target.
+func (s *Service) AddComment(ctx context.Context, sub *Subject, target CommentTarget, body string) (*Comment, error) {
+	if strings.TrimSpace(body) == "" || utf8.RuneCountInString(body) > MaxCommentLen {
+		return nil, errs.Errorf(errs.Invalid, "a comment must be 1 to %d characters", MaxCommentLen)
+	}
+	c := &Comment{Target: target, AuthorID: sub.User.ID, AuthorEmail: sub.User.Email, Body: body, CreatedMs: s.nowMs(), UpdatedMs: s.nowMs()}
+	if err := s.store.AddComment(ctx, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Comments lists the comments on a target.
+func (s *Service) Comments(ctx context.Context, target CommentTarget) ([]*Comment, error) {
+	return s.store.ListComments(ctx, target)
+}
+
+// GetComment returns a comment.
+func (s *Service) GetComment(ctx context.Context, id int64) (*Comment, error) {
+	return s.store.GetComment(ctx, id)
+}
+
+// EditComment changes a comment's text; only its author may.
+func (s *Service) EditComment(ctx context.Context, sub *Subject, id int64, body string) (*Comment, error) {
+	c, err := s.store.GetComment(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.AuthorID != sub.User.ID {
+		return nil, errs.E(errs.PermissionDenied, "only a comment's author can edit it")
+	}
+	if strings.TrimSpace(body) == "" || utf8.RuneCountInString(body) > MaxCommentLen {
+		return nil, errs.Errorf(errs.Invalid, "a comment must be 1 to %d characters", MaxCommentLen)
+	}
+	if err := s.store.UpdateComment(ctx, id, body, s.nowMs()); err != nil {
+		return nil, err
+	}
+	return s.store.GetComment(ctx, id)
+}
+
+// DeleteComment removes a comment: its author may, and so may whoever
+// manages the target (managerOK).
+func (s *Service) DeleteComment(ctx context.Context, sub *Subject, id int64, managerOK bool) error {
+	c, err := s.store.GetComment(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.AuthorID != sub.User.ID && !managerOK {
+		return errs.E(errs.PermissionDenied, "only a comment's author (or a manager of what it is on) can delete it")
+	}
+	if err := s.store.DeleteComment(ctx, id); err != nil {
+		return err
+	}
+	s.audit(ctx, sub, "comment.delete", c.Target.Kind+" "+c.Target.ID, "comment "+strconv.FormatInt(id, 10))
+	return nil
+}
