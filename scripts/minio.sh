@@ -27,8 +27,8 @@ fi
 
 mkdir -p "$CACHE/minio"
 exec 9>"$CACHE/minio/.lock"
-if command -v flock >/dev/null 2>&1; then
-	echo "minio.sh: waiting for the build lock $CACHE/minio/.lock" >&2
+if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
+	echo "minio.sh: another build is running; waiting for its lock $CACHE/minio/.lock" >&2
 	flock 9
 fi
 # Another caller may have finished the build while we waited.

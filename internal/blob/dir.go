@@ -422,11 +422,11 @@ func (d *Dir) publish(tmp, key string) error {
 	var err error
 	// A concurrent Delete may remove a directory we just created because
 	// it was empty: make it again.
-	for range 10 {
-		if err = d.mkdirs(key, parent); err != nil {
-			return err
+	for range 100 {
+		err = d.mkdirs(key, parent)
+		if err == nil {
+			err = d.root.Rename(tmp, p)
 		}
-		err = d.root.Rename(tmp, p)
 		if !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
@@ -440,7 +440,7 @@ func (d *Dir) publish(tmp, key string) error {
 		}
 		return fsError(err, "publish blob "+key)
 	}
-	if err := d.syncDir(parent); err != nil {
+	if err := d.syncDir(parent); err != nil && !isMissing(err) {
 		return fsError(err, "sync directory of blob "+key)
 	}
 	return nil
@@ -470,6 +470,8 @@ func (d *Dir) mkdirs(key, dir string) error {
 		err := d.root.Mkdir(missing[i], 0o755)
 		switch {
 		case err == nil, errors.Is(err, fs.ErrExist):
+		case errors.Is(err, fs.ErrNotExist):
+			return err // a parent was removed meanwhile: publish retries
 		case errors.Is(err, syscall.ENOTDIR):
 			return conflictParent(key)
 		default:
@@ -534,8 +536,13 @@ func isMissing(err error) bool {
 }
 
 // fsError wraps a file system error: a full disk or quota becomes
-// errs.InsufficientStorage, anything else errs.Internal.
+// errs.InsufficientStorage, anything else errs.Internal. An *errs.Error
+// passes through.
 func fsError(err error, op string) error {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return err // mapped already
+	}
 	if isDiskFull(err) {
 		return &errs.Error{
 			Code: errs.InsufficientStorage,

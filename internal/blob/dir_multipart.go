@@ -16,10 +16,11 @@ import (
 
 // A multipart upload in a Dir is the directory uploads/<id>, where id is
 // 128 random bits in hex. It holds the file "key" (the key the upload is
-// for) and one file per uploaded part, "<n>.<etag>", with etag the part's
-// MD5 in hex: CompleteMultipart finds a part by number and ETag, so the
-// ETag check costs nothing and a part uploaded again under the same number
-// with other bytes never gets mixed up with the first one.
+// for) and one file per uploaded part, named by its number ("1", "2", ...):
+// the part's MD5 in hex (32 bytes, its ETag), then the part's bytes. A part
+// uploaded again replaces the file atomically by rename, like a blob, so the
+// last upload of a number wins, and CompleteMultipart checks ETags by
+// reading 32 bytes.
 
 const uploadKeyFile = "key"
 
@@ -68,6 +69,10 @@ func (d *Dir) PutPart(ctx context.Context, key, uploadID string, partNumber int,
 		return "", err
 	}
 	defer d.discard(tmp, f)
+	// Room for the ETag, written once the bytes are hashed.
+	if _, err := f.Write(make([]byte, etagLen)); err != nil {
+		return "", fsError(err, "write part of "+key)
+	}
 	h := md5.New()
 	_, rerr, werr := copyBody(io.MultiWriter(f, h), newBodyReader(ctx, r, size))
 	switch {
@@ -76,11 +81,14 @@ func (d *Dir) PutPart(ctx context.Context, key, uploadID string, partNumber int,
 	case werr != nil:
 		return "", fsError(werr, "write part of "+key)
 	}
+	etag := hex.EncodeToString(h.Sum(nil))
+	if _, err := f.WriteAt([]byte(etag), 0); err != nil {
+		return "", fsError(err, "write part of "+key)
+	}
 	if err := d.finishTemp(ctx, tmp, f); err != nil {
 		return "", err
 	}
-	etag := hex.EncodeToString(h.Sum(nil))
-	if err := d.root.Rename(tmp, partPath(dir, partNumber, etag)); err != nil {
+	if err := d.root.Rename(tmp, partPath(dir, partNumber)); err != nil {
 		if isMissing(err) {
 			return "", uploadNotFound(key, uploadID) // aborted meanwhile
 		}
@@ -109,25 +117,20 @@ func (d *Dir) CompleteMultipart(ctx context.Context, key, uploadID string, parts
 	if err != nil {
 		return Info{}, err
 	}
-	names := make([]string, len(parts))
+	// Check every part before copying any.
 	for i, p := range parts {
-		etag := strings.ToLower(strings.Trim(p.ETag, `"`))
-		if !isHex(etag, md5.Size*2) {
-			return Info{}, errs.Errorf(errs.Invalid, "part %d: ETag %q does not match the uploaded part", p.Number, clip(p.ETag))
-		}
-		names[i] = partPath(dir, p.Number, etag)
-		fi, err := d.root.Stat(names[i])
+		size, err := d.checkPart(dir, p)
 		if err != nil {
-			if !isMissing(err) {
-				return Info{}, fsError(err, "read part of "+key)
+			if isMissing(err) {
+				if _, err := d.root.Stat(dir); isMissing(err) {
+					return Info{}, uploadNotFound(key, uploadID)
+				}
+				return Info{}, errs.Errorf(errs.Invalid, "part %d was not uploaded", p.Number)
 			}
-			if _, err := d.root.Stat(dir); isMissing(err) {
-				return Info{}, uploadNotFound(key, uploadID)
-			}
-			return Info{}, errs.Errorf(errs.Invalid, "part %d with ETag %q was not uploaded", p.Number, clip(p.ETag))
+			return Info{}, fsError(err, "read part of "+key)
 		}
-		if i < len(parts)-1 && fi.Size() < MinPartSize {
-			return Info{}, errs.Errorf(errs.Invalid, "part %d is %d bytes: every part but the last must have at least %d", p.Number, fi.Size(), MinPartSize)
+		if i < len(parts)-1 && size < MinPartSize {
+			return Info{}, errs.Errorf(errs.Invalid, "part %d is %d bytes: every part but the last must have at least %d", p.Number, size, MinPartSize)
 		}
 	}
 
@@ -136,11 +139,14 @@ func (d *Dir) CompleteMultipart(ctx context.Context, key, uploadID string, parts
 		return Info{}, err
 	}
 	defer d.discard(tmp, f)
-	for _, name := range names {
+	for _, p := range parts {
 		if err := ctx.Err(); err != nil {
 			return Info{}, err
 		}
-		if err := appendFile(f, d.root, name); err != nil {
+		if err := appendPart(f, d.root, partPath(dir, p.Number), p.ETag); err != nil {
+			if errs.Is(err, errs.Invalid) {
+				return Info{}, err // replaced meanwhile
+			}
 			if isMissing(err) {
 				return Info{}, uploadNotFound(key, uploadID) // aborted meanwhile
 			}
@@ -204,12 +210,47 @@ func (d *Dir) upload(key, uploadID string) (string, error) {
 	return dir, nil
 }
 
-func partPath(dir string, n int, etag string) string {
-	return dir + "/" + strconv.Itoa(n) + "." + etag
+// etagLen is the length of a part's ETag, and of the header of its file.
+const etagLen = 2 * md5.Size
+
+func partPath(dir string, n int) string {
+	return dir + "/" + strconv.Itoa(n)
 }
 
-// appendFile copies the file name under r to the end of dst.
-func appendFile(dst *os.File, r *os.Root, name string) error {
+// checkPart returns the size of part p, or errs.Invalid if its ETag is not
+// p.ETag, or the file system's error (missing: not uploaded).
+func (d *Dir) checkPart(dir string, p Part) (int64, error) {
+	f, err := d.root.Open(partPath(dir, p.Number))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fsError(err, "read part")
+	}
+	if err := checkETag(f, p.Number, p.ETag); err != nil {
+		return 0, err
+	}
+	return fi.Size() - etagLen, nil
+}
+
+// checkETag reads the ETag header of part file f and compares it with
+// etag (quotes and case do not matter).
+func checkETag(f *os.File, n int, etag string) error {
+	var stored [etagLen]byte
+	if _, err := f.ReadAt(stored[:], 0); err != nil {
+		return fsError(err, "read part")
+	}
+	if strings.ToLower(strings.Trim(etag, `"`)) != string(stored[:]) {
+		return errs.Errorf(errs.Invalid, "part %d: ETag %q does not match the uploaded part", n, clip(etag))
+	}
+	return nil
+}
+
+// appendPart copies the bytes of part file name to the end of dst, after
+// checking its ETag again (the part may have been uploaded anew).
+func appendPart(dst *os.File, r *os.Root, name, etag string) error {
 	src, err := r.Open(name)
 	if err != nil {
 		return err
@@ -219,10 +260,18 @@ func appendFile(dst *os.File, r *os.Root, name string) error {
 	if err != nil {
 		return err
 	}
+	n, _ := strconv.Atoi(name[strings.LastIndexByte(name, '/')+1:])
+	if err := checkETag(src, n, etag); err != nil {
+		return err
+	}
+	if _, err := src.Seek(etagLen, io.SeekStart); err != nil {
+		return err
+	}
 	// *os.File's ReadFrom uses copy_file_range for an *io.LimitedReader of
 	// another *os.File.
-	n, err := io.Copy(dst, &io.LimitedReader{R: src, N: fi.Size()})
-	if err == nil && n != fi.Size() {
+	size := fi.Size() - etagLen
+	copied, err := io.Copy(dst, &io.LimitedReader{R: src, N: size})
+	if err == nil && copied != size {
 		err = fmt.Errorf("part %s: %w", name, io.ErrUnexpectedEOF)
 	}
 	return err
@@ -241,4 +290,3 @@ func isHex(s string, n int) bool {
 	}
 	return true
 }
-

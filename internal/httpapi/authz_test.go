@@ -172,9 +172,9 @@ func get(target string) func(fixture, string) (string, string, any) {
 func routeCases() map[string]routeCase {
 	ml := "/api/2.0/mlflow"
 	return map[string]routeCase{
-		"GET /health":                      {everyone, get("/health")},
-		"GET /version":                     {everyone, get("/version")},
-		"GET /api/3.0/mlflow/server-info":  {everyone, get("/api/3.0/mlflow/server-info")},
+		"GET /health":                     {everyone, get("/health")},
+		"GET /version":                    {everyone, get("/version")},
+		"GET /api/3.0/mlflow/server-info": {everyone, get("/api/3.0/mlflow/server-info")},
 		"POST " + ml + "/experiments/create": {managers, func(f fixture, u string) (string, string, any) {
 			return "POST", ml + "/experiments/create", map[string]any{"name": f.folder + "/new-" + strings.Split(u, "@")[0]}
 		}},
@@ -184,8 +184,10 @@ func routeCases() map[string]routeCase {
 		"GET " + ml + "/experiments/get-by-name": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", ml + "/experiments/get-by-name?experiment_name=" + f.expName, nil
 		}},
-		"POST " + ml + "/experiments/search": {everyone, func(fixture, string) (string, string, any) { return "POST", ml + "/experiments/search", map[string]any{} }},
-		"GET " + ml + "/experiments/search":  {everyone, get(ml + "/experiments/search")},
+		"POST " + ml + "/experiments/search": {everyone, func(fixture, string) (string, string, any) {
+			return "POST", ml + "/experiments/search", map[string]any{}
+		}},
+		"GET " + ml + "/experiments/search": {everyone, get(ml + "/experiments/search")},
 		"POST " + ml + "/experiments/update": {editors, func(f fixture, u string) (string, string, any) {
 			return "POST", ml + "/experiments/update", map[string]any{"experiment_id": f.exp, "new_name": f.expName}
 		}},
@@ -332,7 +334,9 @@ func routeCases() map[string]routeCase {
 		"DELETE " + ml + "/model-versions/delete-tag": {everyone, func(f fixture, u string) (string, string, any) {
 			return "DELETE", ml + "/model-versions/delete-tag", map[string]any{"name": f.registered, "version": "1", "key": "nope-" + u}
 		}},
-		"GET " + ml + "/artifacts/list": {readers, func(f fixture, _ string) (string, string, any) { return "GET", ml + "/artifacts/list?run_id=" + f.run, nil }},
+		"GET " + ml + "/artifacts/list": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", ml + "/artifacts/list?run_id=" + f.run, nil
+		}},
 		"PUT /api/2.0/mlflow-artifacts/artifacts/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
 			return "PUT", "/api/2.0/mlflow-artifacts/artifacts/" + f.exp + "/" + f.run + "/artifacts/b.txt", "data"
 		}},
@@ -377,9 +381,11 @@ func routeCases() map[string]routeCase {
 		"POST /api/2.0/sextant/tokens": {everyone, func(fixture, string) (string, string, any) {
 			return "POST", "/api/2.0/sextant/tokens", map[string]any{"name": "ci"}
 		}},
-		"GET /api/2.0/sextant/tokens":    {everyone, get("/api/2.0/sextant/tokens")},
+		"GET /api/2.0/sextant/tokens": {everyone, get("/api/2.0/sextant/tokens")},
 		// Everyone may revoke their own tokens (an unknown id is a 404).
-		"DELETE /api/2.0/sextant/tokens": {everyone, func(fixture, string) (string, string, any) { return "DELETE", "/api/2.0/sextant/tokens", map[string]any{"id": 999999} }},
+		"DELETE /api/2.0/sextant/tokens": {everyone, func(fixture, string) (string, string, any) {
+			return "DELETE", "/api/2.0/sextant/tokens", map[string]any{"id": 999999}
+		}},
 		"POST /api/2.0/sextant/groups": {adminOnly, func(f fixture, u string) (string, string, any) {
 			return "POST", "/api/2.0/sextant/groups", map[string]any{"name": "g" + strings.ReplaceAll(f.folder, "/", "") + strings.Split(u, "@")[0]}
 		}},

@@ -653,11 +653,11 @@ func (s *Server) listWorkspaceDirectory(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	type we struct {
-		Path          string `json:"path"`
-		IsDirectory   bool   `json:"is_directory"`
-		FileSize      int64  `json:"file_size,omitempty"`
-		LastModified  int64  `json:"last_modified,omitempty"`
-		Name          string `json:"name"`
+		Path         string `json:"path"`
+		IsDirectory  bool   `json:"is_directory"`
+		FileSize     int64  `json:"file_size,omitempty"`
+		LastModified int64  `json:"last_modified,omitempty"`
+		Name         string `json:"name"`
 	}
 	out := []we{}
 	for _, e := range entries {

@@ -26,14 +26,43 @@ import pytest
 # before any test module imports mlflow.
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DO_NOT_TRACK"] = "true"
+# Nor may the machine-learning tests (marker `ml`) reach the Hugging Face hub:
+# their models are built from configs in code. These are read when
+# huggingface_hub/transformers are imported, so they are set here.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 from sextant_e2e import (  # noqa: E402
     MLFLOW_STATE_ENV,
     FAST_FAIL_ENV,
+    MEASUREMENTS,
     REPO_ROOT,
     SextantServer,
     tail_file,
 )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "ml: trains tiny models with torch/lightning/transformers; needs the ML environment "
+        "(requirements-ml.txt). Run `-m ml` there and `-m \"not ml\"` elsewhere: these tests "
+        "import torch inside the test, so an environment without it fails them, never skips.")
+    config.addinivalue_line(
+        "markers", "slow: moves gigabytes (1 GiB artifact round trips); about a minute each")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Shows what tests measured (report_measurement), even under -q."""
+    if not MEASUREMENTS:
+        return
+    import json
+
+    terminalreporter.write_sep("-", "sextant e2e measurements")
+    for name, data in MEASUREMENTS:
+        terminalreporter.write_line(f"{name}: {json.dumps(data, sort_keys=True)}")
 
 # ---------------------------------------------------------------- binary
 

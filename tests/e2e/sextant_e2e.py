@@ -184,3 +184,138 @@ def assert_healthy(srv: SextantServer) -> None:
     assert srv.is_running(), f"server is not running; stderr:\n{srv.stderr_tail()}"
     r = requests.get(srv.url + "/health", timeout=5)
     assert r.status_code == 200 and r.text.strip() == "OK", (r.status_code, r.text)
+
+
+# ---------------------------------------------------------------- artifacts
+
+ARTIFACTS_API = "/api/2.0/mlflow-artifacts"
+ARTIFACT_URI_SCHEME = "mlflow-artifacts:"
+
+
+def artifact_key(uri: str) -> str:
+    """The proxy path of an mlflow-artifacts: URI (as a run's or logged model's
+    artifact_uri): mlflow-artifacts:/1/<run>/artifacts -> 1/<run>/artifacts."""
+    assert uri.startswith(ARTIFACT_URI_SCHEME + "/"), f"not a proxied artifact URI: {uri!r}"
+    return uri[len(ARTIFACT_URI_SCHEME):].strip("/")
+
+
+def artifacts_url(srv: SextantServer, path: str = "") -> str:
+    """URL of an artifact (or, with path "", of the listing endpoint) in the proxy."""
+    base = f"{srv.url}{ARTIFACTS_API}/artifacts"
+    return f"{base}/{path}" if path else base
+
+
+def artifact_store_dir(srv: SextantServer) -> Path:
+    """The directory that holds the server's artifact files by proxy path:
+    <data-dir>/artifacts/blobs/<experiment id>/... (the blob store keeps its
+    temporary files and multipart parts in siblings of blobs/). Falls back to
+    <data-dir>/artifacts should the blobs/ level go away."""
+    base = srv.data_dir / "artifacts"
+    blobs = base / "blobs"
+    return blobs if blobs.is_dir() else base
+
+
+def artifact_file(srv: SextantServer, key: str) -> Path:
+    """Where the server keeps the artifact at proxy path key on disk."""
+    return artifact_store_dir(srv).joinpath(*key.strip("/").split("/"))
+
+
+def files_under(root: Path) -> dict[str, int]:
+    """Every regular file under root (relative POSIX path -> size)."""
+    out = {}
+    if not root.exists():
+        return out
+    for p in root.rglob("*"):
+        if p.is_file():
+            out[p.relative_to(root).as_posix()] = p.stat().st_size
+    return out
+
+
+def raw_request(srv: SextantServer, method: str, target: str, body: bytes = b"",
+                headers: dict | None = None, timeout: float = 30):
+    """One HTTP request with the request target sent exactly as given (no
+    normalisation of '..', '//' or '#', unlike requests/urllib3). Returns
+    (status, headers as a lower-case dict, body bytes). Never follows redirects."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    try:
+        conn.putrequest(method, target, skip_accept_encoding=True)
+        hdrs = {"Content-Length": str(len(body))} if method in ("PUT", "POST", "PATCH") or body else {}
+        hdrs.update(headers or {})
+        for k, v in hdrs.items():
+            conn.putheader(k, v)
+        conn.endheaders(body or None)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------- measurements
+
+
+class RssSampler:
+    """Samples a process's resident set size (VmRSS) every interval seconds in
+    a thread, per named phase; vm_hwm() reads the kernel's peak (VmHWM)."""
+
+    def __init__(self, pid: int, interval: float = 0.05):
+        import threading
+
+        self.pid = pid
+        self.interval = interval
+        self.phase = "idle"
+        self.peaks: dict[str, int] = {}  # phase -> peak VmRSS in KiB
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"rss-{pid}", daemon=True)
+
+    def _status_kib(self, field: str) -> int | None:
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith(field + ":"):
+                        return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            kib = self._status_kib("VmRSS")
+            if kib is not None:
+                self.samples += 1
+                self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), kib)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def vm_hwm_kib(self) -> int | None:
+        return self._status_kib("VmHWM")
+
+    def peak_kib(self) -> int:
+        return max(self.peaks.values(), default=0)
+
+
+# (name, data) of every measurement a test reported in this session; conftest
+# prints them in the terminal summary.
+MEASUREMENTS: list[tuple[str, dict]] = []
+
+
+def report_measurement(name: str, data: dict) -> None:
+    """Records a measurement: shown in pytest's terminal summary, and written
+    to $SEXTANT_E2E_REPORT_DIR/<name>.json when that variable is set."""
+    import json
+    import os
+
+    MEASUREMENTS.append((name, data))
+    out_dir = os.environ.get("SEXTANT_E2E_REPORT_DIR")
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / f"{name}.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
