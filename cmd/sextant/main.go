@@ -40,6 +40,7 @@ func main() {
 // Main is the program, separated from process globals so that tests can
 // run it in-process.
 type Main struct {
+	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Getenv reads the environment; tests replace it.
 	Getenv func(string) string
@@ -57,6 +58,16 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	switch cmd {
 	case "server":
 		return (&ServerCommand{main: m}).Run(ctx, rest)
+	case "users":
+		return (&UsersCommand{main: m}).Run(ctx, rest)
+	case "tokens":
+		return (&TokensCommand{main: m}).Run(ctx, rest)
+	case "groups":
+		return (&GroupsCommand{main: m}).Run(ctx, rest)
+	case "perms":
+		return (&PermsCommand{main: m}).Run(ctx, rest)
+	case "mkdirs":
+		return (&MkdirsCommand{main: m}).Run(ctx, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintf(m.Stdout, "sextant %s (MLflow REST API %s)\n", version, mlflowAPIVersion)
 		return nil
@@ -76,6 +87,11 @@ Usage:
 
 Commands:
   server    run the tracking server (MLflow-compatible REST API)
+  users     add, list, disable or enable users; change passwords
+  tokens    create, list or revoke personal access tokens
+  groups    create groups and manage their members
+  perms     show, grant or revoke permissions on experiments and folders
+  mkdirs    create a workspace folder
   version   print the version
 
 Run 'sextant <command> -h' for the flags of a command.

@@ -20,6 +20,7 @@ var components = []struct {
 	migrations []string
 }{
 	{"tracking", trackingMigrations},
+	{"gpu", gpuMigrations},
 	{"workspace", workspaceMigrations},
 }
 
@@ -62,6 +63,6 @@ func (s *Store) applyMigration(ctx context.Context, component string, v int, sql
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit %s migration %d: %w", component, v, err)
 	}
-	s.log.Info("applied migration", "component", component, "version", v)
+	s.log.Info("applied migration", "schema", component, "version", v)
 	return nil
 }
