@@ -38,6 +38,9 @@ run_go() {
 	step "go: vet"
 	go vet ./... || fail "go vet"
 
+	step "go: MinIO for the S3 blob-store tests (built once, cached)"
+	./scripts/minio.sh >/dev/null || fail "build MinIO"
+
 	step "go: unit, conformance and handler tests"
 	go test -count=1 ./... || fail "go test"
 

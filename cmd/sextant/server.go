@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/artifacts"
-	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
@@ -35,6 +34,8 @@ type Config struct {
 	ShutdownWait   time.Duration
 	DebugAddr      string
 	SecretFile     string
+	BlobStore      string
+	S3             S3Config
 	Auth           string
 	InsecureNoAuth bool
 	AdminEmail     string
@@ -53,6 +54,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes: 16 << 20,
 		ShutdownWait: 15 * time.Second,
 		Auth:         "auto",
+		BlobStore:    "dir",
 		AdminEmail:   "admin@localhost",
 		Limits:       tracking.DefaultLimits(),
 	}
@@ -86,6 +88,15 @@ func (c *Config) Validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return &ConfigError{"log-format", fmt.Sprintf("must be text or json, got %q", c.LogFormat)}
+	}
+	switch c.BlobStore {
+	case "dir":
+	case "s3":
+		if c.S3.Endpoint == "" || c.S3.Bucket == "" {
+			return &ConfigError{"blob-store", "s3 needs --s3-endpoint and --s3-bucket"}
+		}
+	default:
+		return &ConfigError{"blob-store", fmt.Sprintf("must be dir or s3, got %q", c.BlobStore)}
 	}
 	switch c.Auth {
 	case "auto", "on", "off":
@@ -171,6 +182,15 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
 	str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
+	str(&c.BlobStore, "blob-store", "where artifacts and files live: dir (under the data directory) or s3")
+	str(&c.S3.Endpoint, "s3-endpoint", "S3-compatible endpoint, host:port or URL (with --blob-store s3)")
+	str(&c.S3.Bucket, "s3-bucket", "bucket for artifacts and files")
+	str(&c.S3.Prefix, "s3-prefix", "key prefix inside the bucket (e.g. sextant/)")
+	str(&c.S3.Region, "s3-region", "bucket region (empty: discover)")
+	str(&c.S3.AccessKey, "s3-access-key", "access key (default: $AWS_ACCESS_KEY_ID)")
+	str(&c.S3.SecretKey, "s3-secret-key", "secret key (default: $AWS_SECRET_ACCESS_KEY)")
+	fs.BoolVar(&c.S3.UseSSL, "s3-use-ssl", c.S3.UseSSL, "use HTTPS when the endpoint has no scheme")
+	fs.BoolVar(&c.S3.CreateBucket, "s3-create-bucket", c.S3.CreateBucket, "create the bucket if it does not exist")
 	str(&c.SecretFile, "secret-file", "file holding the secret that signs upload URLs (default: created in the data directory)")
 	str(&c.DebugAddr, "debug-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
@@ -221,6 +241,8 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	}
 	log := slog.New(handler)
 	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", cfg.DataDir,
+		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
+		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
 		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun)
 
@@ -250,11 +272,11 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	blobs, err := blob.OpenDir(filepath.Join(cfg.DataDir, "artifacts"), blob.DirOptions{})
+	blobs, err := openBlobs(ctx, cfg, "artifacts", m.Getenv, log)
 	if err != nil {
 		return err
 	}
-	files, err := blob.OpenDir(filepath.Join(cfg.DataDir, "files"), blob.DirOptions{})
+	files, err := openBlobs(ctx, cfg, "files", m.Getenv, log)
 	if err != nil {
 		return err
 	}
