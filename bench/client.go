@@ -23,6 +23,9 @@ import (
 type client struct {
 	base string
 	hc   *http.Client
+	// basic, when set, is sent as the Authorization header of every
+	// request, as the mlflow client does with a username and password.
+	basic string
 }
 
 func newClient(base string) *client {
@@ -49,7 +52,20 @@ func (c *client) get(ctx context.Context, path string, q url.Values, out any) er
 	return c.do(req, out)
 }
 
+// put sends a JSON body with PUT.
+func (c *client) put(ctx context.Context, path string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, "PUT", c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.do(req, nil)
+}
+
 func (c *client) do(req *http.Request, out any) error {
+	if c.basic != "" {
+		req.Header.Set("Authorization", c.basic)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return err

@@ -52,86 +52,16 @@ func benchIngest(ctx context.Context, c config, bin string) (any, error) {
 		}
 	}
 
-	const stepsPerBatch = 100
-	var (
-		measuring atomic.Bool
-		stop      atomic.Bool
-		mu        sync.Mutex
-		lat       latencies
-		ackedPts  = make([]int64, c.runs) // acknowledged points per run
-		errCount  atomic.Int64
-		firstErr  atomic.Value
-		wg        sync.WaitGroup
-	)
 	warmup := 2 * time.Second
 	if c.short {
 		warmup = time.Second
 	}
-	for w := range c.runs {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 42))
-			body := make([]byte, 0, 96*1024)
-			step := int64(0)
-			var local latencies
-			base := time.Now().UnixMilli()
-			for !stop.Load() && ctx.Err() == nil {
-				body = append(body[:0], `{"run_id":"`...)
-				body = append(body, runIDs[w]...)
-				body = append(body, `","metrics":[`...)
-				for k, key := range ingestKeys {
-					for i := range int64(stepsPerBatch) {
-						st := step + i
-						// Loss-curve shapes with float64 noise: full-entropy
-						// mantissas, the hardest realistic case to compress.
-						v := math.Exp(-float64(st)/5e4)*float64(k+1) + rng.NormFloat64()*0.01
-						if k > 0 || i > 0 {
-							body = append(body, ',')
-						}
-						body = appendMetric(body, key, v, base+st*7+int64(rng.IntN(3)), st)
-					}
-				}
-				body = append(body, "]}"...)
-				t0 := time.Now()
-				err := cl.post(ctx, "/api/2.0/mlflow/runs/log-batch", body, nil)
-				d := time.Since(t0)
-				if err != nil {
-					errCount.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				step += stepsPerBatch
-				atomic.AddInt64(&ackedPts[w], int64(len(ingestKeys)*stepsPerBatch))
-				if measuring.Load() {
-					local = append(local, d)
-				}
-			}
-			mu.Lock()
-			lat = append(lat, local...)
-			mu.Unlock()
-		})
+	load, err := runIngestLoad(ctx, cl, s, runIDs, warmup, c.duration)
+	if err != nil {
+		return nil, err
 	}
-	time.Sleep(warmup)
-	startPts := sum(ackedPts)
-	cpu0 := s.cpuSeconds()
-	t0 := time.Now()
-	measuring.Store(true)
-	var rssPeak int64
-	for time.Since(t0) < c.duration && ctx.Err() == nil {
-		time.Sleep(250 * time.Millisecond)
-		rssPeak = max(rssPeak, s.procStatus("VmRSS"))
-	}
-	measuring.Store(false)
-	elapsed := time.Since(t0)
-	endPts := sum(ackedPts)
-	cpu1 := s.cpuSeconds()
-	stop.Store(true)
-	wg.Wait()
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	totalAcked := sum(ackedPts)
-	rate := float64(endPts-startPts) / elapsed.Seconds()
-	logf("ingest: %.0f points/s, %d points acknowledged, %d errors", rate, totalAcked, errCount.Load())
+	ackedPts, totalAcked, rate := load.acked, load.total, load.rate
+	logf("ingest: %.0f points/s, %d points acknowledged, %d errors", rate, totalAcked, load.errors)
 
 	// Crash: every acknowledged point must survive SIGKILL.
 	if os.Getenv("BENCH_SERVER_LOG") != "" {
@@ -175,13 +105,13 @@ func benchIngest(ctx context.Context, c config, bin string) (any, error) {
 	}
 	res := map[string]any{
 		"runs":                   c.runs,
-		"batch_metrics":          len(ingestKeys) * stepsPerBatch,
-		"measured_seconds":       elapsed.Seconds(),
+		"batch_metrics":          len(ingestKeys) * ingestStepsPerBatch,
+		"measured_seconds":       load.seconds,
 		"points_per_second":      math.Round(rate),
-		"latency":                lat.summary(),
-		"errors":                 errCount.Load(),
-		"server_cpu_cores":       (cpu1 - cpu0) / elapsed.Seconds(),
-		"server_rss_peak_mb":     float64(rssPeak) / (1 << 20),
+		"latency":                load.lat.summary(),
+		"errors":                 load.errors,
+		"server_cpu_cores":       load.cpuCores,
+		"server_rss_peak_mb":     float64(load.rssPeak) / (1 << 20),
 		"acknowledged_points":    totalAcked,
 		"stored_after_sigkill":   stored,
 		"runs_missing_points":    missing,
@@ -195,10 +125,111 @@ func benchIngest(ctx context.Context, c config, bin string) (any, error) {
 		"target_p99_ms":          100,
 		"target_bytes_per_point": 10,
 	}
-	if e := firstErr.Load(); e != nil {
-		res["first_error"] = e
+	if load.firstErr != "" {
+		res["first_error"] = load.firstErr
 	}
 	return res, nil
+}
+
+// ingestStepsPerBatch is the steps per key in one log-batch request.
+const ingestStepsPerBatch = 100
+
+// ingestLoad is the outcome of runIngestLoad.
+type ingestLoad struct {
+	rate     float64 // points/s while measuring
+	seconds  float64
+	lat      latencies
+	acked    []int64 // acknowledged points per run
+	total    int64
+	errors   int64
+	firstErr string
+	cpuCores float64
+	rssPeak  int64
+}
+
+// runIngestLoad has one goroutine per run send 1000-metric log-batch
+// requests (10 keys x 100 steps) as fast as the server acknowledges them,
+// for warmup and then duration, and measures the second part.
+func runIngestLoad(ctx context.Context, cl *client, s *server, runIDs []string, warmup, duration time.Duration) (ingestLoad, error) {
+	var (
+		measuring atomic.Bool
+		stop      atomic.Bool
+		mu        sync.Mutex
+		out       = ingestLoad{acked: make([]int64, len(runIDs))}
+		errCount  atomic.Int64
+		firstErr  atomic.Value
+		wg        sync.WaitGroup
+	)
+	for w := range runIDs {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 42))
+			body := make([]byte, 0, 96*1024)
+			step := int64(0)
+			var local latencies
+			base := time.Now().UnixMilli()
+			for !stop.Load() && ctx.Err() == nil {
+				body = append(body[:0], `{"run_id":"`...)
+				body = append(body, runIDs[w]...)
+				body = append(body, `","metrics":[`...)
+				for k, key := range ingestKeys {
+					for i := range int64(ingestStepsPerBatch) {
+						st := step + i
+						// Loss-curve shapes with float64 noise: full-entropy
+						// mantissas, the hardest realistic case to compress.
+						v := math.Exp(-float64(st)/5e4)*float64(k+1) + rng.NormFloat64()*0.01
+						if k > 0 || i > 0 {
+							body = append(body, ',')
+						}
+						body = appendMetric(body, key, v, base+st*7+int64(rng.IntN(3)), st)
+					}
+				}
+				body = append(body, "]}"...)
+				t0 := time.Now()
+				err := cl.post(ctx, "/api/2.0/mlflow/runs/log-batch", body, nil)
+				d := time.Since(t0)
+				if err != nil {
+					errCount.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				step += ingestStepsPerBatch
+				atomic.AddInt64(&out.acked[w], int64(len(ingestKeys)*ingestStepsPerBatch))
+				if measuring.Load() {
+					local = append(local, d)
+				}
+			}
+			mu.Lock()
+			out.lat = append(out.lat, local...)
+			mu.Unlock()
+		})
+	}
+	time.Sleep(warmup)
+	startPts := sum(out.acked)
+	cpu0 := s.cpuSeconds()
+	t0 := time.Now()
+	measuring.Store(true)
+	for time.Since(t0) < duration && ctx.Err() == nil {
+		time.Sleep(250 * time.Millisecond)
+		out.rssPeak = max(out.rssPeak, s.procStatus("VmRSS"))
+	}
+	measuring.Store(false)
+	elapsed := time.Since(t0)
+	endPts := sum(out.acked)
+	cpu1 := s.cpuSeconds()
+	stop.Store(true)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	out.total = sum(out.acked)
+	out.seconds = elapsed.Seconds()
+	out.rate = float64(endPts-startPts) / elapsed.Seconds()
+	out.cpuCores = (cpu1 - cpu0) / elapsed.Seconds()
+	out.errors = errCount.Load()
+	if e := firstErr.Load(); e != nil {
+		out.firstErr = e.(string)
+	}
+	return out, nil
 }
 
 func sum(xs []int64) int64 {

@@ -1,7 +1,7 @@
 // Command bench measures a real sextant server on this machine and prints
 // the results as JSON.
 //
-//	go run ./bench [flags] ingest|history|search|artifacts|all
+//	go run ./bench [flags] ingest|history|search|artifacts|auth|all
 //
 // It builds cmd/sextant, starts it on a free loopback port with a fresh
 // data directory, drives it over HTTP exactly as clients do, and stops it.
@@ -21,17 +21,20 @@ import (
 )
 
 type config struct {
-	bin           string
-	keep          bool
-	short         bool
-	out           string
-	duration      time.Duration
-	runs          int
-	historyN      int
-	bulkN         int
-	searchRuns    int
-	artifactBytes int64
-	serverArgs    []string
+	bin            string
+	keep           bool
+	short          bool
+	out            string
+	duration       time.Duration
+	runs           int
+	historyN       int
+	bulkN          int
+	searchRuns     int
+	artifactBytes  int64
+	authRounds     int
+	authRound      time.Duration
+	authSearchRuns int
+	serverArgs     []string
 }
 
 func main() {
@@ -46,9 +49,12 @@ func main() {
 	flag.IntVar(&c.bulkN, "bulk-points", 10_000_000, "history: points in the bulk-interval metric")
 	flag.IntVar(&c.searchRuns, "search-runs", 100_000, "search: runs to create")
 	flag.Int64Var(&c.artifactBytes, "artifact-bytes", 4<<30, "artifacts: size of the artifact")
+	flag.IntVar(&c.authRounds, "auth-rounds", 3, "auth: alternating ingest rounds per mode")
+	flag.DurationVar(&c.authRound, "auth-round", 8*time.Second, "auth: measured duration of one ingest round")
+	flag.IntVar(&c.authSearchRuns, "auth-search-runs", 100_000, "auth: runs in the permission search")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|all")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|auth|all")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -63,6 +69,7 @@ func main() {
 		c.bulkN = 1_000_000
 		c.searchRuns = 10_000
 		c.artifactBytes = 256 << 20
+		c.authRounds, c.authRound, c.authSearchRuns = 1, 3*time.Second, 5_000
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -84,7 +91,7 @@ func run(ctx context.Context, c config, what string) error {
 	}
 	todo := []string{what}
 	if what == "all" {
-		todo = []string{"ingest", "history", "search", "artifacts"}
+		todo = []string{"ingest", "history", "search", "artifacts", "auth"}
 	}
 	for _, w := range todo {
 		logf("== %s", w)
@@ -99,6 +106,8 @@ func run(ctx context.Context, c config, what string) error {
 			res, err = benchSearch(ctx, c, bin)
 		case "artifacts":
 			res, err = benchArtifacts(ctx, c, bin)
+		case "auth":
+			res, err = benchAuth(ctx, c, bin)
 		default:
 			return fmt.Errorf("unknown benchmark %q", w)
 		}

@@ -88,15 +88,38 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error 
 	if err := s.allowArtifactPath(r, p); err != nil {
 		return err
 	}
-	info, err := s.art.Stat(r.Context(), p)
-	if err != nil {
-		return err
+	// Open the blob, then check that the version opened is the one whose
+	// size the range was computed from: a concurrent overwrite between the
+	// two must not mix versions.
+	var (
+		rc             io.ReadCloser
+		info           blob.Info
+		offset, length int64
+		partial        bool
+	)
+	for attempt := 0; ; attempt++ {
+		st, err := s.art.Stat(r.Context(), p)
+		if err != nil {
+			return err
+		}
+		offset, length, partial, err = parseRange(r.Header.Get("Range"), st.Size)
+		if err != nil {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", st.Size))
+			return err
+		}
+		rc, info, err = s.art.Open(r.Context(), p, offset, length)
+		if err != nil {
+			return err
+		}
+		if info.Size == st.Size && info.ETag == st.ETag {
+			break
+		}
+		rc.Close()
+		if attempt == 4 {
+			return errs.E(errs.Unavailable, "the artifact is being rewritten, retry")
+		}
 	}
-	offset, length, partial, err := parseRange(r.Header.Get("Range"), info.Size)
-	if err != nil {
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
-		return err
-	}
+	defer rc.Close()
 	h := w.Header()
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Type", contentType(p))
@@ -118,13 +141,6 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error 
 		w.WriteHeader(status)
 		return nil
 	}
-	rc, _, err := s.art.Open(r.Context(), p, offset, length)
-	if err != nil {
-		h.Del("Content-Length")
-		h.Del("Content-Range")
-		return err
-	}
-	defer rc.Close()
 	w.WriteHeader(status)
 	if n, err := io.Copy(w, rc); err != nil || n != length {
 		// Headers are out: abort the connection so the client cannot take

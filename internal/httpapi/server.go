@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -279,6 +280,13 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+		// ServeMux answers unclean paths ("a//b", "a/../b") with a redirect
+		// to the cleaned one, which a client following it would act on: a
+		// DELETE could land on a parent. Refuse them instead.
+		if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
+			s.writeError(w, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", truncate(p, 200)))
+			return
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {

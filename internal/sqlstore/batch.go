@@ -23,6 +23,10 @@ type slice struct {
 	pts  []metrics.Point
 	sum  metrics.Summary
 	data []byte
+	// sent is the greatest point the client sent, kept even when every
+	// point was already stored: log_model re-sends stored points with a
+	// model id to link them to the model.
+	sent metrics.Point
 }
 
 // prepareSlices groups a request's metrics by (key, context), sorts and
@@ -51,6 +55,7 @@ func prepareSlices(ms []tracking.Metric) ([]*slice, error) {
 		if err := sl.encode(); err != nil {
 			return nil, err
 		}
+		sl.sent = sl.sum.Last
 	}
 	return out, nil
 }
@@ -340,11 +345,16 @@ func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
 }
 
 // dropStored removes from sl the points the series already holds, and
-// re-encodes sl if any were dropped. Only chunks overlapping sl's step
-// range are read, so the common case (new steps beyond the stored ones)
-// never reaches here.
+// re-encodes sl if any were dropped. Only chunks overlapping sl in both
+// step and time are read: the common case (new steps beyond the stored
+// ones) never reaches here, and series logged without steps (every point
+// at step 0, as log_metric without a step does) or re-logged from step 0
+// after a restart only read the chunks of the same moments, which is
+// what a retried request repeats.
 func (s *Store) dropStored(tx *wtx, seriesID int64, sl *slice) error {
-	rows, err := tx.query(`SELECT data FROM metric_chunks WHERE series_id = ? AND min_step <= ? AND max_step >= ?`, seriesID, sl.sum.MaxStep, sl.sum.MinStep)
+	rows, err := tx.query(`SELECT data FROM metric_chunks INDEXED BY metric_chunks_series_ts
+		WHERE series_id = ? AND max_ts >= ? AND min_ts <= ? AND min_step <= ? AND max_step >= ?`,
+		seriesID, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.MaxStep, sl.sum.MinStep)
 	if err != nil {
 		return sqlError(err, "read metric chunks")
 	}

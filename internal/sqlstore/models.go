@@ -265,10 +265,10 @@ func (s *Store) LogLoggedModelParams(ctx context.Context, id string, params []tr
 // for metrics logged with a model id.
 func recordModelMetrics(tx *wtx, runID string, slices []*slice) error {
 	for _, sl := range slices {
-		if sl.ctx.ModelID == "" || len(sl.pts) == 0 {
+		if sl.ctx.ModelID == "" {
 			continue
 		}
-		l := sl.sum.Last
+		l := sl.sent
 		var step, ts int64
 		var v sql.NullFloat64
 		var isNaN bool

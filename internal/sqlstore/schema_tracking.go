@@ -242,4 +242,7 @@ CREATE TABLE model_version_counters (
 	last_version INTEGER NOT NULL
 );
 `,
+	// 3: find the chunks of a moment in time quickly (duplicate checks of
+	// series logged without steps).
+	`CREATE INDEX metric_chunks_series_ts ON metric_chunks (series_id, max_ts);`,
 }

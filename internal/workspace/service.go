@@ -52,7 +52,23 @@ type Service struct {
 	expPaths  map[string]cached[string]
 	failures  map[string]*failureWindow
 	dummyHash []byte
+	// verifying holds the password checks in progress, so that many
+	// requests arriving at once with the same credentials (the mlflow client
+	// sends them on every request) pay for one bcrypt, not one each.
+	verifying map[[32]byte]*verification
 }
+
+type verification struct {
+	done chan struct{}
+	user *User
+	err  error
+}
+
+// basicTTL is how long verified email/password pairs are trusted. A
+// password change or a disabled account takes effect at once on the
+// replica that made it; on others, within this time (disabled accounts
+// within CacheTTL, since the user record is cached for that long only).
+const basicTTL = 5 * time.Minute
 
 type cached[T any] struct {
 	v     T
@@ -84,6 +100,7 @@ func NewService(store Store, opts Options) *Service {
 	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts}
 	s.resetCaches()
 	s.failures = map[string]*failureWindow{}
+	s.verifying = map[[32]byte]*verification{}
 	// A hash to compare against when the user does not exist, so that a
 	// wrong email costs as much time as a wrong password.
 	s.dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a real password"), opts.BcryptCost)
@@ -440,19 +457,43 @@ func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote
 	if err := s.checkThrottle(email, remote); err != nil {
 		return nil, err
 	}
-	u, err := s.verifyPassword(ctx, email, password)
+	u, err := s.verifyOnce(ctx, key, email, password)
 	if err != nil {
 		s.recordFailure(email, remote)
 		return nil, err
 	}
 	s.mu.Lock()
-	s.basic[key] = cached[int64]{u.ID, now.Add(s.opts.CacheTTL)}
+	s.basic[key] = cached[int64]{u.ID, now.Add(basicTTL)}
 	s.mu.Unlock()
 	sub, err := s.subject(ctx, u.ID)
 	if err != nil {
 		return nil, err
 	}
 	return active(sub)
+}
+
+// verifyOnce runs verifyPassword for credentials once, however many
+// requests carry them at the same time.
+func (s *Service) verifyOnce(ctx context.Context, key [32]byte, email, password string) (*User, error) {
+	s.mu.Lock()
+	if v, ok := s.verifying[key]; ok {
+		s.mu.Unlock()
+		select {
+		case <-v.done:
+			return v.user, v.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	v := &verification{done: make(chan struct{})}
+	s.verifying[key] = v
+	s.mu.Unlock()
+	v.user, v.err = s.verifyPassword(context.WithoutCancel(ctx), email, password)
+	s.mu.Lock()
+	delete(s.verifying, key)
+	s.mu.Unlock()
+	close(v.done)
+	return v.user, v.err
 }
 
 func (s *Service) verifyPassword(ctx context.Context, email, password string) (*User, error) {
