@@ -20,7 +20,6 @@ var components = []struct {
 	migrations []string
 }{
 	{"tracking", trackingMigrations},
-	{"gpu", gpuMigrations},
 	{"workspace", workspaceMigrations},
 }
 
