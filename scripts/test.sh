@@ -110,12 +110,22 @@ run_e2e() {
 	bin=$(mktemp -d)/sextant
 	go build -o "$bin" ./cmd/sextant || { fail "build"; return; }
 	local env=(MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 SEXTANT_BIN="$bin")
+	local last_venv=
 	for v in $MLFLOW_VERSIONS; do
 		step "e2e: mlflow $v"
 		local venv
 		venv=$(venv_for "$v") || { fail "install mlflow $v"; continue; }
 		env "${env[@]}" "$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -m "not ml" || fail "e2e (mlflow $v)"
+		last_venv=$venv
 	done
+	# The artifact and model tests again, with the artifacts in a real S3
+	# server (MinIO, started by the tests), less those that look at the
+	# local directory's files.
+	if [ -n "${last_venv:-}" ]; then
+		step "e2e: artifacts and models on S3 (MinIO)"
+		env "${env[@]}" SEXTANT_E2E_BLOB_STORE=s3 "$last_venv/bin/python" -m pytest tests/e2e/test_artifacts.py tests/e2e/test_models.py \
+			-q -p no:cacheprovider -m "not ml and not disk and not slow" || fail "e2e (S3)"
+	fi
 	step "e2e: training libraries (torch, Lightning, Transformers)"
 	local mlv
 	if mlv=$(ml_venv); then

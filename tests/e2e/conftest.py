@@ -39,6 +39,7 @@ from sextant_e2e import (  # noqa: E402
     FAST_FAIL_ENV,
     MEASUREMENTS,
     REPO_ROOT,
+    MinioServer,
     SextantServer,
     tail_file,
 )
@@ -52,6 +53,11 @@ def pytest_configure(config):
         "import torch inside the test, so an environment without it fails them, never skips.")
     config.addinivalue_line(
         "markers", "slow: moves gigabytes (1 GiB artifact round trips); about a minute each")
+    config.addinivalue_line(
+        "markers",
+        "disk: looks at the files the local-directory blob store keeps under the data directory; "
+        "deselect with -m \"not disk\" when SEXTANT_E2E_BLOB_STORE=s3 (the S3 store's own "
+        "guarantees are checked by the Go conformance suite against MinIO)")
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -81,6 +87,35 @@ def sextant_bin(tmp_path_factory) -> str:
     if r.returncode != 0:
         pytest.fail(f"go build failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
     return str(out)
+
+
+# ---------------------------------------------------------------- S3
+
+
+@pytest.fixture(scope="session", autouse=True)
+def s3_blob_store(tmp_path_factory):
+    """With SEXTANT_E2E_BLOB_STORE=s3 every server of the session keeps its
+    artifacts in a real MinIO server started here (binary from
+    scripts/minio.sh, built once and cached); otherwise in its data directory."""
+    mode = os.environ.get("SEXTANT_E2E_BLOB_STORE", "dir")
+    if mode == "dir":
+        yield None
+        return
+    if mode != "s3":
+        pytest.fail(f"SEXTANT_E2E_BLOB_STORE={mode!r}: want dir or s3")
+    import sextant_e2e
+
+    r = subprocess.run([str(REPO_ROOT / "scripts" / "minio.sh")], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"scripts/minio.sh failed (exit {r.returncode}):\n{r.stderr}")
+    minio = MinioServer(r.stdout.strip(), tmp_path_factory.mktemp("minio")).start()
+    sextant_e2e.S3_SERVER_FLAGS[:] = [
+        "--blob-store", "s3", "--s3-endpoint", minio.endpoint, "--s3-bucket", "sextant-e2e",
+        "--s3-create-bucket", "--s3-access-key", minio.user, "--s3-secret-key", minio.password,
+    ]
+    yield minio
+    sextant_e2e.S3_SERVER_FLAGS.clear()
+    minio.stop()
 
 
 # ---------------------------------------------------------------- servers

@@ -3,6 +3,7 @@ assertions shared by the test modules. Fixtures live in conftest.py."""
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import socket
 import subprocess
@@ -49,6 +50,13 @@ def tail_file(path: Path, n: int = 60) -> str:
     return "\n".join(lines[-n:])
 
 
+# Set by conftest.py when the session runs against an S3 server
+# (SEXTANT_E2E_BLOB_STORE=s3): the server flags that select the bucket. Each
+# data directory gets its own key prefix, so that a server restarted on the
+# same data directory finds its artifacts again and no two servers share any.
+S3_SERVER_FLAGS: list[str] = []
+
+
 class SextantServer:
     """One `sextant server` process."""
 
@@ -81,6 +89,9 @@ class SextantServer:
                 "--data-dir", str(self.data_dir)]
         for k, v in self.flags.items():
             argv += ["--" + k.replace("_", "-"), str(v)]
+        if S3_SERVER_FLAGS:
+            prefix = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[:16]
+            argv += S3_SERVER_FLAGS + ["--s3-prefix", f"e2e-{prefix}/"]
         return argv
 
     def start(self) -> "SextantServer":
@@ -155,6 +166,55 @@ class SextantServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+class MinioServer:
+    """A MinIO server on a free loopback port with its data in tmp_dir."""
+
+    user = "sextant-e2e"
+    password = "sextant-e2e-secret"
+
+    def __init__(self, binary: str, tmp_dir: Path):
+        self.binary = binary
+        self.dir = Path(tmp_dir)
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "MinioServer":
+        import os
+
+        env = dict(os.environ, MINIO_ROOT_USER=self.user, MINIO_ROOT_PASSWORD=self.password,
+                   MINIO_BROWSER="off", MINIO_UPDATE="off")
+        log = open(self.dir / "minio.log", "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}", str(self.dir / "data")],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"minio exited with code {self.proc.returncode}:\n{tail_file(self.dir / 'minio.log')}")
+            try:
+                if requests.get(self.endpoint + "/minio/health/live", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        pytest.fail(f"minio not live after 60s:\n{tail_file(self.dir / 'minio.log')}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def assert_json_error(resp, status: int | tuple, error_code: str | None = None, *mentions: str) -> dict:

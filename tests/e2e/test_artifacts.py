@@ -2,7 +2,7 @@
 mlflow client's log_artifact(s)/log_text/log_dict/log_image, listing and
 download, deletion; and raw HTTP for what the client hides: Range requests,
 download headers, unsafe paths, concurrent and cut-off uploads, multipart
-uploads. Every check also looks at the files the server keeps on disk."""
+uploads. The checks marked `disk` also look at the files the server keeps on disk."""
 
 from __future__ import annotations
 
@@ -101,9 +101,25 @@ def test_artifact_locations_are_proxied(client):
     assert client.get_run(run.info.run_id).info.artifact_uri == f"mlflow-artifacts:/{exp_id}/{run.info.run_id}/artifacts"
 
 
+def test_artifacts_land_in_the_selected_blob_store(client, server, s3_blob_store):
+    """The session's blob store is the one in use: with S3 nothing lands under
+    the data directory, with the local directory the bytes are there."""
+    _, key = new_run(client, "/Shared/artifacts/where")
+    marker = uuid.uuid4().hex.encode()
+    put(server, f"{key}/where.txt", marker)
+    on_disk = [p for p in server.data_dir.rglob("*") if p.is_file() and marker in p.read_bytes()]
+    if s3_blob_store is None:
+        assert on_disk == [artifact_file(server, f"{key}/where.txt")]
+    else:
+        assert on_disk == []
+        r = requests.get(artifacts_url(server, f"{key}/where.txt"), timeout=30)
+        assert r.status_code == 200 and r.content == marker
+
+
 # ---------------------------------------------------------------- the mlflow client
 
 
+@pytest.mark.disk
 def test_log_artifact_root_and_subdir(client, server, tmp_path):
     a = write(tmp_path / "a.txt", "alpha\n")
     weights = os.urandom(300_000)
@@ -134,6 +150,7 @@ def test_log_artifact_root_and_subdir(client, server, tmp_path):
     assert [(f["path"], f["is_dir"], int(f["file_size"])) for f in sub] == [("weights.bin", False, 300_000)]
 
 
+@pytest.mark.disk
 def test_log_artifacts_tree_and_download(client, server, tmp_path):
     src = tmp_path / "src"
     write(src / "top.txt", "top\n")
@@ -190,6 +207,7 @@ def test_run_level_listing_endpoint(client, server, tmp_path):
     assert [(f["path"], f["is_dir"], int(f["file_size"])) for f in r.json()["files"]] == [("d/x.txt", False, 10)]
 
 
+@pytest.mark.disk
 def test_log_text_and_dict(client, server, tmp_path):
     import yaml
 
@@ -217,6 +235,7 @@ def test_log_text_and_dict(client, server, tmp_path):
     assert r.json() == d
 
 
+@pytest.mark.disk
 def test_log_image(client, server, tmp_path):
     import numpy as np
     from PIL import Image
@@ -246,6 +265,7 @@ def test_log_image(client, server, tmp_path):
 # ---------------------------------------------------------------- deletion
 
 
+@pytest.mark.disk
 def test_delete_artifacts(client, server, tmp_path):
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
@@ -387,6 +407,7 @@ def _assert_invalid_path(status, headers, body, what):
     assert err.get("message", "").startswith("Invalid path"), ctx
 
 
+@pytest.mark.disk
 @pytest.mark.parametrize("case", sorted(UNSAFE_PATHS))
 def test_unsafe_paths_are_refused(server, client, tmp_path, case):
     abs_path = tmp_path / MARK
@@ -418,6 +439,7 @@ def test_unsafe_listing_paths_are_refused(server, client, path):
 # ---------------------------------------------------------------- raw HTTP: concurrency and failures
 
 
+@pytest.mark.disk
 def test_concurrent_puts_to_one_path_leave_one_whole_version(client, server):
     _, key = new_run(client, "/Shared/artifacts/concurrent-puts")
     path = f"{key}/contended.bin"
@@ -520,6 +542,7 @@ def _cut_off_put(server, target: str, declared: int, sent: bytes, how: str) -> N
         s.close()
 
 
+@pytest.mark.disk
 @pytest.mark.parametrize("how", ["fin", "rst", "chunked"])
 @pytest.mark.parametrize("existing", [False, True], ids=["new", "overwrite"])
 def test_cut_off_upload_leaves_nothing(client, server, how, existing):
@@ -574,6 +597,7 @@ def multipart_env(monkeypatch):
     return parts
 
 
+@pytest.mark.disk
 def test_multipart_upload_through_the_client(client, server, tmp_path, multipart_env):
     big = os.urandom(13 * MIB + 123)  # parts of 5, 5 and 3 MiB
     even = os.urandom(10 * MIB)  # exactly two parts
@@ -613,6 +637,7 @@ def _mpu(server, op: str, dir_key: str, body: dict):
     return requests.post(f"{server.url}{ARTIFACTS_API}/mpu/{op}/{dir_key}", json=body, timeout=60)
 
 
+@pytest.mark.disk
 def test_multipart_protocol_raw(client, server):
     _, key = new_run(client, "/Shared/artifacts/multipart-raw")
     d = f"{key}/raw"
@@ -681,6 +706,7 @@ def test_multipart_protocol_raw(client, server):
     assert sorted(f["path"] for f in listing(server, d)) == ["model.bin"]
 
 
+@pytest.mark.disk
 def test_multipart_part_failure_aborts_cleanly(client, server, tmp_path, multipart_env, monkeypatch):
     """When a part upload fails the client aborts the upload and raises: the
     server must be left with nothing under the final name and no parts."""

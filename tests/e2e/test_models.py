@@ -47,6 +47,7 @@ def error_code(excinfo) -> str:
     return getattr(excinfo.value, "error_code", "")
 
 
+@pytest.mark.disk
 def test_log_model_creates_a_ready_logged_model(client, server, tmp_path):
     exp_id = mlflow.set_experiment("/Shared/models/pyfunc").experiment_id
     with mlflow.start_run() as run:
