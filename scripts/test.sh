@@ -115,7 +115,11 @@ run_e2e() {
 		step "e2e: mlflow $v"
 		local venv
 		venv=$(venv_for "$v") || { fail "install mlflow $v"; continue; }
-		env "${env[@]}" "$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -m "not ml" || fail "e2e (mlflow $v)"
+		# The import tests write their source database with MLflow's own SQL
+		# store, which needs the newest mlflow (see the marker mlflow_sql).
+		local marks="not ml"
+		[ "$v" = "${MLFLOW_VERSIONS##* }" ] || marks="not ml and not mlflow_sql"
+		env "${env[@]}" "$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -m "$marks" || fail "e2e (mlflow $v)"
 		last_venv=$venv
 	done
 	# The artifact and model tests again, with the artifacts in a real S3

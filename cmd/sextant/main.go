@@ -68,6 +68,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&PermsCommand{main: m}).Run(ctx, rest)
 	case "mkdirs":
 		return (&MkdirsCommand{main: m}).Run(ctx, rest)
+	case "import":
+		return (&ImportCommand{main: m}).Run(ctx, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintf(m.Stdout, "sextant %s (MLflow REST API %s)\n", version, mlflowAPIVersion)
 		return nil
@@ -92,6 +94,7 @@ Commands:
   groups    create groups and manage their members
   perms     show, grant or revoke permissions on experiments and folders
   mkdirs    create a workspace folder
+  import    copy an MLflow tracking database and its artifacts into Sextant
   version   print the version
 
 Run 'sextant <command> -h' for the flags of a command.

@@ -51,15 +51,34 @@ func (s *Store) CreateExperiment(ctx context.Context, e *tracking.Experiment, lo
 		case !errors.Is(err, sql.ErrNoRows):
 			return sqlError(err, "look up experiment")
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO experiments
-			(name, artifact_location, lifecycle_stage, creation_time, last_update_time)
-			VALUES (?, ?, ?, ?, ?)`, e.Name, e.ArtifactLocation, string(e.LifecycleStage), e.CreationTimeMs, e.LastUpdateTimeMs)
-		if err != nil {
-			return sqlError(err, fmt.Sprintf("Experiment '%s' already exists.", e.Name))
-		}
-		n, err := res.LastInsertId()
-		if err != nil {
-			return sqlError(err, "create experiment")
+		var n int64
+		if e.ID != "" {
+			// An importer keeps the source's ids.
+			if n, err = parseExperimentID(e.ID); err != nil {
+				return err
+			}
+			var one int
+			switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM experiments WHERE experiment_id = ?`, n).Scan(&one); {
+			case err == nil:
+				return errs.Errorf(errs.AlreadyExists, "Experiment with id %s already exists.", e.ID)
+			case !errors.Is(err, sql.ErrNoRows):
+				return sqlError(err, "look up experiment")
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO experiments
+				(experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time)
+				VALUES (?, ?, ?, ?, ?, ?)`, n, e.Name, e.ArtifactLocation, string(e.LifecycleStage), e.CreationTimeMs, e.LastUpdateTimeMs); err != nil {
+				return sqlError(err, fmt.Sprintf("Experiment '%s' already exists.", e.Name))
+			}
+		} else {
+			res, err := tx.ExecContext(ctx, `INSERT INTO experiments
+				(name, artifact_location, lifecycle_stage, creation_time, last_update_time)
+				VALUES (?, ?, ?, ?, ?)`, e.Name, e.ArtifactLocation, string(e.LifecycleStage), e.CreationTimeMs, e.LastUpdateTimeMs)
+			if err != nil {
+				return sqlError(err, fmt.Sprintf("Experiment '%s' already exists.", e.Name))
+			}
+			if n, err = res.LastInsertId(); err != nil {
+				return sqlError(err, "create experiment")
+			}
 		}
 		e.ID = strconv.FormatInt(n, 10)
 		if e.ArtifactLocation == "" {

@@ -35,9 +35,11 @@ type ExperimentStore interface {
 	// EnsureDefaultExperiment creates e with id DefaultExperimentID unless
 	// an experiment with that id exists.
 	EnsureDefaultExperiment(ctx context.Context, e *Experiment) error
-	// CreateExperiment stores e, assigning e.ID. When e.ArtifactLocation is
-	// empty it is set to location(e.ID). A name held by another experiment,
-	// active or deleted, gives errs.AlreadyExists.
+	// CreateExperiment stores e, assigning e.ID unless it is set (an
+	// importer keeps the source's numeric ids; an id in use gives
+	// errs.AlreadyExists, and later assigned ids follow the largest). When
+	// e.ArtifactLocation is empty it is set to location(e.ID). A name held
+	// by another experiment, active or deleted, gives errs.AlreadyExists.
 	CreateExperiment(ctx context.Context, e *Experiment, location func(id string) string) error
 	// GetExperiment returns the experiment with the id, deleted or not.
 	GetExperiment(ctx context.Context, id string) (*Experiment, error)

@@ -55,6 +55,11 @@ def pytest_configure(config):
         "markers", "slow: moves gigabytes (1 GiB artifact round trips); about a minute each")
     config.addinivalue_line(
         "markers",
+        "mlflow_sql: writes an MLflow database with MLflow's own SQL store (the source of "
+        "`sextant import`); run with the newest mlflow: 3.7.0's store does not load next to "
+        "SQLAlchemy 2.1, which its requirements let pip choose")
+    config.addinivalue_line(
+        "markers",
         "disk: looks at the files the local-directory blob store keeps under the data directory; "
         "deselect with -m \"not disk\" when SEXTANT_E2E_BLOB_STORE=s3 (the S3 store's own "
         "guarantees are checked by the Go conformance suite against MinIO)")

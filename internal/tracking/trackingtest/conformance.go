@@ -136,6 +136,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	limits := tracking.DefaultLimits()
 	t.Run("Experiments", func(t *testing.T) { testExperiments(t, newEnv(t, open, limits)) })
 	t.Run("ExperimentSearch", func(t *testing.T) { testExperimentSearch(t, newEnv(t, open, limits)) })
+	t.Run("KeptIDs", func(t *testing.T) { testKeptIDs(t, newEnv(t, open, limits)) })
 	t.Run("Runs", func(t *testing.T) { testRuns(t, newEnv(t, open, limits)) })
 	t.Run("RunLifecycle", func(t *testing.T) { testRunLifecycle(t, newEnv(t, open, limits)) })
 	t.Run("Params", func(t *testing.T) { testParams(t, newEnv(t, open, limits)) })
@@ -228,6 +229,50 @@ func testExperiments(t *testing.T, e *env) {
 		t.Fatalf("run of restored experiment is %s", got.Info.LifecycleStage)
 	}
 	wantCode(t, e.svc.RestoreExperiment(e.ctx, id), errs.Invalid)
+}
+
+// testKeptIDs: an importer creates experiments and runs with the source's
+// ids; ids assigned afterwards never collide with them.
+func testKeptIDs(t *testing.T, e *env) {
+	loc := func(id string) string { return "mlflow-artifacts:/" + id }
+	imported := &tracking.Experiment{ID: "41", Name: "imported", LifecycleStage: tracking.Active, CreationTimeMs: 5, LastUpdateTimeMs: 6,
+		Tags: []tracking.Tag{{Key: "team", Value: "vision"}}}
+	if err := e.store.CreateExperiment(e.ctx, imported, loc); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.svc.GetExperiment(e.ctx, "41")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "imported" || got.ArtifactLocation != "mlflow-artifacts:/41" || got.CreationTimeMs != 5 || len(got.Tags) != 1 {
+		t.Fatalf("imported experiment: %+v", got)
+	}
+	err = e.store.CreateExperiment(e.ctx, &tracking.Experiment{ID: "41", Name: "other", LifecycleStage: tracking.Active}, loc)
+	wantCode(t, err, errs.AlreadyExists, "41")
+	err = e.store.CreateExperiment(e.ctx, &tracking.Experiment{ID: "0", Name: "zero", LifecycleStage: tracking.Active}, loc)
+	wantCode(t, err, errs.AlreadyExists, "0")
+	next, err := e.svc.CreateExperiment(e.ctx, "after import", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if _, err := fmt.Sscan(next, &n); err != nil || n <= 41 {
+		t.Fatalf("experiment created after an import got id %q, want one above 41", next)
+	}
+
+	// A run keeps its id, times, status and user.
+	const runID = "0123456789abcdef0123456789abcdef"
+	r := &tracking.Run{Info: tracking.RunInfo{RunID: runID, RunName: "old", ExperimentID: "41", UserID: "ann",
+		Status: tracking.StatusFailed, StartTimeMs: 1000, EndTimeMs: 2000, ArtifactURI: "mlflow-artifacts:/41/" + runID + "/artifacts",
+		LifecycleStage: tracking.Active}, Data: tracking.RunData{Tags: []tracking.Tag{{Key: tracking.TagRunName, Value: "old"}}}}
+	if err := e.store.CreateRun(e.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	gotRun := e.mustGetRun(runID)
+	if gotRun.Info != r.Info {
+		t.Fatalf("imported run info %+v, want %+v", gotRun.Info, r.Info)
+	}
+	wantCode(t, e.store.CreateRun(e.ctx, r), errs.AlreadyExists, runID)
 }
 
 func testExperimentSearch(t *testing.T, e *env) {

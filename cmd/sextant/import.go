@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx" for MLflow databases on PostgreSQL
+
+	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/mlflowimport"
+	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// ImportCommand copies an MLflow tracking database and its artifacts into
+// Sextant's stores.
+type ImportCommand struct {
+	main *Main
+}
+
+const importUsage = `Usage: sextant import --from DATABASE_URL [--artifacts DIR] [storage flags]
+
+Copies experiments, runs, params, tags, metric histories, dataset inputs and
+artifacts from an MLflow tracking server's database into the Sextant data
+directory (or database and bucket) that the storage flags select, the same
+flags and SEXTANT_* variables 'sextant server' takes. Run ids, experiment ids,
+names, users and times are kept. Stop the Sextant server first when it uses
+the same SQLite data directory.
+
+  --from sqlite:///mlflow.db            relative path (sqlite:////abs/mlflow.db: absolute)
+  --from postgresql://user:pw@host/db   an MLflow database on PostgreSQL
+  --artifacts DIR                       MLflow's --artifacts-destination, or its
+                                        mlruns directory if it has moved
+
+Flags:
+`
+
+// Run parses flags and imports.
+func (c *ImportCommand) Run(ctx context.Context, args []string) error {
+	m := c.main
+	cfg := DefaultConfig()
+	fs := newFlagSet()
+	fs.Init("sextant import", fs.ErrorHandling())
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(m.Stderr, importUsage)
+		fs.PrintDefaults()
+	}
+	var from, artifactRoot string
+	var skipExisting, asJSON, noArtifacts bool
+	fs.StringVar(&from, "from", "", "the MLflow database URL (required)")
+	fs.StringVar(&artifactRoot, "artifacts", "", "MLflow's artifact directory (see above)")
+	fs.BoolVar(&noArtifacts, "no-artifacts", false, "import metadata only")
+	fs.BoolVar(&skipExisting, "skip-existing", false, "leave runs that are already in Sextant alone (to finish an interrupted import)")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	envErr := bindFlags(fs, &cfg, m.Getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if envErr != nil {
+		return envErr
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if from == "" {
+		fs.Usage()
+		return errors.New("--from is required")
+	}
+	if artifactRoot != "" && !noArtifacts {
+		if st, err := os.Stat(artifactRoot); err != nil || !st.IsDir() {
+			return fmt.Errorf("--artifacts %s is not a directory", artifactRoot)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := newLogger(m.Stderr, cfg)
+
+	src, err := mlflowimport.OpenSource(ctx, from, sql.Open)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	store, err := sqlstore.Open(ctx, filepath.Join(cfg.DataDir, "sextant.db"), sqlstore.Options{
+		Limits: cfg.Limits, Synchronous: cfg.Synchronous, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close(context.WithoutCancel(ctx))
+	opts := mlflowimport.Options{SkipExisting: skipExisting, Logger: log}
+	if !noArtifacts {
+		blobs, err := openBlobs(ctx, cfg, "artifacts", m.Getenv, log)
+		if err != nil {
+			return err
+		}
+		svc := artifacts.New(blobs, artifacts.Options{})
+		opts.Artifacts = &mlflowimport.ArtifactCopier{
+			Root: artifactRoot,
+			Upload: func(ctx context.Context, p string, f *os.File, size int64) error {
+				_, err := svc.Upload(ctx, p, f, size)
+				return err
+			},
+		}
+	}
+	start := time.Now()
+	last := start
+	opts.Progress = func(p mlflowimport.Progress) {
+		if !asJSON && time.Since(last) > 2*time.Second {
+			last = time.Now()
+			fmt.Fprintf(m.Stderr, "imported %d runs (experiment %q)\n", p.RunsDone, p.Experiment)
+		}
+	}
+	rep, err := mlflowimport.Import(ctx, src, store, opts)
+	if err == nil {
+		// MLflow's Default experiment came with the import; a database
+		// without one gets Sextant's, as the server would create it.
+		err = tracking.NewService(store, tracking.Options{Limits: cfg.Limits, Logger: log}).Init(ctx)
+	}
+	if rep != nil {
+		if asJSON {
+			enc := json.NewEncoder(m.Stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(rep)
+		} else {
+			printImportReport(m, rep, time.Since(start))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("import stopped: %w", err)
+	}
+	return nil
+}
+
+func printImportReport(m *Main, r *mlflowimport.Report, took time.Duration) {
+	fmt.Fprintf(m.Stdout, "imported %d experiments, %d runs (%d skipped), %d params, %d tags, %d metric points, %d dataset inputs, %d artifact files (%d bytes) in %s\n",
+		r.Experiments, r.Runs, r.SkippedRuns, r.Params, r.Tags, r.MetricPoints, r.DatasetInputs, r.ArtifactFiles, r.ArtifactBytes, took.Round(time.Millisecond))
+	for from, to := range r.Renumbered {
+		fmt.Fprintf(m.Stdout, "experiment id %s was taken; it is %s here\n", from, to)
+	}
+	for _, name := range r.Merged {
+		fmt.Fprintf(m.Stdout, "experiment %q already existed; its runs were added to it\n", name)
+	}
+	if n := len(r.MissingArtifacts); n > 0 {
+		fmt.Fprintf(m.Stdout, "%d runs had artifacts that were not found (see the warnings above); pass --artifacts with MLflow's artifact directory\n", n)
+	}
+}
