@@ -501,7 +501,7 @@ func registryWhere(f search.Filter, cols map[string]string, numeric map[string]b
 			// The registry counts a missing tag as different (the mlflow
 			// client adds "tags.`mlflow.prompt.is_prompt` != 'true'" to
 			// every registered-model search).
-			w, a, err = "((" + tagSub + ") IS NULL OR (" + tagSub + ") != ?)", []any{c.Key, c.Key, c.Value.Str}, nil
+			w, a, err = "(("+tagSub+") IS NULL OR ("+tagSub+") != ?)", []any{c.Key, c.Key, c.Value.Str}, nil
 		case c.Entity == search.Tag:
 			w, a, err = sideCompare(tagSub, c)
 		case c.Entity == search.Attribute && cols[c.Key] != "" && numeric[c.Key]:
