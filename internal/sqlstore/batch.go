@@ -312,12 +312,36 @@ func updateSeriesRows(tx *wtx, rows []*seriesRow) error {
 		_, err := tx.exec(`UPDATE metric_series SET step = v.column2, timestamp = v.column3, value = v.column4, is_nan = v.column5,
 				model_id = v.column6, dataset_name = v.column7, dataset_digest = v.column8,
 				max_step = v.column9, point_count = v.column10, small_chunks = v.column11
-			FROM (VALUES `+rowPlaceholders(len(part), 11)+`) AS v WHERE metric_series.series_id = v.column1`, args...)
+			FROM (VALUES `+tx.typedRows(len(part), seriesUpdateTypes)+`) AS v WHERE metric_series.series_id = v.column1`, args...)
 		if err != nil {
 			return sqlError(err, "update metric series")
 		}
 	}
 	return nil
+}
+
+// seriesUpdateTypes are the SQL types of the VALUES columns of
+// updateSeriesRows.
+var seriesUpdateTypes = []string{"BIGINT", "BIGINT", "BIGINT", "DOUBLE PRECISION", "BIGINT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT"}
+
+// typedRows returns placeholders for n rows of a VALUES list with the
+// given column types. PostgreSQL needs the types spelled out (it takes an
+// untyped VALUES parameter for text); SQLite takes the values as they come.
+func (t *wtx) typedRows(n int, types []string) string {
+	if !t.w.pg {
+		return rowPlaceholders(n, len(types))
+	}
+	var b strings.Builder
+	b.WriteString("(")
+	for i, ty := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("CAST(? AS " + ty + ")")
+	}
+	b.WriteString(")")
+	row := b.String()
+	return strings.Repeat(row+",", n-1) + row
 }
 
 // rowPlaceholders returns "(?,...,?),(...)" for n rows of k columns.
@@ -328,15 +352,11 @@ func rowPlaceholders(n, k int) string {
 
 func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
 	l := sl.sum.Last
-	res, err := tx.exec(`INSERT INTO metric_series
+	err := tx.queryRow(`INSERT INTO metric_series
 		(run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0) RETURNING series_id`,
 		runPK, sl.key, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
-		nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest), sl.sum.MaxStep)
-	if err != nil {
-		return sqlError(err, "create metric series")
-	}
-	r.id, err = res.LastInsertId()
+		nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest), sl.sum.MaxStep).Scan(&r.id)
 	if err != nil {
 		return sqlError(err, "create metric series")
 	}
@@ -352,7 +372,7 @@ func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
 // after a restart only read the chunks of the same moments, which is
 // what a retried request repeats.
 func (s *Store) dropStored(tx *wtx, seriesID int64, sl *slice) error {
-	rows, err := tx.query(`SELECT data FROM metric_chunks INDEXED BY metric_chunks_series_ts
+	rows, err := tx.query(`SELECT data FROM metric_chunks`+s.indexedBy("metric_chunks_series_ts")+`
 		WHERE series_id = ? AND max_ts >= ? AND min_ts <= ? AND min_step <= ? AND max_step >= ?`,
 		seriesID, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.MaxStep, sl.sum.MinStep)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -237,6 +238,9 @@ func (s *Store) readSmallChunks(ctx context.Context, seriesID int64) ([]*compact
 // compactionCandidatesN lists up to n series (all when n < 0) with at
 // least two small chunks.
 func (s *Store) compactionCandidatesN(ctx context.Context, n int) ([]int64, error) {
+	if n < 0 {
+		n = math.MaxInt32 // all of them
+	}
 	rows, err := s.rdb.QueryContext(ctx, `SELECT series_id FROM metric_series WHERE small_chunks >= 2 LIMIT ?`, n)
 	if err != nil {
 		return nil, sqlError(err, "list series to compact")

@@ -31,9 +31,9 @@ func notFoundExperiment(id string) error {
 // 0 exists.
 func (s *Store) EnsureDefaultExperiment(ctx context.Context, e *tracking.Experiment) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO experiments
+		_, err := tx.ExecContext(ctx, `INSERT INTO experiments
 			(experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time)
-			VALUES (0, ?, ?, 'active', ?, ?)`, e.Name, e.ArtifactLocation, e.CreationTimeMs, e.LastUpdateTimeMs)
+			VALUES (0, ?, ?, 'active', ?, ?) ON CONFLICT DO NOTHING`, e.Name, e.ArtifactLocation, e.CreationTimeMs, e.LastUpdateTimeMs)
 		return sqlError(err, "create default experiment")
 	})
 }
@@ -69,15 +69,15 @@ func (s *Store) CreateExperiment(ctx context.Context, e *tracking.Experiment, lo
 				VALUES (?, ?, ?, ?, ?, ?)`, n, e.Name, e.ArtifactLocation, string(e.LifecycleStage), e.CreationTimeMs, e.LastUpdateTimeMs); err != nil {
 				return sqlError(err, fmt.Sprintf("Experiment '%s' already exists.", e.Name))
 			}
+			if err := s.bumpSequence(tx, "experiments", "experiment_id"); err != nil {
+				return err
+			}
 		} else {
-			res, err := tx.ExecContext(ctx, `INSERT INTO experiments
+			err := tx.QueryRowContext(ctx, `INSERT INTO experiments
 				(name, artifact_location, lifecycle_stage, creation_time, last_update_time)
-				VALUES (?, ?, ?, ?, ?)`, e.Name, e.ArtifactLocation, string(e.LifecycleStage), e.CreationTimeMs, e.LastUpdateTimeMs)
+				VALUES (?, ?, ?, ?, ?) RETURNING experiment_id`, e.Name, e.ArtifactLocation, string(e.LifecycleStage), e.CreationTimeMs, e.LastUpdateTimeMs).Scan(&n)
 			if err != nil {
 				return sqlError(err, fmt.Sprintf("Experiment '%s' already exists.", e.Name))
-			}
-			if n, err = res.LastInsertId(); err != nil {
-				return sqlError(err, "create experiment")
 			}
 		}
 		e.ID = strconv.FormatInt(n, 10)
@@ -88,7 +88,7 @@ func (s *Store) CreateExperiment(ctx context.Context, e *tracking.Experiment, lo
 			}
 		}
 		for _, t := range e.Tags {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)`, n, t.Key, t.Value); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?) ON CONFLICT (experiment_id, key) DO UPDATE SET value = excluded.value`, n, t.Key, t.Value); err != nil {
 				return sqlError(err, "set experiment tag")
 			}
 		}
@@ -187,7 +187,7 @@ func (s *Store) RenameExperiment(ctx context.Context, id, name string, nowMs int
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
 		var stage, old string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage, name FROM experiments WHERE experiment_id = ?`, n).Scan(&stage, &old)
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage, name FROM experiments WHERE experiment_id = ?`+tx.lock(), n).Scan(&stage, &old)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFoundExperiment(id)
 		}
@@ -213,7 +213,7 @@ func (s *Store) SetExperimentLifecycle(ctx context.Context, id string, stage tra
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
 		var cur string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&cur)
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.lock(), n).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFoundExperiment(id)
 		}

@@ -23,12 +23,27 @@ var components = []struct {
 	{"workspace", workspaceMigrations},
 }
 
+// migrationLock is the PostgreSQL advisory lock that replicas starting
+// together take, so that one of them migrates and the others wait.
+const migrationLock = 0x5e7a47
+
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.wdb.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if s.pg {
+		conn, err := s.rdb.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, migrationLock); err != nil {
+			return fmt.Errorf("migrate: take the migration lock: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, migrationLock) //nolint:errcheck // released with the session anyway
+	}
+	if _, err := s.wdb.ExecContext(ctx, s.ddl(`CREATE TABLE IF NOT EXISTS schema_migrations (
 		component  TEXT    NOT NULL,
 		version    INTEGER NOT NULL,
 		applied_at INTEGER NOT NULL,
-		PRIMARY KEY (component, version))`); err != nil {
+		PRIMARY KEY (component, version))`)); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	for _, c := range components {
@@ -53,7 +68,7 @@ func (s *Store) applyMigration(ctx context.Context, component string, v int, sql
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, sqlText); err != nil {
+	if _, err := tx.ExecContext(ctx, s.ddl(sqlText)); err != nil {
 		return errors.Join(fmt.Errorf("apply %s migration %d: %w", component, v, err), tx.Rollback())
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)`, component, v, time.Now().UnixMilli()); err != nil {

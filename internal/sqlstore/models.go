@@ -29,7 +29,7 @@ func (s *Store) CreateLoggedModel(ctx context.Context, m *tracking.LoggedModel) 
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
 		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, expID).Scan(&stage)
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.share(), expID).Scan(&stage)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFoundExperiment(m.ExperimentID)
 		}
@@ -39,24 +39,21 @@ func (s *Store) CreateLoggedModel(ctx context.Context, m *tracking.LoggedModel) 
 		if stage != string(tracking.Active) {
 			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", m.ExperimentID, stage)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO logged_models
+		var pk int64
+		err = tx.QueryRowContext(ctx, `INSERT INTO logged_models
 			(model_id, experiment_id, name, model_type, source_run_id, artifact_uri, status, status_message, creation_time, last_updated_time, lifecycle_stage)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')`,
-			m.ID, expID, m.Name, m.ModelType, m.SourceRunID, m.ArtifactURI, int32(m.Status), m.StatusMessage, m.CreationTimeMs, m.LastUpdatedTimeMs)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active') RETURNING model_pk`,
+			m.ID, expID, m.Name, m.ModelType, m.SourceRunID, m.ArtifactURI, int32(m.Status), m.StatusMessage, m.CreationTimeMs, m.LastUpdatedTimeMs).Scan(&pk)
 		if err != nil {
 			return sqlError(err, "Logged model "+m.ID+" already exists")
 		}
-		pk, err := res.LastInsertId()
-		if err != nil {
-			return sqlError(err, "create logged model")
-		}
 		for _, t := range m.Tags {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO logged_model_tags (model_pk, key, value) VALUES (?, ?, ?)`, pk, t.Key, t.Value); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO logged_model_tags (model_pk, key, value) VALUES (?, ?, ?) ON CONFLICT (model_pk, key) DO UPDATE SET value = excluded.value`, pk, t.Key, t.Value); err != nil {
 				return sqlError(err, "set logged model tag")
 			}
 		}
 		for _, p := range m.Params {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO logged_model_params (model_pk, key, value) VALUES (?, ?, ?)`, pk, p.Key, p.Value); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO logged_model_params (model_pk, key, value) VALUES (?, ?, ?) ON CONFLICT (model_pk, key) DO UPDATE SET value = excluded.value`, pk, p.Key, p.Value); err != nil {
 				return sqlError(err, "log logged model param")
 			}
 		}
@@ -164,7 +161,7 @@ func (s *Store) loadLoggedModelData(ctx context.Context, pks []int64, models []*
 func activeModel(tx *wtx, id string) (int64, error) {
 	var pk int64
 	var stage string
-	err := tx.QueryRowContext(tx.ctx, `SELECT model_pk, lifecycle_stage FROM logged_models WHERE model_id = ?`, id).Scan(&pk, &stage)
+	err := tx.QueryRowContext(tx.ctx, `SELECT model_pk, lifecycle_stage FROM logged_models WHERE model_id = ?`+tx.lock(), id).Scan(&pk, &stage)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && stage != string(tracking.Active)) {
 		return 0, notFoundModel(id)
 	}
@@ -285,8 +282,8 @@ func recordModelMetrics(tx *wtx, runID string, slices []*slice) error {
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return sqlError(err, "read model metric")
 		}
-		if _, err := tx.exec(`INSERT OR REPLACE INTO logged_model_metrics (model_id, key, dataset_name, dataset_digest, run_id, step, timestamp, value, is_nan)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, sl.ctx.ModelID, sl.key, sl.ctx.DatasetName, sl.ctx.DatasetDigest, runID,
+		if _, err := tx.exec(`INSERT INTO logged_model_metrics (model_id, key, dataset_name, dataset_digest, run_id, step, timestamp, value, is_nan)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (model_id, key, dataset_name, dataset_digest) DO UPDATE SET run_id = excluded.run_id, step = excluded.step, timestamp = excluded.timestamp, value = excluded.value, is_nan = excluded.is_nan`, sl.ctx.ModelID, sl.key, sl.ctx.DatasetName, sl.ctx.DatasetDigest, runID,
 			l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value)); err != nil {
 			return sqlError(err, "record model metric")
 		}

@@ -26,7 +26,7 @@ func notFoundVersion(name, version string) error {
 // registeredPK returns the key of a registered model.
 func registeredPK(tx *wtx, name string) (int64, error) {
 	var pk int64
-	err := tx.QueryRowContext(tx.ctx, `SELECT rm_pk FROM registered_models WHERE name = ?`, name).Scan(&pk)
+	err := tx.QueryRowContext(tx.ctx, `SELECT rm_pk FROM registered_models WHERE name = ?`+tx.lock(), name).Scan(&pk)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, notFoundRegistered(name)
 	}
@@ -41,14 +41,14 @@ func touchRegistered(tx *wtx, pk, nowMs int64) error {
 // CreateRegisteredModel implements tracking.RegistryStore.
 func (s *Store) CreateRegisteredModel(ctx context.Context, m *tracking.RegisteredModel) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO registered_models (name, description, user_id, creation_time, last_updated_time) VALUES (?, ?, ?, ?, ?)`,
-			m.Name, m.Description, m.UserID, m.CreationTimeMs, m.LastUpdatedTimeMs)
+		var pk int64
+		err := tx.QueryRowContext(ctx, `INSERT INTO registered_models (name, description, user_id, creation_time, last_updated_time) VALUES (?, ?, ?, ?, ?) RETURNING rm_pk`,
+			m.Name, m.Description, m.UserID, m.CreationTimeMs, m.LastUpdatedTimeMs).Scan(&pk)
 		if err != nil {
 			return sqlError(err, fmt.Sprintf("Registered Model (name=%s) already exists.", m.Name))
 		}
-		pk, _ := res.LastInsertId()
 		for _, t := range m.Tags {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO registered_model_tags (rm_pk, key, value) VALUES (?, ?, ?)`, pk, t.Key, t.Value); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO registered_model_tags (rm_pk, key, value) VALUES (?, ?, ?) ON CONFLICT (rm_pk, key) DO UPDATE SET value = excluded.value`, pk, t.Key, t.Value); err != nil {
 				return sqlError(err, "set registered model tag")
 			}
 		}
@@ -326,7 +326,7 @@ func (s *Store) CreateModelVersion(ctx context.Context, v *tracking.ModelVersion
 			return sqlError(err, "read version counter")
 		}
 		next := last + 1
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO model_version_counters (rm_pk, last_version) VALUES (?, ?)`, pk, next); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO model_version_counters (rm_pk, last_version) VALUES (?, ?) ON CONFLICT (rm_pk) DO UPDATE SET last_version = excluded.last_version`, pk, next); err != nil {
 			return sqlError(err, "update version counter")
 		}
 		v.Version = strconv.FormatInt(next, 10)
@@ -337,7 +337,7 @@ func (s *Store) CreateModelVersion(ctx context.Context, v *tracking.ModelVersion
 			return sqlError(err, "create model version")
 		}
 		for _, t := range v.Tags {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO model_version_tags (rm_pk, version, key, value) VALUES (?, ?, ?, ?)`, pk, next, t.Key, t.Value); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO model_version_tags (rm_pk, version, key, value) VALUES (?, ?, ?, ?) ON CONFLICT (rm_pk, version, key) DO UPDATE SET value = excluded.value`, pk, next, t.Key, t.Value); err != nil {
 				return sqlError(err, "set model version tag")
 			}
 		}

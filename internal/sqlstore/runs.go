@@ -34,7 +34,7 @@ type runState struct {
 // activeRun loads the run's state for a write and refuses deleted runs.
 func activeRun(tx *wtx, id string) (runState, error) {
 	var st runState
-	err := tx.QueryRowContext(tx.ctx, `SELECT run_pk, experiment_id, lifecycle_stage, metric_points, metric_keys, param_count, tag_count FROM runs WHERE run_id = ?`, id).
+	err := tx.QueryRowContext(tx.ctx, `SELECT run_pk, experiment_id, lifecycle_stage, metric_points, metric_keys, param_count, tag_count FROM runs WHERE run_id = ?`+tx.lock(), id).
 		Scan(&st.pk, &st.experimentID, &st.stage, &st.points, &st.keys, &st.params, &st.tags)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, notFoundRun(id)
@@ -56,7 +56,7 @@ func (s *Store) CreateRun(ctx context.Context, r *tracking.Run) error {
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
 		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, expID).Scan(&stage)
+		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.share(), expID).Scan(&stage)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFoundExperiment(r.Info.ExperimentID)
 		}
@@ -67,19 +67,16 @@ func (s *Store) CreateRun(ctx context.Context, r *tracking.Run) error {
 			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", r.Info.ExperimentID, stage)
 		}
 		i := r.Info
-		res, err := tx.ExecContext(ctx, `INSERT INTO runs
+		var pk int64
+		err = tx.QueryRowContext(ctx, `INSERT INTO runs
 			(run_id, experiment_id, name, user_id, status, start_time, end_time, artifact_uri, lifecycle_stage, tag_count)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			i.RunID, expID, i.RunName, i.UserID, int32(i.Status), i.StartTimeMs, nullIfZero(i.EndTimeMs), i.ArtifactURI, string(i.LifecycleStage), len(r.Data.Tags))
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING run_pk`,
+			i.RunID, expID, i.RunName, i.UserID, int32(i.Status), i.StartTimeMs, nullIfZero(i.EndTimeMs), i.ArtifactURI, string(i.LifecycleStage), len(r.Data.Tags)).Scan(&pk)
 		if err != nil {
 			return sqlError(err, "Run "+i.RunID+" already exists")
 		}
-		pk, err := res.LastInsertId()
-		if err != nil {
-			return sqlError(err, "create run")
-		}
 		for _, t := range r.Data.Tags {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tags (run_pk, key, value) VALUES (?, ?, ?)`, pk, t.Key, t.Value); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO tags (run_pk, key, value) VALUES (?, ?, ?) ON CONFLICT (run_pk, key) DO UPDATE SET value = excluded.value`, pk, t.Key, t.Value); err != nil {
 				return sqlError(err, "set tag")
 			}
 		}
@@ -302,7 +299,7 @@ func (s *Store) SetRunLifecycle(ctx context.Context, id string, stage tracking.L
 	return s.w.do(ctx, func(tx *wtx) error {
 		var pk int64
 		var cur string
-		err := tx.QueryRowContext(ctx, `SELECT run_pk, lifecycle_stage FROM runs WHERE run_id = ?`, id).Scan(&pk, &cur)
+		err := tx.QueryRowContext(ctx, `SELECT run_pk, lifecycle_stage FROM runs WHERE run_id = ?`+tx.lock(), id).Scan(&pk, &cur)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFoundRun(id)
 		}
@@ -373,7 +370,7 @@ func (s *Store) LogInputs(ctx context.Context, runID string, datasets []tracking
 		}
 		for _, in := range datasets {
 			d := in.Dataset
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO datasets (experiment_id, name, digest, source_type, source, schema, profile) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO datasets (experiment_id, name, digest, source_type, source, schema, profile) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 				st.experimentID, d.Name, d.Digest, d.SourceType, d.Source, d.Schema, d.Profile); err != nil {
 				return sqlError(err, "record dataset")
 			}
@@ -381,17 +378,17 @@ func (s *Store) LogInputs(ctx context.Context, runID string, datasets []tracking
 			if err := tx.QueryRowContext(ctx, `SELECT dataset_pk FROM datasets WHERE experiment_id = ? AND name = ? AND digest = ?`, st.experimentID, d.Name, d.Digest).Scan(&dpk); err != nil {
 				return sqlError(err, "record dataset")
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO run_inputs (run_pk, dataset_pk) VALUES (?, ?)`, st.pk, dpk); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run_inputs (run_pk, dataset_pk) VALUES (?, ?) ON CONFLICT DO NOTHING`, st.pk, dpk); err != nil {
 				return sqlError(err, "record input")
 			}
 			for _, t := range in.Tags {
-				if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO input_tags (run_pk, dataset_pk, key, value) VALUES (?, ?, ?, ?)`, st.pk, dpk, t.Key, t.Value); err != nil {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO input_tags (run_pk, dataset_pk, key, value) VALUES (?, ?, ?, ?) ON CONFLICT (run_pk, dataset_pk, key) DO UPDATE SET value = excluded.value`, st.pk, dpk, t.Key, t.Value); err != nil {
 					return sqlError(err, "record input tag")
 				}
 			}
 		}
 		for _, m := range models {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO run_model_inputs (run_pk, model_id) VALUES (?, ?)`, st.pk, m.ModelID); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run_model_inputs (run_pk, model_id) VALUES (?, ?) ON CONFLICT DO NOTHING`, st.pk, m.ModelID); err != nil {
 				return sqlError(err, "record model input")
 			}
 		}
@@ -407,7 +404,7 @@ func (s *Store) LogOutputs(ctx context.Context, runID string, models []tracking.
 			return err
 		}
 		for _, m := range models {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO run_model_outputs (run_pk, model_id, step) VALUES (?, ?, ?)`, st.pk, m.ModelID, m.Step); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run_model_outputs (run_pk, model_id, step) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, st.pk, m.ModelID, m.Step); err != nil {
 				return sqlError(err, "record model output")
 			}
 		}

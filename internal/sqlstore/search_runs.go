@@ -114,7 +114,7 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 			joins = append(joins, "LEFT JOIN metric_series "+alias+" ON "+alias+".run_pk = r.run_pk AND "+alias+".key = ?")
 			joinArgs = append(joinArgs, k.Key)
 			terms = append(terms,
-				sortTerm{expr: "(" + alias + ".series_id IS NULL)", kind: termInt},
+				sortTerm{expr: "(CASE WHEN " + alias + ".series_id IS NULL THEN 1 ELSE 0 END)", kind: termInt},
 				sortTerm{expr: "COALESCE(" + alias + ".is_nan, 0)", kind: termInt},
 				sortTerm{expr: "COALESCE(" + alias + ".value, 0.0)", desc: k.Desc, kind: termFloat})
 		case search.Param, search.Tag:
@@ -125,7 +125,7 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 			joins = append(joins, "LEFT JOIN "+table+" "+alias+" ON "+alias+".run_pk = r.run_pk AND "+alias+".key = ?")
 			joinArgs = append(joinArgs, k.Key)
 			terms = append(terms,
-				sortTerm{expr: "(" + alias + ".value IS NULL)", kind: termInt},
+				sortTerm{expr: "(CASE WHEN " + alias + ".value IS NULL THEN 1 ELSE 0 END)", kind: termInt},
 				sortTerm{expr: "COALESCE(" + alias + ".value, '')", desc: k.Desc, kind: termString})
 		case search.Attribute:
 			col, kind, ok := runAttrColumn(k.Key)
@@ -138,7 +138,7 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 			case search.AttrRunID:
 				hasID = true
 			case search.AttrEndTime:
-				terms = append(terms, sortTerm{expr: "(r.end_time IS NULL)", kind: termInt})
+				terms = append(terms, sortTerm{expr: "(CASE WHEN r.end_time IS NULL THEN 1 ELSE 0 END)", kind: termInt})
 				col = "COALESCE(r.end_time, 0)"
 			}
 			terms = append(terms, sortTerm{expr: col, desc: k.Desc, kind: kind})
@@ -287,7 +287,11 @@ func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.R
 	}
 	var phases []runPhase
 	if len(q.OrderBy) > 0 && q.OrderBy[0].Entity == search.Metric {
-		phases = metricPhases(q.OrderBy[0])
+		drive := "CROSS JOIN"
+		if s.pg {
+			drive = "JOIN"
+		}
+		phases = metricPhases(q.OrderBy[0], drive)
 	} else {
 		phases = []runPhase{{from: "runs r " + strings.Join(joins, " "), fromArgs: joinArgs, order: terms}}
 	}
@@ -360,8 +364,10 @@ func (p runPhase) cursorIn(cursor []any) bool {
 }
 
 // metricPhases returns the three phases of a search whose first order key
-// is the metric k (aliased o0, whose terms are terms[0:3]).
-func metricPhases(k search.OrderKey) []runPhase {
+// is the metric k (aliased o0, whose terms are terms[0:3]). drive is the
+// join that makes o0 drive: SQLite's CROSS JOIN keeps the written order;
+// PostgreSQL has no such hint and picks the order itself.
+func metricPhases(k search.OrderKey, drive string) []runPhase {
 	flag := func(c []any, i int) int64 { return c[i].(int64) }
 	phase := func(c []any) int {
 		switch {
@@ -380,7 +386,7 @@ func metricPhases(k search.OrderKey) []runPhase {
 	// (see build); o0 is joined here, first, so that it drives.
 	return []runPhase{
 		{
-			from:      "metric_series o0 CROSS JOIN runs r ON r.run_pk = o0.run_pk",
+			from:      "metric_series o0 " + drive + " runs r ON r.run_pk = o0.run_pk",
 			where:     []string{"o0.key = ?", "o0.value IS NOT NULL"},
 			args:      []any{k.Key},
 			ownsO0:    true,
@@ -391,7 +397,7 @@ func metricPhases(k search.OrderKey) []runPhase {
 			seekExpr:  seek,
 		},
 		{
-			from:      "metric_series o0 CROSS JOIN runs r ON r.run_pk = o0.run_pk",
+			from:      "metric_series o0 " + drive + " runs r ON r.run_pk = o0.run_pk",
 			where:     []string{"o0.key = ?", "o0.is_nan = 1"},
 			args:      []any{k.Key},
 			ownsO0:    true,

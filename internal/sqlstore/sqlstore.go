@@ -1,10 +1,14 @@
-// Package sqlstore implements the tracking store on SQLite. It is the only
-// package that imports a SQL driver.
+// Package sqlstore implements Sextant's stores on SQLite (the embedded
+// default) and on PostgreSQL (several replicas sharing one database), with
+// one SQL for both (see dialect.go). It is the only package that imports a
+// SQL driver.
 //
 // Writes go through one writer goroutine that commits many requests in one
 // transaction (group commit), each request inside its own savepoint so that
 // a failing request rolls back alone. Reads use a separate pool of
-// connections, which SQLite's WAL mode lets run beside the writer.
+// connections, which SQLite's WAL mode lets run beside the writer. On
+// PostgreSQL each replica has its own writer; operations lock the rows
+// they change (forUpdate), so replicas never interleave on one run.
 package sqlstore
 
 import (
@@ -19,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -42,7 +47,8 @@ type Options struct {
 	CompactAfter int
 	// MaxBatchOps caps the requests committed in one transaction; 0 means 512.
 	MaxBatchOps int
-	// ReadConns is the size of the read pool; 0 means 4 x GOMAXPROCS.
+	// ReadConns is the size of the read pool; 0 means 4 x GOMAXPROCS
+	// (SQLite) or 16 (PostgreSQL).
 	ReadConns int
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
@@ -59,11 +65,12 @@ func DefaultOptions() Options {
 	}
 }
 
-// Store is the SQLite implementation of tracking.Store.
+// Store is the SQL implementation of tracking.Store and the other stores.
 type Store struct {
 	rdb    *sql.DB
 	wdb    *sql.DB
-	cdb    *sql.DB
+	cdb    *sql.DB // SQLite only: checkpoints
+	pg     bool
 	w      *writer
 	c      *compactor
 	limits tracking.Limits
@@ -75,9 +82,10 @@ type Store struct {
 
 var _ tracking.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the SQLite database at path, applies
-// pending migrations and starts the writer.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+// Open opens the store at target: a SQLite database file (created if
+// needed) or a PostgreSQL URL (postgres://...). It applies pending
+// migrations and starts the writer.
+func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	d := DefaultOptions()
 	if opts.Synchronous == "" {
 		opts.Synchronous = d.Synchronous
@@ -95,15 +103,42 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.MaxBatchOps <= 0 {
 		opts.MaxBatchOps = d.MaxBatchOps
 	}
-	if opts.ReadConns <= 0 {
-		opts.ReadConns = 4 * runtime.GOMAXPROCS(0)
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{limits: opts.Limits.WithDefaults(), opts: opts, log: log.With("component", "sqlstore")}
+	s := &Store{limits: opts.Limits.WithDefaults(), log: log.With("component", "sqlstore")}
+	var err error
+	if isPostgresURL(target) {
+		s.pg = true
+		err = s.openPostgres(ctx, target, &opts)
+	} else {
+		err = s.openSQLite(ctx, target, &opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.opts = opts
+	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
+	s.w.retryable = retryable
+	s.w.pg = s.pg
+	s.c = newCompactor(s, s.log)
+	s.w.committed = s.c.request
+	s.w.start()
+	s.c.start()
+	s.ckptQuit, s.ckptDone = make(chan struct{}), make(chan struct{})
+	if s.pg {
+		close(s.ckptDone)
+	} else {
+		go s.checkpointLoop(target + "-wal")
+	}
+	return s, nil
+}
 
+func (s *Store) openSQLite(ctx context.Context, path string, opts *Options) error {
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4 * runtime.GOMAXPROCS(0)
+	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", opts.Synchronous)
@@ -121,7 +156,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	var err error
 	s.wdb, err = sql.Open(writerDriver, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return fmt.Errorf("open %s: %w", path, err)
 	}
 	// One writer connection: SQLite serialises writers anyway, and the
 	// group-commit goroutine is its only user.
@@ -130,14 +165,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.wdb.SetConnMaxIdleTime(0)
 	if err := s.migrate(ctx); err != nil {
 		s.wdb.Close()
-		return nil, err
+		return err
 	}
 	// Checkpoints get their own connection, so that copying the WAL into
 	// the database runs beside the writer instead of inside its commits.
 	s.cdb, err = sql.Open("sqlite3", dsn)
 	if err != nil {
 		s.wdb.Close()
-		return nil, fmt.Errorf("open %s for checkpoints: %w", path, err)
+		return fmt.Errorf("open %s for checkpoints: %w", path, err)
 	}
 	s.cdb.SetMaxOpenConns(1)
 	q.Set("_query_only", "1")
@@ -146,19 +181,55 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		s.wdb.Close()
 		s.cdb.Close()
-		return nil, fmt.Errorf("open %s for reading: %w", path, err)
+		return fmt.Errorf("open %s for reading: %w", path, err)
 	}
 	s.rdb.SetMaxOpenConns(opts.ReadConns)
 	s.rdb.SetMaxIdleConns(opts.ReadConns)
 	s.rdb.SetConnMaxIdleTime(0)
-	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
-	s.c = newCompactor(s, s.log)
-	s.w.committed = s.c.request
-	s.w.start()
-	s.c.start()
-	s.ckptQuit, s.ckptDone = make(chan struct{}), make(chan struct{})
-	go s.checkpointLoop(path + "-wal")
-	return s, nil
+	return nil
+}
+
+func (s *Store) openPostgres(ctx context.Context, dsn string, opts *Options) error {
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 16
+	}
+	var err error
+	if s.wdb, err = openPostgres(dsn); err != nil {
+		return fmt.Errorf("open PostgreSQL: %w", err)
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetConnMaxIdleTime(0)
+	if s.rdb, err = openPostgres(dsn); err != nil {
+		s.wdb.Close()
+		return fmt.Errorf("open PostgreSQL: %w", err)
+	}
+	s.rdb.SetMaxOpenConns(opts.ReadConns)
+	s.rdb.SetMaxIdleConns(opts.ReadConns)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.rdb.PingContext(pctx); err != nil {
+		s.wdb.Close()
+		s.rdb.Close()
+		return errs.Wrap(errs.Unavailable, err, "cannot reach PostgreSQL at "+redactURL(dsn))
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.wdb.Close()
+		s.rdb.Close()
+		return err
+	}
+	return nil
+}
+
+// redactURL hides the password of a database URL for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "****")
+	}
+	return u.String()
 }
 
 // Close stops compaction, then the writer after the queued writes are
@@ -168,15 +239,23 @@ func (s *Store) Close(ctx context.Context) error {
 	close(s.ckptQuit)
 	<-s.ckptDone
 	// Give free pages back before leaving, within a bounded time.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && s.vacuumSome(ctx); {
+	for deadline := time.Now().Add(2 * time.Second); !s.pg && time.Now().Before(deadline) && s.vacuumSome(ctx); {
 	}
 	werr := s.w.stop(ctx)
-	return errors.Join(werr, s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
+	var cerr error
+	if s.cdb != nil {
+		cerr = s.cdb.Close()
+	}
+	return errors.Join(werr, s.rdb.Close(), cerr, s.wdb.Close())
 }
 
 // Checkpoint runs a WAL checkpoint (TRUNCATE), so that the main database
-// file holds everything; used before measuring size on disk.
+// file holds everything; used before measuring size on disk. A no-op on
+// PostgreSQL.
 func (s *Store) Checkpoint(ctx context.Context) error {
+	if s.pg {
+		return nil
+	}
 	return s.w.exclusive(ctx, func() error {
 		_, err := s.wdb.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err
@@ -274,6 +353,14 @@ func (s *Store) vacuumSome(ctx context.Context) bool {
 	return true
 }
 
+// retryable reports whether a write failed only because it collided with
+// another replica's (PostgreSQL deadlock or serialization failure), so
+// that running it again will succeed.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
 // sqlError translates driver errors into domain errors. UNIQUE violations
 // become AlreadyExists with msg; a full disk becomes Unavailable.
 func sqlError(err error, msg string) error {
@@ -289,6 +376,19 @@ func sqlError(err error, msg string) error {
 			return &errs.Error{Code: errs.Unavailable, Msg: "the server's disk is full", Hint: "free disk space under the data directory", Err: err}
 		case se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked:
 			return errs.Wrap(errs.Unavailable, err, "the database is busy, retry")
+		}
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505": // unique_violation
+			return errs.Wrap(errs.AlreadyExists, err, msg)
+		case pe.Code == "40001" || pe.Code == "40P01": // serialization_failure, deadlock_detected
+			return errs.Wrap(errs.Unavailable, err, "the database is busy, retry")
+		case pe.Code == "53100": // disk_full
+			return &errs.Error{Code: errs.Unavailable, Msg: "the database server's disk is full", Hint: "free disk space on the PostgreSQL server", Err: err}
+		case strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P03": // connection lost, admin shutdown, cannot connect now
+			return errs.Wrap(errs.Unavailable, err, "the database is unavailable, retry")
 		}
 	}
 	var e *errs.Error

@@ -3,12 +3,14 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/sextant/sextant/internal/pgtest"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/trackingtest"
@@ -30,12 +32,45 @@ func MustOpen(tb testing.TB, opts sqlstore.Options) *sqlstore.Store {
 	return s
 }
 
-func TestConformance(t *testing.T) {
-	trackingtest.RunStoreTests(t, func(t *testing.T, limits tracking.Limits) tracking.Store {
-		// Small chunks and an eager compaction threshold, so the suite
-		// crosses chunk boundaries and compacts while it runs.
-		return MustOpen(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4})
+// TestMain stops the PostgreSQL server the tests started, if any.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// MustOpenPostgres opens a store on a fresh PostgreSQL database (see
+// pgtest) and closes it when the test ends.
+func MustOpenPostgres(tb testing.TB, opts sqlstore.Options) *sqlstore.Store {
+	tb.Helper()
+	s, err := sqlstore.Open(context.Background(), pgtest.NewDatabase(tb), opts)
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			tb.Errorf("close store: %v", err)
+		}
 	})
+	return s
+}
+
+// backends opens a store of each kind: the conformance suites run
+// against every one.
+var backends = []struct {
+	name string
+	open func(testing.TB, sqlstore.Options) *sqlstore.Store
+}{
+	{"SQLite", MustOpen},
+	{"PostgreSQL", MustOpenPostgres},
+}
+
+func TestConformance(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			trackingtest.RunStoreTests(t, func(t *testing.T, limits tracking.Limits) tracking.Store {
+				// Small chunks and an eager compaction threshold, so the suite
+				// crosses chunk boundaries and compacts while it runs.
+				return b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4})
+			})
+		})
+	}
 }
 
 func TestReopenKeepsDataAndSchema(t *testing.T) {

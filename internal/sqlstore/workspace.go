@@ -18,13 +18,8 @@ func notFound(what string) error { return errs.Errorf(errs.NotFound, "%s not fou
 // CreateUser implements workspace.Store.
 func (s *Store) CreateUser(ctx context.Context, u *workspace.User, passwordHash string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO users (email, display_name, password_hash, is_admin, disabled, created_time) VALUES (?, ?, ?, ?, 0, ?)`,
-			u.Email, u.DisplayName, passwordHash, u.Admin, u.CreatedMs)
-		if err != nil {
-			return sqlError(err, "user "+u.Email+" already exists")
-		}
-		u.ID, err = res.LastInsertId()
-		return sqlError(err, "create user")
+		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO users (email, display_name, password_hash, is_admin, disabled, created_time) VALUES (?, ?, ?, ?, 0, ?) RETURNING user_id`,
+			u.Email, u.DisplayName, passwordHash, u.Admin, u.CreatedMs).Scan(&u.ID), "user "+u.Email+" already exists")
 	})
 }
 
@@ -107,13 +102,8 @@ func (s *Store) UpdateUser(ctx context.Context, id int64, u workspace.UserUpdate
 // CreateToken implements workspace.Store.
 func (s *Store) CreateToken(ctx context.Context, t *workspace.Token, hash []byte) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_time, expires_time, last_used_time, revoked_time) VALUES (?, ?, ?, ?, ?, 0, 0)`,
-			t.UserID, t.Name, hash, t.CreatedMs, t.ExpiresMs)
-		if err != nil {
-			return sqlError(err, "create token")
-		}
-		t.ID, err = res.LastInsertId()
-		return sqlError(err, "create token")
+		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_time, expires_time, last_used_time, revoked_time) VALUES (?, ?, ?, ?, ?, 0, 0) RETURNING token_id`,
+			t.UserID, t.Name, hash, t.CreatedMs, t.ExpiresMs).Scan(&t.ID), "create token")
 	})
 }
 
@@ -207,12 +197,7 @@ func (s *Store) DeleteUserSessions(ctx context.Context, userID int64) error {
 func (s *Store) CreateGroup(ctx context.Context, name string) (int64, error) {
 	var id int64
 	err := s.w.do(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO user_groups (name) VALUES (?)`, name)
-		if err != nil {
-			return sqlError(err, "group "+name+" already exists")
-		}
-		id, err = res.LastInsertId()
-		return sqlError(err, "create group")
+		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO user_groups (name) VALUES (?) RETURNING group_id`, name).Scan(&id), "group "+name+" already exists")
 	})
 	return id, err
 }
@@ -255,7 +240,7 @@ func (s *Store) ListGroups(ctx context.Context) ([]workspace.Group, error) {
 // AddGroupMember implements workspace.Store.
 func (s *Store) AddGroupMember(ctx context.Context, groupID, userID int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO group_members (group_id, user_id) VALUES (?, ?)`, groupID, userID)
+		_, err := tx.ExecContext(ctx, `INSERT INTO group_members (group_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING`, groupID, userID)
 		return sqlError(err, "add group member")
 	})
 }
@@ -283,13 +268,8 @@ func (s *Store) GroupsOf(ctx context.Context, userID int64) ([]int64, error) {
 // CreateFolder implements workspace.Store.
 func (s *Store) CreateFolder(ctx context.Context, f *workspace.Folder) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO folders (path, parent, owner_id, created_time) VALUES (?, ?, ?, ?)`,
-			f.Path, workspace.Parent(f.Path), f.OwnerID, f.CreatedMs)
-		if err != nil {
-			return sqlError(err, "folder "+f.Path+" already exists")
-		}
-		f.ID, err = res.LastInsertId()
-		return sqlError(err, "create folder")
+		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO folders (path, parent, owner_id, created_time) VALUES (?, ?, ?, ?) RETURNING folder_id`,
+			f.Path, workspace.Parent(f.Path), f.OwnerID, f.CreatedMs).Scan(&f.ID), "folder "+f.Path+" already exists")
 	})
 }
 
@@ -421,13 +401,8 @@ func (s *Store) GrantsTo(ctx context.Context, ps []workspace.Principal) ([]works
 // AddComment implements workspace.Store.
 func (s *Store) AddComment(ctx context.Context, c *workspace.Comment) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO comments (target_kind, target_id, author_id, body, created_time, updated_time) VALUES (?, ?, ?, ?, ?, ?)`,
-			c.Target.Kind, c.Target.ID, c.AuthorID, c.Body, c.CreatedMs, c.UpdatedMs)
-		if err != nil {
-			return sqlError(err, "add comment")
-		}
-		c.ID, err = res.LastInsertId()
-		return sqlError(err, "add comment")
+		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO comments (target_kind, target_id, author_id, body, created_time, updated_time) VALUES (?, ?, ?, ?, ?, ?) RETURNING comment_id`,
+			c.Target.Kind, c.Target.ID, c.AuthorID, c.Body, c.CreatedMs, c.UpdatedMs).Scan(&c.ID), "add comment")
 	})
 }
 
@@ -479,13 +454,8 @@ func (s *Store) ListComments(ctx context.Context, target workspace.CommentTarget
 // Audit implements workspace.Store.
 func (s *Store) Audit(ctx context.Context, e *workspace.AuditEvent) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO audit_log (time, actor_id, actor, action, target, detail) VALUES (?, ?, ?, ?, ?, ?)`,
-			e.TimeMs, e.ActorID, e.Actor, e.Action, e.Target, e.Detail)
-		if err != nil {
-			return sqlError(err, "write audit log")
-		}
-		e.ID, err = res.LastInsertId()
-		return sqlError(err, "write audit log")
+		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO audit_log (time, actor_id, actor, action, target, detail) VALUES (?, ?, ?, ?, ?, ?) RETURNING event_id`,
+			e.TimeMs, e.ActorID, e.Actor, e.Action, e.Target, e.Detail).Scan(&e.ID), "write audit log")
 	})
 }
 

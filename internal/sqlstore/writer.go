@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/sextant/sextant/internal/errs"
 )
@@ -26,6 +28,11 @@ type writer struct {
 	// committed receives the series that ops asked to compact, after their
 	// transaction committed.
 	committed func(seriesIDs []int64)
+	// retryable reports errors after which an op is run again in the next
+	// group: collisions with another replica's writes.
+	retryable func(error) bool
+	// pg says the database is PostgreSQL (see dialect.go).
+	pg bool
 
 	// txStmts are the statements prepared in the current transaction;
 	// only the loop goroutine touches them.
@@ -33,10 +40,15 @@ type writer struct {
 }
 
 type writeOp struct {
-	fn   func(tx *wtx) error
-	raw  func() error // runs alone, outside any transaction
-	done chan error
+	fn    func(tx *wtx) error
+	raw   func() error // runs alone, outside any transaction
+	done  chan error
+	tries int
 }
+
+// maxTries bounds how often an op that collided with another replica's
+// writes is run again.
+const maxTries = 8
 
 // wtx is the transaction handed to an op. Besides the SQL transaction it
 // collects follow-up work that only happens if the op commits, and it runs
@@ -205,10 +217,22 @@ func (w *writer) run(batch []*writeOp) {
 	}
 	results := make([]error, len(txOps))
 	var follow []int64
+	var again []*writeOp
 	for i, op := range txOps {
 		results[i] = w.runOne(tx, op, &follow)
+		if results[i] != nil && op.tries < maxTries && w.retryable != nil && w.retryable(results[i]) {
+			again = append(again, op)
+		}
 	}
 	if err := tx.Commit(); err != nil {
+		if w.retryable != nil && w.retryable(err) {
+			// Nothing of the group was written: run it all again.
+			for _, op := range txOps {
+				op.tries++
+			}
+			w.runAgain(txOps)
+			return
+		}
 		err = sqlError(err, "commit")
 		for _, op := range txOps {
 			op.done <- err
@@ -219,8 +243,24 @@ func (w *writer) run(batch []*writeOp) {
 		w.committed(follow)
 	}
 	for i, op := range txOps {
+		if results[i] != nil && slices.Contains(again, op) {
+			continue
+		}
 		op.done <- results[i]
 	}
+	if len(again) > 0 {
+		for _, op := range again {
+			op.tries++
+		}
+		w.runAgain(again)
+	}
+}
+
+// runAgain runs ops that collided with another replica's writes once more,
+// after a short pause that grows with their tries, in a group of their own.
+func (w *writer) runAgain(ops []*writeOp) {
+	time.Sleep(time.Duration(ops[0].tries*ops[0].tries) * time.Millisecond)
+	w.run(ops)
 }
 
 // runOne runs one op inside a savepoint, so its failure undoes only its
