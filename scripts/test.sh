@@ -26,6 +26,21 @@ failed=()
 step() { printf '\n=== %s\n' "$*"; }
 fail() { failed+=("$1"); printf '!!! FAILED: %s\n' "$1"; }
 
+# ensure_postgres makes sure initdb and postgres are installed (the tests
+# start their own throwaway server, see internal/pgtest); on a machine
+# without them it installs Debian's package when it can.
+ensure_postgres() {
+	if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+		return 0
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+		return
+	fi
+	echo "PostgreSQL is not installed: install it (apt-get install postgresql) or set SEXTANT_TEST_POSTGRES_URL" >&2
+	return 1
+}
+
 run_go() {
 	step "go: gofmt"
 	local unformatted
@@ -40,6 +55,9 @@ run_go() {
 
 	step "go: MinIO for the S3 blob-store tests (built once, cached)"
 	./scripts/minio.sh >/dev/null || fail "build MinIO"
+
+	step "go: PostgreSQL for the PostgreSQL store tests"
+	ensure_postgres || fail "install PostgreSQL (apt-get install postgresql)"
 
 	step "go: unit, conformance and handler tests"
 	go test -count=1 ./... || fail "go test"
