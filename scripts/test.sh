@@ -140,13 +140,14 @@ run_e2e() {
 		env "${env[@]}" "$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -m "$marks" || fail "e2e (mlflow $v)"
 		last_venv=$venv
 	done
-	# The artifact and model tests again, with the artifacts in a real S3
-	# server (MinIO, started by the tests), less those that look at the
-	# local directory's files.
+	# Everything again on the scale-out stores: each server on its own
+	# database of a PostgreSQL server and its own prefix of a MinIO bucket,
+	# both started by the tests; less the tests that look at the local
+	# directory's files, and the gigabyte round trips.
 	if [ -n "${last_venv:-}" ]; then
-		step "e2e: artifacts and models on S3 (MinIO)"
-		env "${env[@]}" SEXTANT_E2E_BLOB_STORE=s3 "$last_venv/bin/python" -m pytest tests/e2e/test_artifacts.py tests/e2e/test_models.py \
-			-q -p no:cacheprovider -m "not ml and not disk and not slow" || fail "e2e (S3)"
+		step "e2e: PostgreSQL and S3 (MinIO)"
+		env "${env[@]}" SEXTANT_E2E_DB=postgres SEXTANT_E2E_BLOB_STORE=s3 "$last_venv/bin/python" -m pytest tests/e2e \
+			-q -p no:cacheprovider -m "not ml and not disk and not slow" || fail "e2e (PostgreSQL, S3)"
 	fi
 	step "e2e: training libraries (torch, Lightning, Transformers)"
 	local mlv

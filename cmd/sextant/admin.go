@@ -115,7 +115,7 @@ type UsersCommand struct{ main *Main }
 func (c *UsersCommand) Run(ctx context.Context, args []string) error {
 	m := c.main
 	usage := `Usage:
-  sextant users add EMAIL [--admin] [--data-dir DIR]   (password from stdin)
+  sextant users add EMAIL [--admin] [--data-dir DIR | --db URL]   (password from stdin)
   sextant users list
   sextant users disable EMAIL | enable EMAIL
   sextant users passwd EMAIL                           (new password from stdin)`
@@ -129,6 +129,7 @@ func (c *UsersCommand) Run(ctx context.Context, args []string) error {
 	a.bind(fs, m.Getenv)
 	isAdmin := fs.Bool("admin", false, "make the user an administrator")
 	dataDir := fs.String("data-dir", "", "create the user directly in this data directory's database (bootstrap; no server needed)")
+	dbURL := fs.String("db", "", "create the user directly in this PostgreSQL database (bootstrap; no server needed)")
 	if err := fs.Parse(reorder(rest)); err != nil {
 		return err
 	}
@@ -141,8 +142,8 @@ func (c *UsersCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *dataDir != "" {
-			return c.addDirect(ctx, *dataDir, fs.Arg(0), pw, *isAdmin)
+		if *dataDir != "" || *dbURL != "" {
+			return c.addDirect(ctx, *dataDir, *dbURL, fs.Arg(0), pw, *isAdmin)
 		}
 		var out struct {
 			User wireUserOut `json:"user"`
@@ -189,9 +190,16 @@ func (c *UsersCommand) Run(ctx context.Context, args []string) error {
 	return fmt.Errorf("unknown users command %q", sub)
 }
 
-// addDirect creates a user in a data directory's database.
-func (c *UsersCommand) addDirect(ctx context.Context, dataDir, email, password string, admin bool) error {
-	store, err := sqlstore.Open(ctx, filepath.Join(dataDir, "sextant.db"), sqlstore.Options{})
+// addDirect creates a user in a data directory's database, or in the
+// PostgreSQL database dbURL.
+func (c *UsersCommand) addDirect(ctx context.Context, dataDir, dbURL, email, password string, admin bool) error {
+	target := dbURL
+	if target == "" {
+		target = filepath.Join(dataDir, "sextant.db")
+	} else if !isPostgres(target) {
+		return &ConfigError{"db", "must be a PostgreSQL URL (postgres://...)"}
+	}
+	store, err := sqlstore.Open(ctx, target, sqlstore.Options{})
 	if err != nil {
 		return err
 	}
@@ -204,7 +212,7 @@ func (c *UsersCommand) addDirect(ctx context.Context, dataDir, email, password s
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.main.Stdout, "created user %s (admin: %v) in %s; restart the server to turn authentication on if it runs in single-user mode\n", u.Email, u.Admin, dataDir)
+	fmt.Fprintf(c.main.Stdout, "created user %s (admin: %v) in %s; restart the server to turn authentication on if it runs in single-user mode\n", u.Email, u.Admin, redactDB(target))
 	return nil
 }
 

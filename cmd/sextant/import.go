@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx" for MLflow databases on PostgreSQL
 
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/mlflowimport"
-	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -31,7 +29,7 @@ artifacts from an MLflow tracking server's database into the Sextant data
 directory (or database and bucket) that the storage flags select, the same
 flags and SEXTANT_* variables 'sextant server' takes. Run ids, experiment ids,
 names, users and times are kept. Stop the Sextant server first when it uses
-the same SQLite data directory.
+a SQLite data directory; with PostgreSQL (--db) it may keep running.
 
   --from sqlite:///mlflow.db            relative path (sqlite:////abs/mlflow.db: absolute)
   --from postgresql://user:pw@host/db   an MLflow database on PostgreSQL
@@ -89,12 +87,7 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer src.Close()
 
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
-	store, err := sqlstore.Open(ctx, filepath.Join(cfg.DataDir, "sextant.db"), sqlstore.Options{
-		Limits: cfg.Limits, Synchronous: cfg.Synchronous, Logger: log,
-	})
+	store, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&MkdirsCommand{main: m}).Run(ctx, rest)
 	case "import":
 		return (&ImportCommand{main: m}).Run(ctx, rest)
+	case "migrate":
+		return (&MigrateCommand{main: m}).Run(ctx, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintf(m.Stdout, "sextant %s (MLflow REST API %s)\n", version, mlflowAPIVersion)
 		return nil
@@ -95,6 +97,7 @@ Commands:
   perms     show, grant or revoke permissions on experiments and folders
   mkdirs    create a workspace folder
   import    copy an MLflow tracking database and its artifacts into Sextant
+  migrate   apply pending schema migrations to the database and exit
   version   print the version
 
 Run 'sextant <command> -h' for the flags of a command.

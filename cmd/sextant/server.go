@@ -8,15 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/httpapi"
-	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/workspace"
 )
@@ -24,9 +21,13 @@ import (
 // Config is the server's whole configuration. Sources, lowest precedence
 // first: DefaultConfig, SEXTANT_* environment variables, flags.
 type Config struct {
-	Host           string
-	Port           int
-	DataDir        string
+	Host    string
+	Port    int
+	DataDir string
+	// DB is a PostgreSQL URL; empty means SQLite in DataDir.
+	DB string
+	// DBPool is the size of the read connection pool (0: the default).
+	DBPool         int
 	Synchronous    string
 	LogLevel       string
 	LogFormat      string
@@ -77,6 +78,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return &ConfigError{"data-dir", "must not be empty"}
+	}
+	if err := validateDB(c); err != nil {
+		return err
 	}
 	switch strings.ToUpper(c.Synchronous) {
 	case "FULL", "NORMAL":
@@ -176,6 +180,8 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	str(&c.Host, "host", "address to listen on")
 	integer(&c.Port, "port", "port to listen on (0 picks a free port)")
 	str(&c.DataDir, "data-dir", "directory for the database and artifacts")
+	str(&c.DB, "db", "PostgreSQL URL (postgres://user:password@host:5432/database) for a database that several replicas share; empty: SQLite in the data directory")
+	integer(&c.DBPool, "db-pool", "read connections to the database (0: 4 per CPU for SQLite, 16 for PostgreSQL)")
 	str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text or json")
@@ -240,20 +246,13 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		handler = slog.NewTextHandler(m.Stderr, hopts)
 	}
 	log := slog.New(handler)
-	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", cfg.DataDir,
+	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", cfg.DataDir, "db", redactDB(storeTarget(cfg)),
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
 		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun)
 
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
-	store, err := sqlstore.Open(ctx, filepath.Join(cfg.DataDir, "sextant.db"), sqlstore.Options{
-		Limits:      cfg.Limits,
-		Synchronous: cfg.Synchronous,
-		Logger:      log,
-	})
+	store, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -268,7 +267,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	if err := tr.Init(ctx); err != nil {
 		return err
 	}
-	secret, err := loadSecret(cfg.DataDir, cfg.SecretFile)
+	secret, err := serverSecret(ctx, cfg, store)
 	if err != nil {
 		return err
 	}

@@ -254,6 +254,11 @@ func NewDatabase(tb testing.TB) string {
 // newest /usr/lib/postgresql/<version>/bin.
 func binDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
+		// A link on PATH (/usr/local/bin/initdb) may have no postgres
+		// beside it; its target's directory has all of them.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		return filepath.Dir(p), nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")

@@ -20,6 +20,7 @@ var components = []struct {
 	migrations []string
 }{
 	{"tracking", trackingMigrations},
+	{"server", serverMigrations},
 	{"workspace", workspaceMigrations},
 }
 
@@ -79,4 +80,23 @@ func (s *Store) applyMigration(ctx context.Context, component string, v int, sql
 	}
 	s.log.Info("applied migration", "schema", component, "version", v)
 	return nil
+}
+
+// SchemaVersion is the migration version of one part of the schema.
+type SchemaVersion struct {
+	Component string
+	Version   int
+}
+
+// SchemaVersions lists the applied version of each part of the schema.
+func (s *Store) SchemaVersions(ctx context.Context) ([]SchemaVersion, error) {
+	var out []SchemaVersion
+	for _, c := range components {
+		var v int
+		if err := s.rdb.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = ?`, c.name).Scan(&v); err != nil {
+			return nil, sqlError(err, "read schema versions")
+		}
+		out = append(out, SchemaVersion{c.name, v})
+	}
+	return out, nil
 }

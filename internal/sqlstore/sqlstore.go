@@ -383,6 +383,9 @@ func sqlError(err error, msg string) error {
 		switch {
 		case pe.Code == "23505": // unique_violation
 			return errs.Wrap(errs.AlreadyExists, err, msg)
+		case pe.Code == "22021" || pe.Code == "22P05": // character_not_in_repertoire, untranslatable_character
+			// PostgreSQL text cannot hold NUL characters (SQLite's can).
+			return &errs.Error{Code: errs.Invalid, Msg: "text values must not contain NUL characters (\\u0000) with the PostgreSQL database", Err: err}
 		case pe.Code == "40001" || pe.Code == "40P01": // serialization_failure, deadlock_detected
 			return errs.Wrap(errs.Unavailable, err, "the database is busy, retry")
 		case pe.Code == "53100": // disk_full

@@ -40,6 +40,7 @@ from sextant_e2e import (  # noqa: E402
     MEASUREMENTS,
     REPO_ROOT,
     MinioServer,
+    PostgresServer,
     SextantServer,
     tail_file,
 )
@@ -121,6 +122,25 @@ def s3_blob_store(tmp_path_factory):
     yield minio
     sextant_e2e.S3_SERVER_FLAGS.clear()
     minio.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def postgres_db(tmp_path_factory):
+    """With SEXTANT_E2E_DB=postgres every server of the session keeps its
+    data in its own database of a PostgreSQL server started here."""
+    mode = os.environ.get("SEXTANT_E2E_DB", "sqlite")
+    if mode == "sqlite":
+        yield None
+        return
+    if mode != "postgres":
+        pytest.fail(f"SEXTANT_E2E_DB={mode!r}: want sqlite or postgres")
+    import sextant_e2e
+
+    pg = PostgresServer().start()
+    sextant_e2e.POSTGRES = pg
+    yield pg
+    sextant_e2e.POSTGRES = None
+    pg.stop()
 
 
 # ---------------------------------------------------------------- servers

@@ -56,6 +56,26 @@ def tail_file(path: Path, n: int = 60) -> str:
 # same data directory finds its artifacts again and no two servers share any.
 S3_SERVER_FLAGS: list[str] = []
 
+# Set by conftest.py when the session runs against PostgreSQL
+# (SEXTANT_E2E_DB=postgres): the running PostgresServer. Each data
+# directory gets its own database, so that a restarted server finds its
+# data again and no two servers share any.
+POSTGRES: "PostgresServer | None" = None
+
+
+def storage_flags(data_dir: Path) -> list[str]:
+    """The flags that put a server's (or `sextant import`'s) database and
+    artifacts where the session keeps them for data_dir: nothing beyond
+    --data-dir by default; a bucket prefix with S3, a database with
+    PostgreSQL."""
+    key = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
+    flags: list[str] = []
+    if S3_SERVER_FLAGS:
+        flags += S3_SERVER_FLAGS + ["--s3-prefix", f"e2e-{key}/"]
+    if POSTGRES is not None:
+        flags += ["--db", POSTGRES.database(f"e2e_{key}")]
+    return flags
+
 
 class SextantServer:
     """One `sextant server` process."""
@@ -89,10 +109,7 @@ class SextantServer:
                 "--data-dir", str(self.data_dir)]
         for k, v in self.flags.items():
             argv += ["--" + k.replace("_", "-"), str(v)]
-        if S3_SERVER_FLAGS:
-            prefix = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[:16]
-            argv += S3_SERVER_FLAGS + ["--s3-prefix", f"e2e-{prefix}/"]
-        return argv
+        return argv + storage_flags(self.data_dir)
 
     def start(self) -> "SextantServer":
         assert self.proc is None or self.proc.poll() is not None, "server already running"
@@ -215,6 +232,85 @@ class MinioServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class PostgresServer:
+    """A throwaway PostgreSQL server (initdb into a new directory under /tmp,
+    postgres on a free loopback port, trust authentication), removed by stop.
+    PostgreSQL refuses to run as root, so as root it runs as the postgres
+    user; its directory is not under pytest's tmp_path, which only root may
+    enter."""
+
+    def __init__(self):
+        import glob
+        import shutil
+        import tempfile
+
+        found = shutil.which("initdb")
+        if found:
+            self.bindir = Path(found).resolve().parent  # /usr/local/bin/initdb may be a link
+        else:
+            dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(Path(d).parent.name))
+            if not dirs:
+                pytest.fail("PostgreSQL is not installed (initdb not found): apt-get install postgresql")
+            self.bindir = Path(dirs[-1])
+        self.dir = Path(tempfile.mkdtemp(prefix="sextant-e2e-pg-"))
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.created: set[str] = set()
+        self.run_as: dict = {}
+        import os
+
+        if os.geteuid() == 0:
+            import pwd
+
+            pw = pwd.getpwnam("postgres")
+            self.run_as = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+
+    def _run(self, *argv: str) -> None:
+        r = subprocess.run([str(self.bindir / argv[0]), *argv[1:]], capture_output=True, text=True, cwd=self.dir, **self.run_as)
+        if r.returncode != 0:
+            pytest.fail(f"{' '.join(argv)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+
+    def start(self) -> "PostgresServer":
+        data = self.dir / "data"
+        self._run("initdb", "-D", str(data), "-U", "sextant", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+        log = open(self.dir / "postgres.log", "ab")
+        self.proc = subprocess.Popen(
+            [str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port), "-h", "127.0.0.1", "-k", str(self.dir),
+             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400"],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=self.dir, **self.run_as)
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"postgres exited with code {self.proc.returncode}:\n{tail_file(self.dir / 'postgres.log')}")
+            r = subprocess.run([str(self.bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True)
+            if r.returncode == 0:
+                return self
+            time.sleep(0.1)
+        self.stop()
+        pytest.fail(f"postgres not ready after 60s:\n{tail_file(self.dir / 'postgres.log')}")
+
+    def database(self, name: str) -> str:
+        """The URL of database name, created on first use."""
+        if name not in self.created:
+            self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "sextant", name)
+            self.created.add(name)
+        return f"postgres://sextant@127.0.0.1:{self.port}/{name}?sslmode=disable"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def assert_json_error(resp, status: int | tuple, error_code: str | None = None, *mentions: str) -> dict:

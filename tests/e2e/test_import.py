@@ -15,6 +15,7 @@ from pathlib import Path
 import mlflow
 import pytest
 from mlflow.entities import ViewType
+from sextant_e2e import storage_flags
 
 pytestmark = pytest.mark.mlflow_sql
 
@@ -120,7 +121,7 @@ def artifact_tree(c, run_id: str, path: str | None = None) -> dict[str, int]:
 
 def test_import_copies_everything(mlflow_db, sextant_bin, start_server, use_server, tmp_path):
     data_dir = tmp_path / "sextant"
-    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), "--json")
+    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), *storage_flags(data_dir), "--json")
     rep = json.loads(r.stdout)
     assert rep["experiments"] == 4  # the three and Default
     assert rep["runs"] == 11 and rep["skipped_runs"] == 0
@@ -179,11 +180,11 @@ def test_import_copies_everything(mlflow_db, sextant_bin, start_server, use_serv
 
 def test_import_again_is_refused_or_skipped(mlflow_db, sextant_bin, tmp_path):
     data_dir = tmp_path / "sextant"
-    sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), "--no-artifacts")
-    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), check=False)
+    sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), *storage_flags(data_dir), "--no-artifacts")
+    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), *storage_flags(data_dir), check=False)
     assert r.returncode != 0
     assert "already exists" in r.stderr and "--skip-existing" in r.stderr, r.stderr
-    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), "--skip-existing", "--json")
+    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), *storage_flags(data_dir), "--skip-existing", "--json")
     rep = json.loads(r.stdout)
     assert rep["runs"] == 0 and rep["skipped_runs"] == 11
 
@@ -201,13 +202,13 @@ def test_import_finds_a_moved_artifact_directory(mlflow_db, sextant_bin, start_s
     con.commit()
     con.close()
     data_dir = tmp_path / "sextant"
-    r = sextant(sextant_bin, "import", "--from", f"sqlite:///{db}", "--data-dir", str(data_dir), "--json", check=False)
+    r = sextant(sextant_bin, "import", "--from", f"sqlite:///{db}", "--data-dir", str(data_dir), *storage_flags(data_dir), "--json", check=False)
     rep = json.loads(r.stdout)
     assert r.returncode == 0 and rep["artifact_files"] == 0 and len(rep["missing_artifacts"]) == 11, r.stdout + r.stderr
     assert "not found" in r.stderr
 
     data_dir = tmp_path / "sextant2"
-    r = sextant(sextant_bin, "import", "--from", f"sqlite:///{db}", "--artifacts", str(moved), "--data-dir", str(data_dir), "--json")
+    r = sextant(sextant_bin, "import", "--from", f"sqlite:///{db}", "--artifacts", str(moved), "--data-dir", str(data_dir), *storage_flags(data_dir), "--json")
     rep = json.loads(r.stdout)
     assert rep["artifact_files"] == 4 and not rep.get("missing_artifacts"), rep
     srv = start_server(data_dir=data_dir)

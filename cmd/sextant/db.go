@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sextant/sextant/internal/sqlstore"
+)
+
+// The database is SQLite in the data directory unless --db names a
+// PostgreSQL database, which several replicas of the server can share.
+
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// validateDB checks the --db setting.
+func validateDB(c *Config) error {
+	if c.DB != "" && !isPostgres(c.DB) {
+		return &ConfigError{"db", fmt.Sprintf("must be a PostgreSQL URL (postgres://user:password@host:5432/database), got %q; leave it empty for SQLite in the data directory", redactDB(c.DB))}
+	}
+	if c.DBPool < 0 {
+		return &ConfigError{"db-pool", fmt.Sprintf("must not be negative, got %d", c.DBPool)}
+	}
+	return nil
+}
+
+// storeTarget is where the database lives: the --db URL, or sextant.db in
+// the data directory.
+func storeTarget(cfg Config) string {
+	if cfg.DB != "" {
+		return cfg.DB
+	}
+	return filepath.Join(cfg.DataDir, "sextant.db")
+}
+
+// openStore opens the configured database, applying pending migrations.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlstore.Store, error) {
+	if cfg.DB == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+	}
+	return sqlstore.Open(ctx, storeTarget(cfg), sqlstore.Options{
+		Limits:      cfg.Limits,
+		Synchronous: cfg.Synchronous,
+		ReadConns:   cfg.DBPool,
+		Logger:      log,
+	})
+}
+
+// serverSecret returns the signing secret: --secret-file's; with
+// PostgreSQL the one every replica shares in the database; otherwise the
+// one in the data directory.
+func serverSecret(ctx context.Context, cfg Config, store *sqlstore.Store) ([]byte, error) {
+	if cfg.SecretFile == "" && cfg.DB != "" {
+		return store.SharedSecret(ctx)
+	}
+	return loadSecret(cfg.DataDir, cfg.SecretFile)
+}
+
+// redactDB hides a password in a database URL.
+func redactDB(s string) string {
+	if at := strings.LastIndex(s, "@"); at > 0 {
+		if scheme := strings.Index(s, "://"); scheme > 0 && scheme < at {
+			creds := s[scheme+3 : at]
+			if user, _, ok := strings.Cut(creds, ":"); ok {
+				return s[:scheme+3] + user + ":****" + s[at:]
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,71 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"time"
+)
+
+// serverMigrations hold what replicas of one server share beyond the
+// domain data: settings (the signing secret) and leases on background
+// jobs.
+var serverMigrations = []string{
+	`
+CREATE TABLE settings (
+	key   TEXT NOT NULL PRIMARY KEY,
+	value TEXT NOT NULL
+);
+
+-- A lease gives one replica a background job (retention, garbage
+-- collection) until expires (unix ms); the holder renews it while it runs.
+CREATE TABLE leases (
+	name    TEXT    NOT NULL PRIMARY KEY,
+	holder  TEXT    NOT NULL,
+	expires INTEGER NOT NULL
+);
+`,
+}
+
+// SharedSecret returns the server's signing secret kept in the database,
+// created by the first replica that asks: every replica of a server
+// signs and checks tokens with the same key.
+func (s *Store) SharedSecret(ctx context.Context) ([]byte, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, err
+	}
+	err := s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES ('secret', ?) ON CONFLICT DO NOTHING`, hex.EncodeToString(raw[:]))
+		return sqlError(err, "store the server secret")
+	})
+	if err != nil {
+		return nil, err
+	}
+	var v string
+	if err := s.rdb.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = 'secret'`).Scan(&v); err != nil {
+		return nil, sqlError(err, "read the server secret")
+	}
+	return []byte(v), nil
+}
+
+// AcquireLease gives the named background job to holder for ttl, unless
+// another holder has it and its lease has not expired. It returns whether
+// holder has the lease now; the holder renews by calling again.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	now := time.Now()
+	var got string
+	err := s.w.do(ctx, func(tx *wtx) error {
+		err := tx.QueryRowContext(ctx, `INSERT INTO leases (name, holder, expires) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires = excluded.expires
+			WHERE leases.holder = excluded.holder OR leases.expires < ?
+			RETURNING holder`, name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli()).Scan(&got)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // held by another replica
+		}
+		return sqlError(err, "acquire lease "+name)
+	})
+	return got == holder, err
+}
