@@ -135,15 +135,16 @@ run_e2e() {
 		venv=$(venv_for "$v") || { fail "install mlflow $v"; continue; }
 		# The import tests write their source database with MLflow's own SQL
 		# store, which needs the newest mlflow (see the marker mlflow_sql).
-		local marks="not ml"
-		[ "$v" = "${MLFLOW_VERSIONS##* }" ] || marks="not ml and not mlflow_sql"
+		local marks="not ml and not replicas"
+		[ "$v" = "${MLFLOW_VERSIONS##* }" ] || marks="$marks and not mlflow_sql"
 		env "${env[@]}" "$venv/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -m "$marks" || fail "e2e (mlflow $v)"
 		last_venv=$venv
 	done
 	# Everything again on the scale-out stores: each server on its own
 	# database of a PostgreSQL server and its own prefix of a MinIO bucket,
-	# both started by the tests; less the tests that look at the local
-	# directory's files, and the gigabyte round trips.
+	# both started by the tests, and two replicas sharing both; less the
+	# tests that look at the local directory's files, and the gigabyte
+	# round trips.
 	if [ -n "${last_venv:-}" ]; then
 		step "e2e: PostgreSQL and S3 (MinIO)"
 		env "${env[@]}" SEXTANT_E2E_DB=postgres SEXTANT_E2E_BLOB_STORE=s3 "$last_venv/bin/python" -m pytest tests/e2e \

@@ -61,6 +61,10 @@ def pytest_configure(config):
         "SQLAlchemy 2.1, which its requirements let pip choose")
     config.addinivalue_line(
         "markers",
+        "replicas: two servers sharing one PostgreSQL database and one bucket; run them in the "
+        "SEXTANT_E2E_DB=postgres SEXTANT_E2E_BLOB_STORE=s3 session and deselect them elsewhere")
+    config.addinivalue_line(
+        "markers",
         "disk: looks at the files the local-directory blob store keeps under the data directory; "
         "deselect with -m \"not disk\" when SEXTANT_E2E_BLOB_STORE=s3 (the S3 store's own "
         "guarantees are checked by the Go conformance suite against MinIO)")

@@ -63,12 +63,13 @@ S3_SERVER_FLAGS: list[str] = []
 POSTGRES: "PostgresServer | None" = None
 
 
-def storage_flags(data_dir: Path) -> list[str]:
+def storage_flags(data_dir: Path, shared: str | None = None) -> list[str]:
     """The flags that put a server's (or `sextant import`'s) database and
     artifacts where the session keeps them for data_dir: nothing beyond
     --data-dir by default; a bucket prefix with S3, a database with
-    PostgreSQL."""
-    key = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
+    PostgreSQL. Servers given the same shared name share both instead
+    (replicas)."""
+    key = shared or hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
     flags: list[str] = []
     if S3_SERVER_FLAGS:
         flags += S3_SERVER_FLAGS + ["--s3-prefix", f"e2e-{key}/"]
@@ -80,11 +81,12 @@ def storage_flags(data_dir: Path) -> list[str]:
 class SextantServer:
     """One `sextant server` process."""
 
-    def __init__(self, binary: str, data_dir: Path, log_path: Path, flags: dict | None = None):
+    def __init__(self, binary: str, data_dir: Path, log_path: Path, flags: dict | None = None, shared: str | None = None):
         self.binary = binary
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.flags = dict(flags or {})
+        self.shared = shared
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
         self._log = None
@@ -109,7 +111,7 @@ class SextantServer:
                 "--data-dir", str(self.data_dir)]
         for k, v in self.flags.items():
             argv += ["--" + k.replace("_", "-"), str(v)]
-        return argv + storage_flags(self.data_dir)
+        return argv + storage_flags(self.data_dir, self.shared)
 
     def start(self) -> "SextantServer":
         assert self.proc is None or self.proc.poll() is not None, "server already running"
