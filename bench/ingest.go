@@ -99,7 +99,7 @@ func benchIngest(ctx context.Context, c config, bin string) (any, error) {
 		return nil, err
 	}
 	s = nil
-	file, live, err := sqliteBytes(dir)
+	file, live, err := dbBytes(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -145,12 +145,21 @@ type ingestLoad struct {
 	firstErr string
 	cpuCores float64
 	rssPeak  int64
+	// machineBusy is the fraction of all the machine's cores that were
+	// busy while measuring (servers, database, load generator, others).
+	machineBusy float64
 }
 
 // runIngestLoad has one goroutine per run send 1000-metric log-batch
 // requests (10 keys x 100 steps) as fast as the server acknowledges them,
 // for warmup and then duration, and measures the second part.
 func runIngestLoad(ctx context.Context, cl *client, s *server, runIDs []string, warmup, duration time.Duration) (ingestLoad, error) {
+	return runIngestLoadOn(ctx, []*client{cl}, []*server{s}, runIDs, warmup, duration)
+}
+
+// runIngestLoadOn is runIngestLoad against several replicas: run w sends
+// to cls[w % len(cls)]. CPU and RSS are the servers' sums.
+func runIngestLoadOn(ctx context.Context, cls []*client, ss []*server, runIDs []string, warmup, duration time.Duration) (ingestLoad, error) {
 	var (
 		measuring atomic.Bool
 		stop      atomic.Bool
@@ -185,7 +194,7 @@ func runIngestLoad(ctx context.Context, cl *client, s *server, runIDs []string, 
 				}
 				body = append(body, "]}"...)
 				t0 := time.Now()
-				err := cl.post(ctx, "/api/2.0/mlflow/runs/log-batch", body, nil)
+				err := cls[w%len(cls)].post(ctx, "/api/2.0/mlflow/runs/log-batch", body, nil)
 				d := time.Since(t0)
 				if err != nil {
 					errCount.Add(1)
@@ -204,18 +213,33 @@ func runIngestLoad(ctx context.Context, cl *client, s *server, runIDs []string, 
 		})
 	}
 	time.Sleep(warmup)
+	cpu := func() (t float64) {
+		for _, s := range ss {
+			t += s.cpuSeconds()
+		}
+		return t
+	}
 	startPts := sum(out.acked)
-	cpu0 := s.cpuSeconds()
+	cpu0 := cpu()
+	busy0, total0 := machineCPU()
 	t0 := time.Now()
 	measuring.Store(true)
 	for time.Since(t0) < duration && ctx.Err() == nil {
 		time.Sleep(250 * time.Millisecond)
-		out.rssPeak = max(out.rssPeak, s.procStatus("VmRSS"))
+		var rss int64
+		for _, s := range ss {
+			rss += s.procStatus("VmRSS")
+		}
+		out.rssPeak = max(out.rssPeak, rss)
 	}
 	measuring.Store(false)
 	elapsed := time.Since(t0)
 	endPts := sum(out.acked)
-	cpu1 := s.cpuSeconds()
+	cpu1 := cpu()
+	busy1, total1 := machineCPU()
+	if total1 > total0 {
+		out.machineBusy = (busy1 - busy0) / (total1 - total0)
+	}
 	stop.Store(true)
 	wg.Wait()
 	if ctx.Err() != nil {

@@ -1,10 +1,13 @@
 // Command bench measures a real sextant server on this machine and prints
 // the results as JSON.
 //
-//	go run ./bench [flags] ingest|history|search|artifacts|auth|all
+//	go run ./bench [flags] ingest|history|search|artifacts|auth|replicas|all
 //
 // It builds cmd/sextant, starts it on a free loopback port with a fresh
 // data directory, drives it over HTTP exactly as clients do, and stops it.
+// With -db postgres the servers keep their data in a PostgreSQL server the
+// bench starts (one database each); replicas compares one and two replicas
+// on PostgreSQL with one server on SQLite.
 // The load generator runs on the same machine, so both share its cores:
 // compare numbers within one run, not across machines.
 package main
@@ -35,6 +38,7 @@ type config struct {
 	authRound      time.Duration
 	authSearchRuns int
 	serverArgs     []string
+	postgres       bool
 }
 
 func main() {
@@ -53,16 +57,25 @@ func main() {
 	flag.DurationVar(&c.authRound, "auth-round", 8*time.Second, "auth: measured duration of one ingest round")
 	flag.IntVar(&c.authSearchRuns, "auth-search-runs", 100_000, "auth: runs in the permission search")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
+	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|auth|all")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|auth|replicas|all ...")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 1 {
+	if flag.NArg() < 1 {
 		flag.Usage()
 		os.Exit(2)
 	}
 	c.serverArgs = strings.Fields(*serverArgs)
+	switch *db {
+	case "sqlite":
+	case "postgres":
+		c.postgres = true
+	default:
+		fmt.Fprintf(os.Stderr, "-db %q: want sqlite or postgres\n", *db)
+		os.Exit(2)
+	}
 	if c.short {
 		c.duration = 5 * time.Second
 		c.historyN = 200_000
@@ -73,25 +86,36 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, c, flag.Arg(0)); err != nil {
+	if err := run(ctx, c, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, c config, what string) error {
+func run(ctx context.Context, c config, what []string) error {
 	bin, cleanup, err := buildServer(c.bin)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	if c.postgres {
+		if err := startPostgres(); err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer pg.srv.Stop()
+	}
 	results := map[string]any{
 		"date":    time.Now().UTC().Format(time.RFC3339),
 		"machine": machineInfo(),
+		"db":      map[bool]string{false: "sqlite", true: "postgres"}[c.postgres],
 	}
-	todo := []string{what}
-	if what == "all" {
-		todo = []string{"ingest", "history", "search", "artifacts", "auth"}
+	var todo []string
+	for _, w := range what {
+		if w == "all" {
+			todo = append(todo, "ingest", "history", "search", "artifacts", "auth")
+			continue
+		}
+		todo = append(todo, w)
 	}
 	for _, w := range todo {
 		logf("== %s", w)
@@ -108,6 +132,8 @@ func run(ctx context.Context, c config, what string) error {
 			res, err = benchArtifacts(ctx, c, bin)
 		case "auth":
 			res, err = benchAuth(ctx, c, bin)
+		case "replicas":
+			res, err = benchReplicas(ctx, c, bin)
 		default:
 			return fmt.Errorf("unknown benchmark %q", w)
 		}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,12 +58,21 @@ func freePort() (int, error) {
 }
 
 // startServer starts bin on dataDir and waits until it answers /health.
+// With -db postgres, each data directory gets its own database of the
+// bench's PostgreSQL server (the same one again on a restart).
 func startServer(ctx context.Context, bin, dataDir string, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--data-dir", dataDir, "--log-level", "warn"}, extra...)
+	if pg.srv != nil && !slices.Contains(extra, "--db") {
+		db, err := pg.databaseFor(ctx, dataDir)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--db", db)
+	}
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), dataDir: dataDir, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stderr = s.stderr
@@ -179,4 +189,26 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// machineCPU returns the busy and total CPU time of the whole machine so
+// far (all cores, seconds), from /proc/stat.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fs := strings.Fields(line)
+	if len(fs) < 5 || fs[0] != "cpu" {
+		return 0, 0
+	}
+	for i, f := range fs[1:] {
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy / 100, total / 100
 }
