@@ -426,8 +426,14 @@ func (s *Store) GetComment(ctx context.Context, id int64) (*workspace.Comment, e
 // UpdateComment implements workspace.Store.
 func (s *Store) UpdateComment(ctx context.Context, id int64, body string, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE comments SET body = ?, updated_time = ? WHERE comment_id = ?`, body, nowMs, id)
-		return sqlError(err, "update comment")
+		res, err := tx.ExecContext(ctx, `UPDATE comments SET body = ?, updated_time = ? WHERE comment_id = ?`, body, nowMs, id)
+		if err != nil {
+			return sqlError(err, "update comment")
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return notFound("comment " + strconv.FormatInt(id, 10))
+		}
+		return nil
 	})
 }
 
