@@ -90,7 +90,11 @@ func (c *compactor) loop() {
 			return
 		case <-c.wake:
 		case <-sweep.C:
-			// Series that stopped logging before reaching the threshold.
+			// Series that stopped logging before reaching the threshold;
+			// with several replicas, one sweeps at a time.
+			if !c.s.leader(ctx, "metric-compaction", c.interval) {
+				continue
+			}
 			ids, err := c.s.compactionCandidatesN(ctx, 256)
 			if err != nil {
 				c.log.Error("compaction sweep", "err", err)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"os"
 	"time"
 )
 
@@ -29,6 +30,14 @@ CREATE TABLE leases (
 `,
 }
 
+// newInstanceID names a store instance: host name and a random suffix.
+func newInstanceID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
 // SharedSecret returns the server's signing secret kept in the database,
 // created by the first replica that asks: every replica of a server
 // signs and checks tokens with the same key.
@@ -49,6 +58,27 @@ func (s *Store) SharedSecret(ctx context.Context) ([]byte, error) {
 		return nil, sqlError(err, "read the server secret")
 	}
 	return []byte(v), nil
+}
+
+// leader reports whether this store (this replica) holds the lease on a
+// background job that runs every period, acquiring or renewing it. A
+// lease outlives three missed periods, so that a replica that stops
+// renewing hands the job over within three periods.
+func (s *Store) leader(ctx context.Context, job string, period time.Duration) bool {
+	ok, err := s.AcquireLease(ctx, job, s.instance, 3*period)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("background job lease", "job", job, "err", err)
+	}
+	return ok
+}
+
+// releaseLeases gives up this instance's leases, so that another replica
+// (or this server, restarted) takes its jobs over at once.
+func (s *Store) releaseLeases(ctx context.Context) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE holder = ?`, s.instance)
+		return sqlError(err, "release leases")
+	})
 }
 
 // AcquireLease gives the named background job to holder for ttl, unless

@@ -67,15 +67,18 @@ func DefaultOptions() Options {
 
 // Store is the SQL implementation of tracking.Store and the other stores.
 type Store struct {
-	rdb    *sql.DB
-	wdb    *sql.DB
-	cdb    *sql.DB // SQLite only: checkpoints
-	pg     bool
-	w      *writer
-	c      *compactor
-	limits tracking.Limits
-	opts   Options
-	log    *slog.Logger
+	rdb *sql.DB
+	wdb *sql.DB
+	cdb *sql.DB // SQLite only: checkpoints
+	pg  bool
+	// instance names this process among the replicas (background job
+	// leases).
+	instance string
+	w        *writer
+	c        *compactor
+	limits   tracking.Limits
+	opts     Options
+	log      *slog.Logger
 
 	ckptQuit, ckptDone chan struct{}
 }
@@ -107,7 +110,7 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{limits: opts.Limits.WithDefaults(), log: log.With("component", "sqlstore")}
+	s := &Store{limits: opts.Limits.WithDefaults(), log: log.With("component", "sqlstore"), instance: newInstanceID()}
 	var err error
 	if isPostgresURL(target) {
 		s.pg = true
@@ -240,6 +243,9 @@ func (s *Store) Close(ctx context.Context) error {
 	<-s.ckptDone
 	// Give free pages back before leaving, within a bounded time.
 	for deadline := time.Now().Add(2 * time.Second); !s.pg && time.Now().Before(deadline) && s.vacuumSome(ctx); {
+	}
+	if err := s.releaseLeases(ctx); err != nil {
+		s.log.Warn("releasing background job leases", "err", err)
 	}
 	werr := s.w.stop(ctx)
 	var cerr error
