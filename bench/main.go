@@ -130,10 +130,14 @@ func run(ctx context.Context, c config, what []string) error {
 			res, err = benchSearch(ctx, c, bin)
 		case "artifacts":
 			res, err = benchArtifacts(ctx, c, bin)
+		case "gpu":
+			res, err = benchGPU(ctx, c, bin)
 		case "auth":
 			res, err = benchAuth(ctx, c, bin)
 		case "replicas":
 			res, err = benchReplicas(ctx, c, bin)
+		case "logs":
+			res, err = benchLogs(ctx, c, bin)
 		default:
 			return fmt.Errorf("unknown benchmark %q", w)
 		}

@@ -4,6 +4,8 @@
 #   ./scripts/test.sh            everything
 #   ./scripts/test.sh go         Go tests only (vet, unit, conformance, brief fuzzing)
 #   ./scripts/test.sh e2e        end-to-end tests only (real mlflow client)
+#   ./scripts/test.sh ui         web UI: type-check, unit tests, embedded build
+#                                check, browser tests (Debian's chromium)
 #
 # Heavy installs (Python virtual environments with the mlflow client) are
 # cached outside the clone, in $SEXTANT_CACHE_DIR (default
@@ -63,7 +65,7 @@ run_go() {
 	go test -count=1 ./... || fail "go test"
 
 	step "go: race detector on the concurrent packages"
-	go test -count=1 -race -short ./internal/sqlstore/ ./internal/httpapi/ ./internal/tracking/... || fail "go test -race"
+	go test -count=1 -race -short ./internal/sqlstore/ ./internal/httpapi/ ./internal/tracking/... ./internal/gpu/... ./internal/runlogs/... ./internal/launcher/ ./cmd/sextant/ || fail "go test -race"
 
 	if [ "$FUZZTIME" != "0" ]; then
 		step "go: fuzzing each target for $FUZZTIME"
@@ -127,7 +129,7 @@ run_e2e() {
 	local bin
 	bin=$(mktemp -d)/sextant
 	go build -o "$bin" ./cmd/sextant || { fail "build"; return; }
-	local env=(MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 SEXTANT_BIN="$bin")
+	local env=(MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 SEXTANT_BIN="$bin" PYTHONPATH="$ROOT/python")
 	local last_venv=
 	for v in $MLFLOW_VERSIONS; do
 		step "e2e: mlflow $v"
@@ -160,11 +162,48 @@ run_e2e() {
 	rm -rf "$(dirname "$bin")"
 }
 
+# run_ui checks the web UI (web/, served from internal/ui/dist). npm
+# packages come from a cache outside the clone; the browser is Debian's
+# chromium, installed if missing (CI runs as root), never a downloaded one.
+run_ui() {
+	local tmp
+	tmp=$(mktemp -d)
+	step "ui: npm packages (cache: $CACHE/npm)"
+	if ! (cd web && npm ci --prefer-offline --no-audit --no-fund --cache "$CACHE/npm"); then
+		fail "npm ci in web/"
+		return
+	fi
+	if [ ! -x /usr/bin/chromium ]; then
+		step "ui: installing Debian's chromium"
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || fail "install chromium (apt-get install chromium)"
+	fi
+
+	step "ui: type-check (tsc --noEmit)"
+	(cd web && npx tsc --noEmit -p .) || fail "ui type-check"
+
+	step "ui: build from source, and unit tests"
+	if (cd web && node build.mjs --tests --out "$tmp/dist"); then
+		(cd web && node --test build-tests/) || fail "ui unit tests"
+		step "ui: the embedded build (internal/ui/dist) matches the source"
+		if ! diff -r "$tmp/dist" internal/ui/dist; then
+			fail "internal/ui/dist is stale: run (cd web && npm run build) and commit internal/ui/dist"
+		fi
+	else
+		fail "ui build"
+	fi
+
+	step "ui: browser tests (chromium, screenshots in ${SEXTANT_SCREENSHOTS:-web/test-results/screenshots})"
+	go build -o "$tmp/sextant" ./cmd/sextant || { fail "build"; rm -rf "$tmp"; return; }
+	(cd web && SEXTANT_BIN="$tmp/sextant" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
+	rm -rf "$tmp"
+}
+
 case "$WHAT" in
-all) run_go; run_e2e ;;
+all) run_go; run_e2e; run_ui ;;
 go) run_go ;;
 e2e) run_e2e ;;
-*) echo "usage: $0 [all|go|e2e]" >&2; exit 2 ;;
+ui) run_ui ;;
+*) echo "usage: $0 [all|go|e2e|ui]" >&2; exit 2 ;;
 esac
 
 echo

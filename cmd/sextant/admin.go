@@ -321,7 +321,8 @@ func (c *PermsCommand) Run(ctx context.Context, args []string) error {
   sextant perms get RESOURCE
   sextant perms set RESOURCE PRINCIPAL LEVEL
   sextant perms revoke RESOURCE PRINCIPAL
-RESOURCE is experiment:<id> or folder:<path>; PRINCIPAL an email or group:<name>
+RESOURCE is experiment:<id>, folder:<path>, catalog:<name>, schema:<catalog>.<schema>
+or volume:<catalog>.<schema>.<volume>; PRINCIPAL an email or group:<name>
 (group:users is every user); LEVEL is CAN_READ, CAN_EDIT or CAN_MANAGE.`
 	if len(args) == 0 {
 		fmt.Fprintln(m.Stderr, usage)

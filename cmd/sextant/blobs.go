@@ -21,8 +21,9 @@ type S3Config struct {
 	CreateBucket bool
 }
 
-// openBlobs opens the blob store named name ("artifacts", "files"): a
-// directory under the data directory, or a prefix of the S3 bucket.
+// openBlobs opens the blob store named name ("artifacts", "files",
+// "volumes"): a directory under the data directory, or a prefix of the S3
+// bucket.
 func openBlobs(ctx context.Context, cfg Config, name string, getenv func(string) string, log *slog.Logger) (blob.Store, error) {
 	if cfg.BlobStore != "s3" {
 		return blob.OpenDir(filepath.Join(cfg.DataDir, name), blob.DirOptions{})

@@ -58,6 +58,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	switch cmd {
 	case "server":
 		return (&ServerCommand{main: m}).Run(ctx, rest)
+	case "agent":
+		return (&AgentCommand{main: m}).Run(ctx, rest)
+	case "run":
+		return (&RunCommand{main: m}).Run(ctx, rest)
+	case "logs":
+		return (&LogsCommand{main: m}).Run(ctx, rest)
 	case "users":
 		return (&UsersCommand{main: m}).Run(ctx, rest)
 	case "tokens":
@@ -68,6 +74,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&PermsCommand{main: m}).Run(ctx, rest)
 	case "mkdirs":
 		return (&MkdirsCommand{main: m}).Run(ctx, rest)
+	case "volumes":
+		return (&VolumesCommand{main: m}).Run(ctx, rest)
+	case "ckpt":
+		return (&CkptCommand{main: m}).Run(ctx, rest)
 	case "import":
 		return (&ImportCommand{main: m}).Run(ctx, rest)
 	case "migrate":
@@ -91,11 +101,16 @@ Usage:
 
 Commands:
   server    run the tracking server (MLflow-compatible REST API)
+  agent     sample this node's GPUs and send them to the server
+  run       run a training job in a run, keeping its output with the run
+  logs      print, follow, search or save a run's output
   users     add, list, disable or enable users; change passwords
   tokens    create, list or revoke personal access tokens
   groups    create groups and manage their members
   perms     show, grant or revoke permissions on experiments and folders
   mkdirs    create a workspace folder
+  volumes   create, list and delete catalogs, schemas and volumes; copy files to and from them
+  ckpt      list, find the latest of, and clean up checkpoints in a volume
   import    copy an MLflow tracking database and its artifacts into Sextant
   migrate   apply pending schema migrations to the database and exit
   version   print the version

@@ -13,8 +13,13 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/runlogs"
+	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/ui"
+	"github.com/sextant/sextant/internal/volumes"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -41,6 +46,8 @@ type Config struct {
 	InsecureNoAuth bool
 	AdminEmail     string
 	Limits         tracking.Limits
+	// GPURetention is how long GPU samples are kept.
+	GPURetention time.Duration
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -58,6 +65,7 @@ func DefaultConfig() Config {
 		BlobStore:    "dir",
 		AdminEmail:   "admin@localhost",
 		Limits:       tracking.DefaultLimits(),
+		GPURetention: gpu.DefaultRetention,
 	}
 }
 
@@ -81,6 +89,9 @@ func (c *Config) Validate() error {
 	}
 	if err := validateDB(c); err != nil {
 		return err
+	}
+	if c.GPURetention < time.Minute {
+		return &ConfigError{"gpu-retention", fmt.Sprintf("must be at least 1m, got %s", c.GPURetention)}
 	}
 	switch strings.ToUpper(c.Synchronous) {
 	case "FULL", "NORMAL":
@@ -211,6 +222,14 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	integer(&c.Limits.BatchParams, "max-batch-params", "params in one log-batch request")
 	integer(&c.Limits.BatchTags, "max-batch-tags", "tags in one log-batch request")
 	integer(&c.Limits.BatchTotal, "max-batch-total", "metrics, params and tags in one log-batch request")
+	if v, ok := env("gpu-retention"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil && envErr == nil {
+			envErr = &ConfigError{"gpu-retention", fmt.Sprintf("SEXTANT_GPU_RETENTION must be a duration such as 2h, got %q", v)}
+		}
+		c.GPURetention = d
+	}
+	fs.DurationVar(&c.GPURetention, "gpu-retention", c.GPURetention, "how long GPU samples are kept (the GPU pane's history)")
 	return envErr
 }
 
@@ -250,7 +269,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
-		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun)
+		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention)
 
 	store, err := openStore(ctx, cfg, log)
 	if err != nil {
@@ -267,6 +286,15 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	if err := tr.Init(ctx); err != nil {
 		return err
 	}
+	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, Logger: log})
+	defer gpuStore.Close(context.WithoutCancel(ctx))
+	gpuSvc := gpu.NewService(gpuStore, gpu.ServiceOptions{Retention: cfg.GPURetention, Runs: tr, BatchMetrics: cfg.Limits.BatchMetrics, Logger: log.With("component", "gpu")})
+	logStore, err := sqlstore.OpenLogs(ctx, store, sqlstore.LogOptions{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer logStore.Close(context.WithoutCancel(ctx))
+	logSvc := runlogs.NewService(logStore, runlogs.Options{Logger: log.With("component", "runlogs")})
 	secret, err := serverSecret(ctx, cfg, store)
 	if err != nil {
 		return err
@@ -279,7 +307,15 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ws := workspace.NewService(store, workspace.Options{Logger: log.With("component", "workspace")})
+	volBlobs, err := openBlobs(ctx, cfg, "volumes", m.Getenv, log)
+	if err != nil {
+		return err
+	}
+	vols := volumes.NewService(store, volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
+	if err := vols.RemoveOrphans(ctx); err != nil {
+		log.Warn("removing the files of deleted volumes", "err", err)
+	}
+	ws := workspace.NewService(store, workspace.Options{Logger: log.With("component", "workspace"), Resources: vols})
 	if err := ws.Init(ctx); err != nil {
 		return err
 	}
@@ -296,6 +332,10 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		Version:      mlflowAPIVersion,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Logger:       log.With("component", "http"),
+		GPU:          gpuSvc,
+		RunLogs:      logSvc,
+		UI:           ui.MustNew(),
+		Volumes:      vols,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
@@ -308,6 +348,8 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
+	// Long polls of run logs end at once when the server shuts down.
+	srv.RegisterOnShutdown(logSvc.Close)
 	if cfg.DebugAddr != "" {
 		dbg, err := startDebugServer(cfg.DebugAddr)
 		if err != nil {

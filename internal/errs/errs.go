@@ -40,6 +40,9 @@ const (
 	// space or over quota, an object store at its limit). The request was
 	// valid and may succeed once space is freed; the HTTP edge answers 507.
 	InsufficientStorage Code = "insufficient_storage"
+	// PreconditionFailed means a condition the request set does not hold
+	// (an If-Unmodified-Since that the resource was modified after).
+	PreconditionFailed Code = "precondition_failed"
 	// NotImplemented means the feature does not exist on this server.
 	NotImplemented Code = "not_implemented"
 	// Internal means a bug or an unexpected failure.

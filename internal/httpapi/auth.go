@@ -67,11 +67,11 @@ func SubjectFromContext(ctx context.Context) *workspace.Subject {
 
 func levelOf(a Access) workspace.Level {
 	switch a {
-	case ReadExperiment:
+	case ReadExperiment, ReadVolume:
 		return workspace.CanRead
-	case EditExperiment:
+	case EditExperiment, WriteVolume:
 		return workspace.CanEdit
-	case ManageExperiment:
+	case ManageExperiment, ManageVolume:
 		return workspace.CanManage
 	}
 	return workspace.NoAccess

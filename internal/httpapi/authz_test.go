@@ -14,12 +14,17 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/ui"
+	"github.com/sextant/sextant/internal/volumes"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -64,7 +69,12 @@ func mustAuthServer(t *testing.T) *authServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	volBlobs, err := blob.OpenDir(filepath.Join(t.TempDir(), "volumes"), blob.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := volumes.NewService(store, volBlobs, volumes.Options{})
+	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4, Resources: vols})
 	if err := ws.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +83,19 @@ func mustAuthServer(t *testing.T) *authServer {
 			t.Fatal(err)
 		}
 	}
+	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{})
+	t.Cleanup(func() { gpuStore.Close(ctx) })
+	logStore, err := sqlstore.OpenLogs(ctx, store, sqlstore.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logStore.Close(ctx) })
 	h := httpapi.New(httpapi.Options{
-		Tracking: tr, Workspace: ws, Files: files, Auth: httpapi.AuthOn, Version: "3.7.0",
+		Tracking: tr, Workspace: ws, Files: files, Auth: httpapi.AuthOn, Version: "3.7.0", Volumes: vols,
+		GPU:     gpu.NewService(gpuStore, gpu.ServiceOptions{Runs: tr}),
+		RunLogs: runlogs.NewService(logStore, runlogs.Options{}),
 		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}),
+		UI:        ui.MustNew(),
 	})
 	return &authServer{t: t, h: h}
 }
@@ -119,7 +139,14 @@ func (a *authServer) must(user, method, target string, body any) response {
 type fixture struct {
 	folder, expName, exp, run, model, artifact, registered string
 	comment                                                int64
+	// catalog (the admin's; the owner may create schemas in it), schema
+	// (the owner's) and volume (the owner's, readable by reader and
+	// writable by editor) with file data.bin.
+	catalog, schema, volume string
 }
+
+// volumePath is the fixture volume's /Volumes path.
+func (f fixture) volumePath() string { return "/Volumes/" + strings.ReplaceAll(f.volume, ".", "/") }
 
 func (a *authServer) newFixture() fixture {
 	n := a.seq.Add(1)
@@ -144,6 +171,16 @@ func (a *authServer) newFixture() fixture {
 	f.registered = fmt.Sprintf("reg%d", n)
 	a.must(owner, "POST", "/api/2.0/mlflow/registered-models/create", map[string]any{"name": f.registered})
 	a.must(owner, "POST", "/api/2.0/mlflow/model-versions/create", map[string]any{"name": f.registered, "source": "models:/" + f.model})
+	f.catalog = fmt.Sprintf("cat%d", n)
+	f.schema, f.volume = f.catalog+".team", f.catalog+".team.ckpt"
+	a.must(admin, "POST", "/api/2.1/unity-catalog/catalogs", map[string]any{"name": f.catalog})
+	a.must(admin, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "catalog:" + f.catalog, "principal": owner, "level": "CAN_EDIT"})
+	a.must(owner, "POST", "/api/2.1/unity-catalog/schemas", map[string]any{"catalog_name": f.catalog, "name": "team"})
+	a.must(owner, "POST", "/api/2.1/unity-catalog/volumes", map[string]any{"catalog_name": f.catalog, "schema_name": "team", "name": "ckpt"})
+	for who, lvl := range map[string]string{reader: "CAN_READ", editor: "CAN_EDIT"} {
+		a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "volume:" + f.volume, "principal": who, "level": lvl})
+	}
+	a.must(owner, "PUT", "/api/2.0/fs/files"+f.volumePath()+"/data.bin", "0123456789")
 	return f
 }
 
@@ -171,8 +208,13 @@ func get(target string) func(fixture, string) (string, string, any) {
 // route cannot escape the matrix.
 func routeCases() map[string]routeCase {
 	ml := "/api/2.0/mlflow"
+	uc := "/api/2.1/unity-catalog"
+	gpu := "/api/2.0/sextant/gpu"
 	return map[string]routeCase{
-		"GET /health":                     {everyone, get("/health")},
+		"GET /health": {everyone, get("/health")},
+		// The web UI's pages and assets hold no data: anyone may load them.
+		"GET /":                           {everyone, get("/experiments/1")},
+		"GET /assets/{path...}":           {everyone, get("/assets/" + uiAsset())},
 		"GET /version":                    {everyone, get("/version")},
 		"GET /api/3.0/mlflow/server-info": {everyone, get("/api/3.0/mlflow/server-info")},
 		"POST " + ml + "/experiments/create": {managers, func(f fixture, u string) (string, string, any) {
@@ -434,7 +476,98 @@ func routeCases() map[string]routeCase {
 		"PUT /api/2.0/fs/directories/Workspace/{path...}": {managers, func(f fixture, u string) (string, string, any) {
 			return "PUT", "/api/2.0/fs/directories/Workspace" + f.folder + "/d-" + strings.Split(u, "@")[0], nil
 		}},
+		// GPU samples: any signed-in agent may post and read node-wide
+		// samples; naming a run needs CAN_EDIT to post (the samples become
+		// the run's system metrics) and CAN_READ to read.
+		"POST " + gpu + "/samples": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", gpu + "/samples", map[string]any{"node": "n1", "run_id": f.run, "samples": []any{
+				map[string]any{"ts_ms": time.Now().UnixMilli(), "gpus": []any{map[string]any{"index": 0, "util": 50}}}}}
+		}},
+		"GET " + gpu + "/latest": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", gpu + "/latest?run_id=" + f.run, nil
+		}},
+		"GET " + gpu + "/series": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", gpu + "/series?run_id=" + f.run + "&points=10", nil
+		}},
+		// Run logs follow the run's experiment.
+		"POST /api/2.0/sextant/logs/append": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/logs/append", map[string]any{"run_id": f.run, "first_seq": 0,
+				"lines": []any{map[string]any{"timestamp": 1, "stream": "stdout", "text": "hello"}}}
+		}},
+		"GET /api/2.0/sextant/logs/get": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/logs/get?run_id=" + f.run, nil
+		}},
+		"GET /api/2.0/sextant/logs/search": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/logs/search?q=x&run_id=" + f.run, nil
+		}},
+		"GET /api/2.0/sextant/logs/tail": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/logs/tail?wait_ms=0&run_id=" + f.run, nil
+		}},
+		// Volumes: catalogs are the administrators'; the owner may create
+		// schemas in the fixture's catalog and owns its schema and volume;
+		// reader and editor have grants on the volume only, which lets them
+		// see the catalog and schema that hold it.
+		"POST " + uc + "/catalogs": {adminOnly, func(f fixture, u string) (string, string, any) {
+			return "POST", uc + "/catalogs", map[string]any{"name": f.catalog + "-" + strings.Split(u, "@")[0]}
+		}},
+		"GET " + uc + "/catalogs":        {everyone, get(uc + "/catalogs")},
+		"GET " + uc + "/catalogs/{name}": {readers, func(f fixture, _ string) (string, string, any) { return "GET", uc + "/catalogs/" + f.catalog, nil }},
+		"DELETE " + uc + "/catalogs/{name}": {adminOnly, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", uc + "/catalogs/" + f.catalog + "?force=true", nil
+		}},
+		"POST " + uc + "/schemas": {managers, func(f fixture, u string) (string, string, any) {
+			return "POST", uc + "/schemas", map[string]any{"catalog_name": f.catalog, "name": "s-" + strings.Split(u, "@")[0]}
+		}},
+		"GET " + uc + "/schemas": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", uc + "/schemas?catalog_name=" + f.catalog, nil
+		}},
+		"GET " + uc + "/schemas/{full_name}": {readers, func(f fixture, _ string) (string, string, any) { return "GET", uc + "/schemas/" + f.schema, nil }},
+		"DELETE " + uc + "/schemas/{full_name}": {managers, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", uc + "/schemas/" + f.schema + "?force=true", nil
+		}},
+		"POST " + uc + "/volumes": {managers, func(f fixture, u string) (string, string, any) {
+			return "POST", uc + "/volumes", map[string]any{"catalog_name": f.catalog, "schema_name": "team", "name": "v-" + strings.Split(u, "@")[0], "volume_type": "MANAGED"}
+		}},
+		"GET " + uc + "/volumes": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", uc + "/volumes?catalog_name=" + f.catalog + "&schema_name=team", nil
+		}},
+		"GET " + uc + "/volumes/{full_name}":    {readers, func(f fixture, _ string) (string, string, any) { return "GET", uc + "/volumes/" + f.volume, nil }},
+		"DELETE " + uc + "/volumes/{full_name}": {managers, func(f fixture, _ string) (string, string, any) { return "DELETE", uc + "/volumes/" + f.volume, nil }},
+		"PUT /api/2.0/fs/files/Volumes/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "PUT", "/api/2.0/fs/files" + f.volumePath() + "/step_1/__0_0.distcp", "shard"
+		}},
+		"GET /api/2.0/fs/files/Volumes/{path...}": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/fs/files" + f.volumePath() + "/data.bin", nil
+		}},
+		"HEAD /api/2.0/fs/files/Volumes/{path...}": {readers, func(f fixture, _ string) (string, string, any) {
+			return "HEAD", "/api/2.0/fs/files" + f.volumePath() + "/data.bin", nil
+		}},
+		"DELETE /api/2.0/fs/files/Volumes/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", "/api/2.0/fs/files" + f.volumePath() + "/data.bin", nil
+		}},
+		"PUT /api/2.0/fs/directories/Volumes/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "PUT", "/api/2.0/fs/directories" + f.volumePath() + "/a/b", nil
+		}},
+		"GET /api/2.0/fs/directories/Volumes/{path...}": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/fs/directories" + f.volumePath(), nil
+		}},
+		"HEAD /api/2.0/fs/directories/Volumes/{path...}": {readers, func(f fixture, _ string) (string, string, any) {
+			return "HEAD", "/api/2.0/fs/directories" + f.volumePath(), nil
+		}},
+		"DELETE /api/2.0/fs/directories/Volumes/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "DELETE", "/api/2.0/fs/directories" + f.volumePath() + "/missing", nil
+		}},
 	}
+}
+
+// uiAsset names one asset of the embedded UI build.
+func uiAsset() string {
+	for p := range ui.MustNew().Sizes() {
+		if name, ok := strings.CutPrefix(p, "assets/"); ok {
+			return name
+		}
+	}
+	return "missing.js"
 }
 
 func contains(list []string, s string) bool {
@@ -492,7 +625,13 @@ func TestPermissionMatrix(t *testing.T) {
 					t.Errorf("%s: %s %s: error_code %v, want PERMISSION_DENIED", user, method, target, res.body["error_code"])
 				}
 			}
-			if r.Access != httpapi.Public && r.Access != httpapi.SignedCapability {
+			if r.Access == httpapi.Assets {
+				// The UI's static files load without credentials (the login page needs them).
+				method, target, body := c.req(a.newFixture(), "")
+				if res := a.as("", method, target, body); res.status != http.StatusOK {
+					t.Errorf("anonymous %s %s: %d, want 200", method, target, res.status)
+				}
+			} else if r.Access != httpapi.Public && r.Access != httpapi.SignedCapability {
 				f := a.newFixture()
 				method, target, body := c.req(f, "")
 				if res := a.as("", method, target, body); res.status != http.StatusUnauthorized && !contains(c.allow, "") && method == r.Method {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
 )
@@ -33,6 +34,31 @@ var wireErrors = map[errs.Code]struct {
 	// A full disk is the server's problem, but retrying will not help soon:
 	// 507 is not among the statuses the client retries.
 	errs.InsufficientStorage: {"RESOURCE_EXHAUSTED", http.StatusInsufficientStorage},
+	// A condition of the request (If-Unmodified-Since) does not hold.
+	errs.PreconditionFailed: {"PRECONDITION_FAILED", http.StatusPreconditionFailed},
+}
+
+// apiWireErrors overrides wireErrors for the APIs that follow Databricks'
+// conventions rather than MLflow's, by path prefix: the Files API answers a
+// file that exists (overwrite=false) with 409 ALREADY_EXISTS and a missing
+// one with 404 NOT_FOUND; Unity Catalog answers duplicates with 409. The
+// Databricks SDKs map 409 to ResourceConflict/AlreadyExists.
+var apiWireErrors = []struct {
+	prefix string
+	codes  map[errs.Code]apiWireError
+}{
+	{"/api/2.0/fs/", map[errs.Code]apiWireError{
+		errs.AlreadyExists: {"ALREADY_EXISTS", http.StatusConflict},
+		errs.NotFound:      {"NOT_FOUND", http.StatusNotFound},
+	}},
+	{"/api/2.1/unity-catalog/", map[errs.Code]apiWireError{
+		errs.AlreadyExists: {"RESOURCE_ALREADY_EXISTS", http.StatusConflict},
+	}},
+}
+
+type apiWireError struct {
+	code   string
+	status int
 }
 
 // errBodyTooLarge is returned by the decoder when a body is over the limit;
@@ -48,6 +74,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	wireCode := "INTERNAL_ERROR"
 	if we, ok := wireErrors[code]; ok {
 		status, wireCode = we.status, we.code
+	}
+	for _, o := range apiWireErrors {
+		if we, ok := o.codes[code]; ok && strings.HasPrefix(r.URL.Path, o.prefix) {
+			status, wireCode = we.status, we.code
+		}
 	}
 	if errors.Is(err, errBodyTooLarge) {
 		status, wireCode = http.StatusRequestEntityTooLarge, "RESOURCE_LIMIT_EXCEEDED"
@@ -76,7 +107,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	if status == http.StatusUnauthorized {
+	// The web UI's requests (X-Requested-With, as its fetches send) get no
+	// challenge: a browser would answer it with its own Basic sign-in
+	// dialog instead of letting the UI show its login page.
+	if status == http.StatusUnauthorized && r.Header.Get("X-Requested-With") != "XMLHttpRequest" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sextant"`)
 	}
 	body, _ := json.Marshal(struct {

@@ -20,7 +20,10 @@ import (
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/volumes"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -38,12 +41,24 @@ type Options struct {
 	Files blob.Store
 	// Auth says whether requests must authenticate.
 	Auth AuthMode
+	// RunLogs serves run logs (/api/2.0/sextant/logs/...); nil leaves
+	// those routes out.
+	RunLogs *runlogs.Service
 	// Version is reported by /version.
 	Version string
 	// MaxBodyBytes caps JSON request bodies; 0 means 16 MiB.
 	MaxBodyBytes int64
 	// Logger receives request logs; nil discards them.
 	Logger *slog.Logger
+	// GPU is the GPU monitoring service; nil leaves its routes out.
+	GPU *gpu.Service
+	// UI serves the web UI's assets and pages (internal/ui) for GET
+	// requests outside the API; nil leaves the UI out.
+	UI http.Handler
+	// Volumes serves catalogs, schemas and volumes
+	// (/api/2.1/unity-catalog/...) and the Files API under /Volumes; nil
+	// leaves those routes out.
+	Volumes *volumes.Service
 }
 
 // Server is the HTTP API.
@@ -52,6 +67,7 @@ type Server struct {
 	tr      *tracking.Service
 	art     *artifacts.Service
 	ws      *workspace.Service
+	gpu     *gpu.Service
 	owners  ownerCache
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -82,6 +98,15 @@ const (
 	// and handed out earlier (multipart part URLs), which the handler
 	// checks; they need no session or credentials.
 	SignedCapability
+	// Assets routes serve the web UI's static files (internal/ui), which
+	// hold no data; they need no credentials, so the login page loads.
+	Assets
+	// ReadVolume, WriteVolume and ManageVolume need CAN_READ, CAN_EDIT or
+	// CAN_MANAGE on the catalog, schema or volume the request names; the
+	// volumes service checks them (internal/volumes).
+	ReadVolume
+	WriteVolume
+	ManageVolume
 )
 
 // String names the access level in errors and the route listing.
@@ -99,6 +124,14 @@ func (a Access) String() string {
 		return "CAN_MANAGE"
 	case SignedCapability:
 		return "signed capability"
+	case Assets:
+		return "assets"
+	case ReadVolume:
+		return "CAN_READ (volume)"
+	case WriteVolume:
+		return "CAN_EDIT (volume)"
+	case ManageVolume:
+		return "CAN_MANAGE (volume)"
 	}
 	return "undeclared"
 }
@@ -126,7 +159,7 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
-	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, ws: opts.Workspace, log: opts.Logger, mux: http.NewServeMux()}
+	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, ws: opts.Workspace, gpu: opts.GPU, log: opts.Logger, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,7 +170,11 @@ func New(opts Options) *Server {
 	s.registerModelRoutes()
 	s.registerRegistryRoutes()
 	s.registerArtifactRoutes()
+	s.registerLogRoutes()
 	s.registerWorkspaceRoutes()
+	s.registerGPURoutes()
+	s.registerUIRoutes()
+	s.registerVolumeRoutes()
 	s.handler = s.middleware(s.mux)
 	return s
 }
@@ -181,7 +218,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		case accessUndeclared:
 			s.writeError(w, r, errs.E(errs.PermissionDenied, "route declares no access level"))
 			return
-		case Public, SignedCapability:
+		case Public, SignedCapability, Assets:
 		default:
 			sub, err := s.authenticate(r)
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/ui"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -45,7 +46,7 @@ func MustServer(tb testing.TB) *httpapi.Server {
 	if err := ws.Init(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Workspace: ws, Files: files, Version: "3.7.0", MaxBodyBytes: 1 << 20})
+	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Workspace: ws, Files: files, Version: "3.7.0", MaxBodyBytes: 1 << 20, UI: ui.MustNew()})
 }
 
 type response struct {
@@ -85,13 +86,51 @@ func TestEveryRouteDeclaresAccess(t *testing.T) {
 	if len(routes) < 30 {
 		t.Fatalf("only %d routes registered", len(routes))
 	}
+	assets := 0
 	for _, r := range routes {
+		if r.Access == httpapi.Assets {
+			// Only the web UI's static files may be served as assets.
+			if r.Method != "GET" || (r.Path != "/" && r.Path != "/assets/{path...}") {
+				t.Errorf("%s %s is declared Assets; only the UI's routes may be", r.Method, r.Path)
+			}
+			assets++
+		}
 		if r.Access.String() == "undeclared" {
 			t.Errorf("%s %s declares no access level", r.Method, r.Path)
 		}
 		if r.Access == httpapi.Public && !strings.HasPrefix(r.Path, "/health") && r.Path != "/version" && r.Path != "/api/3.0/mlflow/server-info" && r.Path != "/api/2.0/sextant/auth/login" {
 			t.Errorf("%s %s is public; only probes may be", r.Method, r.Path)
 		}
+	}
+	if assets != 2 {
+		t.Errorf("%d UI asset routes registered, want 2", assets)
+	}
+}
+
+// TestUIRoutes checks that the UI is served for client-side routes with its
+// security headers, and never for API paths.
+func TestUIRoutes(t *testing.T) {
+	s := MustServer(t)
+	for _, p := range []string{"/", "/experiments/1", "/runs/abc?tab=logs", "/workspace/Users/a@b.c"} {
+		r := do(t, s, "GET", p, nil)
+		if r.status != 200 || !strings.Contains(r.raw, "<!doctype html>") {
+			t.Fatalf("GET %s: %d %.80q", p, r.status, r.raw)
+		}
+		if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Fatalf("GET %s: Content-Security-Policy %q", p, csp)
+		}
+		if r.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("GET %s: no nosniff", p)
+		}
+	}
+	for _, p := range []string{"/api/2.0/mlflow/nope", "/api/2.0/sextant/nope", "/ajax-api/2.0/mlflow/nope", "/api", "/assets/app-MISSING.js"} {
+		if r := do(t, s, "GET", p, nil); r.status != 404 || strings.Contains(r.raw, "<html") {
+			t.Fatalf("GET %s: %d %.80q, want a plain 404", p, r.status, r.raw)
+		}
+	}
+	// The UI answers GET and HEAD only; writes to unknown paths stay refused.
+	if r := do(t, s, "POST", "/experiments/1", "{}"); r.status != 405 {
+		t.Fatalf("POST to a UI path: %d", r.status)
 	}
 }
 

@@ -21,7 +21,10 @@ var components = []struct {
 }{
 	{"tracking", trackingMigrations},
 	{"server", serverMigrations},
+	{"runlogs", runlogMigrations},
+	{"gpu", gpuMigrations},
 	{"workspace", workspaceMigrations},
+	{"volumes", volumeMigrations},
 }
 
 // migrationLock is the PostgreSQL advisory lock that replicas starting

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -329,7 +330,10 @@ func (s *Service) forgetExperiment(id string) {
 
 // ---- permissions ----
 
-// ParseResource parses "experiment:<id>" or "folder:<path>".
+// ParseResource parses "experiment:<id>", "folder:<path>", or
+// "catalog:<name>", "schema:<catalog>.<schema>" and
+// "volume:<catalog>.<schema>.<volume>" (names are case-insensitive and
+// kept lowercase; the Resources checker validates them further).
 func ParseResource(s string) (Resource, error) {
 	kind, key, ok := strings.Cut(s, ":")
 	switch {
@@ -341,8 +345,16 @@ func ParseResource(s string) (Resource, error) {
 			return Resource{}, err
 		}
 		return Resource{ResourceFolder, p}, nil
+	case ok && (kind == "catalog" || kind == "schema" || kind == "volume"):
+		parts := map[string]int{"catalog": 1, "schema": 2, "volume": 3}[kind]
+		names := strings.Split(key, ".")
+		if len(names) != parts || slices.Contains(names, "") {
+			return Resource{}, errs.Errorf(errs.Invalid, "resource %q: a %s is named by %d dot-separated names, such as %s", clip(s), kind, parts, []string{"", "catalog:main", "schema:main.team", "volume:main.team.checkpoints"}[parts])
+		}
+		k := map[string]ResourceKind{"catalog": ResourceCatalog, "schema": ResourceSchema, "volume": ResourceVolume}[kind]
+		return Resource{k, strings.ToLower(key)}, nil
 	}
-	return Resource{}, errs.Errorf(errs.Invalid, "resource %q must be experiment:<id> or folder:<path>", clip(s))
+	return Resource{}, errs.Errorf(errs.Invalid, "resource %q must be experiment:<id>, folder:<path>, catalog:<name>, schema:<catalog>.<schema> or volume:<catalog>.<schema>.<volume>", clip(s))
 }
 
 // Permissions lists the grants on a resource (CAN_READ needed).
@@ -358,8 +370,14 @@ func (s *Service) Permissions(ctx context.Context, sub *Subject, r Resource) ([]
 }
 
 func (s *Service) check(ctx context.Context, sub *Subject, r Resource, need Level) error {
-	if r.Kind == ResourceExperiment {
+	switch r.Kind {
+	case ResourceExperiment:
 		return s.CheckExperiment(ctx, sub, r.Key, need)
+	case ResourceCatalog, ResourceSchema, ResourceVolume:
+		if s.opts.Resources == nil {
+			return errs.Errorf(errs.Invalid, "%s: this server keeps no catalogs, schemas or volumes", r)
+		}
+		return s.opts.Resources.CheckResource(ctx, sub, r, need)
 	}
 	if _, err := s.store.GetFolder(ctx, r.Key); err != nil {
 		return err

@@ -34,6 +34,17 @@ type Options struct {
 	// credential or a permission (changes made through this replica take
 	// effect at once); 0 means 10 seconds.
 	CacheTTL time.Duration
+	// Resources decides access to the catalogs, schemas and volumes that
+	// permission requests name (internal/volumes); nil refuses them.
+	Resources ResourceChecker
+}
+
+// ResourceChecker decides access to resources kept outside the workspace:
+// catalogs, schemas and volumes. CheckResource returns nil when the subject
+// has at least need on r, errs.NotFound when r does not exist, and
+// errs.PermissionDenied otherwise. It is safe for concurrent use.
+type ResourceChecker interface {
+	CheckResource(ctx context.Context, sub *Subject, r Resource, need Level) error
 }
 
 // Service is the workspace: authentication, authorization, users, folders,

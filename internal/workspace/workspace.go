@@ -89,19 +89,34 @@ type ResourceKind int
 const (
 	ResourceFolder     ResourceKind = 1
 	ResourceExperiment ResourceKind = 2
+	// Catalogs, schemas and volumes (internal/volumes) are checked by the
+	// Options.Resources checker; their keys are full names ("main",
+	// "main.team", "main.team.ckpts"), lowercase.
+	ResourceCatalog ResourceKind = 3
+	ResourceSchema  ResourceKind = 4
+	ResourceVolume  ResourceKind = 5
 )
 
-// Resource names a folder (by path) or an experiment (by id).
+// Resource names a folder (by path), an experiment (by id), or a catalog,
+// schema or volume (by full name).
 type Resource struct {
 	Kind ResourceKind
-	// Key is a folder's canonical path or an experiment's id.
+	// Key is a folder's canonical path, an experiment's id, or a
+	// securable's full name.
 	Key string
 }
 
 // String names the resource in messages.
 func (r Resource) String() string {
-	if r.Kind == ResourceFolder {
+	switch r.Kind {
+	case ResourceFolder:
 		return "folder " + r.Key
+	case ResourceCatalog:
+		return "catalog " + r.Key
+	case ResourceSchema:
+		return "schema " + r.Key
+	case ResourceVolume:
+		return "volume " + r.Key
 	}
 	return "experiment " + r.Key
 }

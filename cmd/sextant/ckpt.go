@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// CkptCommand inspects and cleans up the PyTorch Distributed Checkpoints
+// in a volume directory: one subdirectory per checkpoint, complete when
+// its .metadata exists (the writer uploads it last).
+type CkptCommand struct{ main *Main }
+
+const ckptUsage = `Usage:
+  sextant ckpt ls /Volumes/PATH           each checkpoint under PATH: complete,
+                                          incomplete or writing; size; time
+  sextant ckpt latest /Volumes/PATH       the newest complete checkpoint
+  sextant ckpt gc /Volumes/PATH --keep-last N [--grace 1h] [--dry-run]
+        deletes all but the N newest complete checkpoints, and incomplete
+        ones older than the grace period that no writer holds
+
+Checkpoints are ordered by the number ending their names (step_100) when
+every one has one, else by time.`
+
+// Names of the files the checkpoint writer (python/sextant/checkpoint.py)
+// uses.
+const (
+	ckptMetadata = ".metadata"
+	ckptLock     = ".sextant-writer"
+	// ckptLease is how long a writer lock stays fresh without a refresh
+	// when it does not say (VolumeWriter's default lease_seconds).
+	ckptLease = 60 * time.Second
+)
+
+// lockLease reads the lease a writer lock declares ({"lease": seconds}).
+func lockLease(ctx context.Context, cl *filesClient, p string) time.Duration {
+	resp, err := cl.do(ctx, "GET", "/api/2.0/fs/files"+escapeVolumePath(p), nil, nil)
+	if err != nil {
+		return ckptLease
+	}
+	defer resp.Body.Close()
+	var lock struct {
+		Lease float64 `json:"lease"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&lock) != nil || lock.Lease <= 0 {
+		return ckptLease
+	}
+	return time.Duration(lock.Lease * float64(time.Second))
+}
+
+// checkpoint is one checkpoint directory.
+type checkpoint struct {
+	path, name string
+	complete   bool
+	writing    bool
+	size       int64
+	files      int
+	mtime      time.Time
+	step       int64
+	hasStep    bool
+}
+
+func (c checkpoint) status() string {
+	switch {
+	case c.complete:
+		return "complete"
+	case c.writing:
+		return "writing"
+	}
+	return "incomplete"
+}
+
+var trailingNumber = regexp.MustCompile(`(\d+)$`)
+
+// Run dispatches ckpt subcommands.
+func (c *CkptCommand) Run(ctx context.Context, args []string) error {
+	m := c.main
+	if len(args) == 0 {
+		fmt.Fprintln(m.Stderr, ckptUsage)
+		return flag.ErrHelp
+	}
+	sub, rest := args[0], args[1:]
+	fset := newCmdFlags("sextant ckpt "+sub, m, ckptUsage)
+	var a apiFlags
+	a.bind(fset, m.Getenv)
+	keep := fset.Int("keep-last", -1, "gc: complete checkpoints to keep (required)")
+	grace := fset.Duration("grace", time.Hour, "gc: incomplete checkpoints younger than this are kept (they may be in progress)")
+	dry := fset.Bool("dry-run", false, "gc: print what would be deleted")
+	if err := fset.Parse(reorderArgs(rest, "keep-last", "grace")); err != nil {
+		return err
+	}
+	if fset.NArg() != 1 || !isVolumePath(fset.Arg(0)) {
+		fmt.Fprintln(m.Stderr, ckptUsage)
+		return fmt.Errorf("ckpt %s takes one /Volumes path", sub)
+	}
+	dir := strings.TrimRight(fset.Arg(0), "/")
+	cl := m.filesClient(a)
+	switch sub {
+	case "ls":
+		cks, _, err := listCheckpoints(ctx, cl, dir)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CHECKPOINT\tSTATUS\tSIZE\tFILES\tTIME")
+		for _, ck := range cks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ck.name, ck.status(), humanBytes(ck.size), ck.files, ck.mtime.UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
+	case "latest":
+		cks, _, err := listCheckpoints(ctx, cl, dir)
+		if err != nil {
+			return err
+		}
+		for i := len(cks) - 1; i >= 0; i-- {
+			if cks[i].complete {
+				fmt.Fprintln(m.Stdout, cks[i].path)
+				return nil
+			}
+		}
+		return &exitError{code: 1, err: fmt.Errorf("no complete checkpoint under %s", dir)}
+	case "gc":
+		if *keep < 0 {
+			return errors.New("ckpt gc needs --keep-last N")
+		}
+		return c.gc(ctx, cl, dir, *keep, *grace, *dry)
+	}
+	fmt.Fprintln(m.Stderr, ckptUsage)
+	return fmt.Errorf("unknown ckpt command %q", sub)
+}
+
+// listCheckpoints describes the checkpoints in the subdirectories of dir
+// (or dir itself, when it is one), oldest first. It also returns the
+// server's clock.
+func listCheckpoints(ctx context.Context, cl *filesClient, dir string) ([]checkpoint, time.Time, error) {
+	entries, now, err := cl.list(ctx, dir)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var out []checkpoint
+	if ck, ok, err := describeCheckpoint(ctx, cl, dir, now); err != nil {
+		return nil, now, err
+	} else if ok && hasCheckpointFiles(entries) {
+		return []checkpoint{ck}, now, nil
+	}
+	for _, e := range entries {
+		if !e.IsDirectory {
+			continue
+		}
+		ck, ok, err := describeCheckpoint(ctx, cl, e.Path, now)
+		if err != nil {
+			return nil, now, err
+		}
+		if ok {
+			out = append(out, ck)
+		}
+	}
+	byStep := len(out) > 0
+	for _, ck := range out {
+		byStep = byStep && ck.hasStep
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if byStep && out[i].step != out[j].step {
+			return out[i].step < out[j].step
+		}
+		return out[i].mtime.Before(out[j].mtime)
+	})
+	return out, now, nil
+}
+
+func hasCheckpointFiles(entries []volEntry) bool {
+	for _, e := range entries {
+		if !e.IsDirectory && (e.Name == ckptMetadata || strings.HasSuffix(e.Name, ".distcp")) {
+			return true
+		}
+	}
+	return false
+}
+
+// describeCheckpoint reads a directory; ok is false when it holds no
+// checkpoint (.metadata, .distcp shards or a writer's lock).
+func describeCheckpoint(ctx context.Context, cl *filesClient, dir string, now time.Time) (checkpoint, bool, error) {
+	files, _, err := cl.walk(ctx, dir)
+	if err != nil {
+		return checkpoint{}, false, err
+	}
+	ck := checkpoint{path: dir, name: path.Base(dir)}
+	if m := trailingNumber.FindString(ck.name); m != "" {
+		ck.step, _ = strconv.ParseInt(m, 10, 64)
+		ck.hasStep = true
+	}
+	shards, lock := false, false
+	var newest, meta time.Time
+	for _, f := range files {
+		mt := time.UnixMilli(f.LastModified)
+		ck.size += f.FileSize
+		ck.files++
+		if mt.After(newest) {
+			newest = mt
+		}
+		top := path.Dir(f.Path) == dir
+		switch {
+		case top && f.Name == ckptMetadata:
+			ck.complete, meta = true, mt
+		case top && f.Name == ckptLock:
+			lock = true
+			ck.writing = now.Sub(mt) < lockLease(ctx, cl, f.Path)
+		case strings.HasSuffix(f.Name, ".distcp"):
+			shards = true
+		}
+	}
+	ck.mtime = newest
+	if ck.complete {
+		ck.mtime = meta
+	}
+	// A directory with shards, or with a writer's lock (whose save may have
+	// died before any shard landed), is a checkpoint, if an incomplete one.
+	return ck, ck.complete || shards || lock, nil
+}
+
+func (c *CkptCommand) gc(ctx context.Context, cl *filesClient, dir string, keep int, grace time.Duration, dry bool) error {
+	m := c.main
+	cks, now, err := listCheckpoints(ctx, cl, dir)
+	if err != nil {
+		return err
+	}
+	var complete []checkpoint
+	for _, ck := range cks {
+		if ck.complete {
+			complete = append(complete, ck)
+		}
+	}
+	drop := map[string]string{}
+	for i, ck := range complete {
+		if i < len(complete)-keep {
+			drop[ck.path] = "complete, older than the newest " + strconv.Itoa(keep)
+		}
+	}
+	for _, ck := range cks {
+		// The server's clock has whole seconds: a file written this second
+		// may look a little younger than zero.
+		if age := max(now.Sub(ck.mtime), 0); !ck.complete && !ck.writing && age >= grace {
+			drop[ck.path] = "incomplete, untouched for " + age.Round(time.Second).String()
+		}
+	}
+	var freed int64
+	kept := 0
+	for _, ck := range cks {
+		why, ok := drop[ck.path]
+		if !ok {
+			kept++
+			continue
+		}
+		verb := "deleted"
+		if dry {
+			verb = "would delete"
+		} else if _, err := deleteTree(ctx, cl, ck.path, 8, []string{ckptMetadata}); err != nil {
+			return fmt.Errorf("delete %s: %w", ck.path, err)
+		}
+		freed += ck.size
+		fmt.Fprintf(m.Stdout, "%s %s (%s, %s)\n", verb, ck.name, why, humanBytes(ck.size))
+	}
+	fmt.Fprintf(m.Stdout, "kept %d checkpoint(s); %d deleted, %s\n", kept, len(drop), humanBytes(freed))
+	return nil
+}

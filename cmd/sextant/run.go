@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"os/user"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/launcher"
+)
+
+// RunCommand is `sextant run`: it launches a training job in a run of the
+// tracking server and keeps the job's output with the run.
+type RunCommand struct {
+	main *Main
+}
+
+// RunConfig is `sextant run`'s configuration: flags, then the variables
+// the mlflow client, torchrun and SLURM set.
+type RunConfig struct {
+	TrackingURI    string
+	Experiment     string
+	RunName        string
+	Resume         string
+	JobID          string
+	NodeRank       int
+	NNodes         int
+	LocalRank      int
+	Grace          time.Duration
+	Drain          time.Duration
+	Flush          time.Duration
+	PartialAfter   time.Duration
+	SpoolDir       string
+	SpoolMaxBytes  int64
+	MemoryMaxBytes int64
+	DeliverTimeout time.Duration
+	JoinTimeout    time.Duration
+	RankPrefix     string
+	Quiet          bool
+}
+
+// Validate checks the configuration and names the bad field.
+func (c *RunConfig) Validate() error {
+	switch {
+	case c.TrackingURI == "":
+		return &ConfigError{"tracking-uri", "no server: set MLFLOW_TRACKING_URI (for example http://127.0.0.1:5000) or give --tracking-uri"}
+	case c.Grace <= 0:
+		return &ConfigError{"grace", "must be positive"}
+	case c.Drain <= 0:
+		return &ConfigError{"drain", "must be positive"}
+	case c.Flush < 10*time.Millisecond:
+		return &ConfigError{"flush", "must be at least 10ms"}
+	case c.RankPrefix != "auto" && c.RankPrefix != "on" && c.RankPrefix != "off":
+		return &ConfigError{"rank-prefix", fmt.Sprintf("must be auto, on or off, got %q", c.RankPrefix)}
+	case c.NodeRank < -1 || c.LocalRank < -1 || c.NNodes < 0:
+		return &ConfigError{"node-rank", "ranks must be 0 or more and --nnodes 1 or more"}
+	}
+	return nil
+}
+
+func (c *RunCommand) usage(fs *flag.FlagSet) func() {
+	return func() {
+		fmt.Fprint(c.main.Stderr, `Usage: sextant run [flags] -- COMMAND [ARGS...]
+
+Runs COMMAND in a run of the tracking server at $MLFLOW_TRACKING_URI: the
+experiment is --experiment, else $MLFLOW_EXPERIMENT_NAME, else
+/Users/<user>/<entry point>; the run is new (--run-name, else
+jobTaskRun-xxxxx) or resumed (--resume, $MLFLOW_RUN_ID). COMMAND gets
+MLFLOW_TRACKING_URI, MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME/_ID, so
+mlflow.start_run() logs to that run. Its output is shown here unchanged and
+stored with the run (sextant logs RUN_ID). SIGINT and SIGTERM are passed to
+COMMAND; the exit code is COMMAND's (128+N for signal N). Credentials come
+from MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/_PASSWORD.
+On several nodes, run the same command on each with the same --job-id (or
+under torchrun's rendezvous or SLURM): they share one run. See docs/run.md.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+}
+
+// Run parses flags and runs the job.
+func (c *RunCommand) Run(ctx context.Context, args []string) error {
+	m := c.main
+	getenv := m.Getenv
+	cfg := RunConfig{
+		TrackingURI: getenv("MLFLOW_TRACKING_URI"), Resume: getenv("MLFLOW_RUN_ID"),
+		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
+		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 64 << 20,
+		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
+	}
+	fs := flag.NewFlagSet("sextant run", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = c.usage(fs)
+	fs.StringVar(&cfg.TrackingURI, "tracking-uri", cfg.TrackingURI, "server URL (default $MLFLOW_TRACKING_URI)")
+	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name, an absolute path (default $MLFLOW_EXPERIMENT_NAME, else /Users/<user>/<entry point>)")
+	fs.StringVar(&cfg.RunName, "run-name", "", "name of the new run (default jobTaskRun-xxxxx); renames a resumed run")
+	fs.StringVar(&cfg.Resume, "resume", cfg.Resume, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
+	fs.StringVar(&cfg.JobID, "job-id", "", "key shared by the launchers of one multi-node job (default $TORCHELASTIC_RUN_ID, torchrun's --rdzv-id, $SLURM_JOB_ID)")
+	fs.IntVar(&cfg.NodeRank, "node-rank", -1, "this node's rank (default $NODE_RANK, $GROUP_RANK, torchrun's --node-rank, $SLURM_NODEID, else 0)")
+	fs.IntVar(&cfg.NNodes, "nnodes", 0, "number of nodes of the job (default torchrun's --nnodes, $SLURM_NNODES, else 1)")
+	fs.IntVar(&cfg.LocalRank, "local-rank", -1, "this launcher's local rank when there is one launcher per process (default $LOCAL_RANK)")
+	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "time COMMAND has to exit after a forwarded SIGINT/SIGTERM before SIGKILL")
+	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time output is still read after COMMAND exits (from processes it left behind), before they are stopped")
+	fs.DurationVar(&cfg.Flush, "flush", cfg.Flush, "longest a line waits before it is sent to the server")
+	fs.DurationVar(&cfg.PartialAfter, "partial-after", cfg.PartialAfter, "an unfinished line (no newline yet) is sent as a partial record after this")
+	fs.StringVar(&cfg.SpoolDir, "spool-dir", "", "where output waits on disk while the server is unreachable (default the temporary directory)")
+	fs.Int64Var(&cfg.SpoolMaxBytes, "spool-max-bytes", cfg.SpoolMaxBytes, "largest spool on disk; output beyond it is dropped, and counted (negative: no spool)")
+	fs.Int64Var(&cfg.MemoryMaxBytes, "memory-max-bytes", cfg.MemoryMaxBytes, "output kept in memory while the server is behind, before it goes to the spool")
+	fs.DurationVar(&cfg.DeliverTimeout, "deliver-timeout", cfg.DeliverTimeout, "after COMMAND exits, how long to keep trying to reach an unreachable server")
+	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "how long a node other than 0 waits for node 0's run")
+	fs.StringVar(&cfg.RankPrefix, "rank-prefix", cfg.RankPrefix, "read local ranks from torchrun's \"[rank3]:\" line prefixes: auto (when COMMAND is torchrun), on or off")
+	fs.BoolVar(&cfg.Quiet, "quiet", false, "print only the job's output, not the launcher's messages")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	command := fs.Args()
+	if len(command) == 0 {
+		fs.Usage()
+		return &exitError{code: 2, err: errors.New("run: no command given: sextant run [flags] -- COMMAND [ARGS...]")}
+	}
+	if err := cfg.Validate(); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	userName := getenv("MLFLOW_TRACKING_USERNAME")
+	if userName == "" {
+		userName = osUser(getenv)
+	}
+	expName, err := launcher.ExperimentName(cfg.Experiment, getenv("MLFLOW_EXPERIMENT_NAME"), userName, command)
+	if err != nil && cfg.Resume == "" {
+		return &exitError{code: 2, err: err}
+	}
+	job, err := launcher.ResolveJob(launcher.JobInputs{
+		JobIDFlag: cfg.JobID, NodeRankFlag: cfg.NodeRank, NNodesFlag: cfg.NNodes, LocalRankFlag: cfg.LocalRank,
+		Getenv: getenv, Command: command,
+	})
+	if err != nil {
+		if cfg.Resume == "" {
+			return &exitError{code: 2, err: err}
+		}
+		// Every node resumes the run given: no job id is needed to find it.
+		job = launcher.Job{NodeRank: max(cfg.NodeRank, 0), LocalRank: cfg.LocalRank, NNodes: max(cfg.NNodes, 1)}
+	}
+	copts := client.Options{
+		Token: getenv("MLFLOW_TRACKING_TOKEN"), Username: getenv("MLFLOW_TRACKING_USERNAME"), Password: getenv("MLFLOW_TRACKING_PASSWORD"),
+		InsecureTLS: strings.EqualFold(getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: "sextant-run/" + version,
+	}
+	tracker, err := client.New(cfg.TrackingURI, copts)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	// The shipper retries on its own, with its own messages.
+	lopts := copts
+	lopts.RetryFor = -1
+	logs, err := client.New(cfg.TrackingURI, lopts)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	rankPrefix := cfg.RankPrefix == "on" || cfg.RankPrefix == "auto" && launcher.ParseTorchrun(command).Found && job.LocalRank < 0
+
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	var messages = m.Stderr
+	if cfg.Quiet {
+		messages = nil
+	}
+	res, err := launcher.Run(ctx, launcher.Options{
+		Command: command, Env: os.Environ(), Stdin: os.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Messages: messages,
+		Tracker: tracker, Logs: logs, TrackingURI: tracker.URL(),
+		Token: copts.Token, Username: copts.Username, Password: copts.Password,
+		Experiment: expName, ExperimentExplicit: cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "",
+		RunName: cfg.RunName, User: userName, Resume: cfg.Resume, Job: job,
+		Grace: cfg.Grace, Drain: cfg.Drain, FlushInterval: cfg.Flush, PartialAfter: cfg.PartialAfter,
+		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir,
+		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,
+		Signals: sigs,
+		// TODO(gpu): sample the job's GPUs for the run. Plug the
+		// internal/gpu collector in here as a launcher.Sampler: Start
+		// runs a gpu.Agent (Labels{Node: host, RunID: job.RunID,
+		// NodeRank: job.NodeRank}, a Selector from job.VisibleDevices,
+		// a Sink to this server) until stop is called.
+		Sampler: launcher.NopSampler{},
+	})
+	if err != nil {
+		return &exitError{code: max(res.ExitCode, 1), err: err}
+	}
+	if res.ExitCode != 0 {
+		what := fmt.Sprintf("exited with code %d", res.ExitCode)
+		if res.Signal != "" {
+			what = fmt.Sprintf("ended by %s (exit code %d)", res.Signal, res.ExitCode)
+		}
+		return &exitError{code: res.ExitCode, err: fmt.Errorf("%s %s; run %s is %s", path.Base(command[0]), what, res.RunID, res.Status)}
+	}
+	return nil
+}
+
+// osUser names the user running the launcher.
+func osUser(getenv func(string) string) string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	for _, k := range []string{"USER", "LOGNAME"} {
+		if v := getenv(k); v != "" {
+			return v
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,289 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/runlogs"
+	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/workspace"
+)
+
+func mustClient(tb testing.TB, url string, opts client.Options) *client.Client {
+	tb.Helper()
+	c, err := client.New(url, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+func TestRetries(t *testing.T) {
+	var calls atomic.Int32
+	failures := int32(2)
+	status := http.StatusServiceUnavailable
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		if n <= failures {
+			w.WriteHeader(status)
+			w.Write([]byte(`{"error_code":"TEMPORARILY_UNAVAILABLE","message":"busy"}`))
+			return
+		}
+		w.Write([]byte(`{"experiment_id":"7"}`))
+	}))
+	defer srv.Close()
+	c := mustClient(t, srv.URL, client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	id, err := c.CreateExperiment(context.Background(), "/Shared/x")
+	if err != nil || id != "7" || calls.Load() != 3 {
+		t.Fatalf("got %q, %v after %d calls", id, err, calls.Load())
+	}
+	// 429 is retried too.
+	calls.Store(0)
+	status = http.StatusTooManyRequests
+	if _, err := c.CreateExperiment(context.Background(), "/Shared/x"); err != nil || calls.Load() != 3 {
+		t.Fatalf("429: %v after %d calls", err, calls.Load())
+	}
+	// Retries stop after RetryFor, with the server's error.
+	calls.Store(0)
+	failures = 1000
+	status = http.StatusBadGateway
+	c = mustClient(t, srv.URL, client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, RetryFor: 100 * time.Millisecond})
+	_, err = c.CreateExperiment(context.Background(), "/Shared/x")
+	if !client.Transient(err) || calls.Load() < 3 {
+		t.Fatalf("got %v after %d calls", err, calls.Load())
+	}
+	// No retries at all with a negative RetryFor.
+	calls.Store(0)
+	c = mustClient(t, srv.URL, client.Options{RetryFor: -1})
+	if _, err := c.CreateExperiment(context.Background(), "/Shared/x"); err == nil || calls.Load() != 1 {
+		t.Fatalf("no retries: %v after %d calls", err, calls.Load())
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		switch r.URL.Path {
+		case "/api/2.0/mlflow/experiments/get-by-name":
+			w.WriteHeader(404)
+			w.Write([]byte(`{"error_code":"RESOURCE_DOES_NOT_EXIST","message":"Could not find experiment"}`))
+		case "/api/2.0/mlflow/experiments/create":
+			w.WriteHeader(400)
+			w.Write([]byte(`{"error_code":"RESOURCE_ALREADY_EXISTS","message":"exists"}`))
+		default:
+			w.WriteHeader(403)
+			w.Write([]byte(`not json`))
+		}
+	}))
+	defer srv.Close()
+	c := mustClient(t, srv.URL, client.Options{MinBackoff: time.Millisecond})
+	ctx := context.Background()
+	if _, err := c.GetExperimentByName(ctx, "/x"); errs.CodeOf(err) != errs.NotFound || errs.MessageOf(err) != "Could not find experiment" {
+		t.Fatalf("404: %v", err)
+	}
+	if _, err := c.CreateExperiment(ctx, "/x"); errs.CodeOf(err) != errs.AlreadyExists {
+		t.Fatalf("exists: %v", err)
+	}
+	if _, err := c.GetRun(ctx, "r"); errs.CodeOf(err) != errs.PermissionDenied || client.Transient(err) {
+		t.Fatalf("403: %v", err)
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("client errors were retried: %d calls", calls.Load())
+	}
+	// Nobody listening: Unavailable, transient.
+	c = mustClient(t, "http://127.0.0.1:1", client.Options{RetryFor: -1})
+	if _, err := c.GetRun(ctx, "r"); errs.CodeOf(err) != errs.Unavailable || !client.Transient(err) {
+		t.Fatalf("connection refused: %v", err)
+	}
+	if _, err := client.New("file:///tmp/mlruns", client.Options{}); errs.CodeOf(err) != errs.Invalid {
+		t.Fatalf("file URI: %v", err)
+	}
+}
+
+func TestAuthHeaders(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.Write([]byte(`{"run":{"info":{"run_id":"r","status":"RUNNING"}}}`))
+	}))
+	defer srv.Close()
+	for name, tc := range map[string]struct {
+		opts client.Options
+		want string
+	}{
+		"Token":   {client.Options{Token: "t0k", Username: "u", Password: "p"}, "Bearer t0k"},
+		"Basic":   {client.Options{Username: "alice@example.com", Password: "pw"}, "Basic YWxpY2VAZXhhbXBsZS5jb206cHc="},
+		"NoCreds": {client.Options{}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := mustClient(t, srv.URL+"/", tc.opts)
+			run, err := c.GetRun(context.Background(), "r")
+			if err != nil || run.Info.Status != tracking.StatusRunning {
+				t.Fatal(err)
+			}
+			if got.Load() != tc.want {
+				t.Fatalf("Authorization %q, want %q", got.Load(), tc.want)
+			}
+		})
+	}
+}
+
+func TestAppendLogsBody(t *testing.T) {
+	b := runlogs.Batch{Source: "n0-x", FirstSeq: 5, Lines: []runlogs.Line{
+		{TimestampMs: 1, Stream: runlogs.Stdout, Node: 1, LocalRank: -1, Text: "a\"\\\x1b[0m\t\r\x00é"},
+		{TimestampMs: 2, Stream: runlogs.Stderr, Node: 2, LocalRank: 3, Flags: runlogs.FlagPartial | runlogs.FlagCR, Text: "bad \xff utf8"},
+	}}
+	var out struct {
+		RunID     string `json:"run_id"`
+		Source    string `json:"source"`
+		FirstSeq  int64  `json:"first_seq"`
+		Node      int    `json:"node"`
+		LocalRank int    `json:"local_rank"`
+		Lines     []struct {
+			Timestamp int64  `json:"timestamp"`
+			Stream    string `json:"stream"`
+			Text      string `json:"text"`
+			Node      *int   `json:"node"`
+			LocalRank *int   `json:"local_rank"`
+			Partial   bool   `json:"partial"`
+			CR        bool   `json:"cr"`
+		} `json:"lines"`
+	}
+	body := client.AppendLogsBody(nil, "run1", b)
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if out.RunID != "run1" || out.Source != "n0-x" || out.FirstSeq != 5 || out.Node != 1 || out.LocalRank != -1 || len(out.Lines) != 2 {
+		t.Fatalf("decoded %+v", out)
+	}
+	l0, l1 := out.Lines[0], out.Lines[1]
+	if l0.Text != b.Lines[0].Text || l0.Node != nil || l0.Partial || l0.CR {
+		t.Fatalf("line 0 %+v", l0)
+	}
+	if l1.Text != "bad \uFFFD utf8" || *l1.Node != 2 || *l1.LocalRank != 3 || !l1.Partial || !l1.CR || l1.Stream != "stderr" {
+		t.Fatalf("line 1 %+v", l1)
+	}
+}
+
+func TestArtifactPath(t *testing.T) {
+	f := func(uri, want string, ok bool) {
+		t.Helper()
+		got, err := client.ArtifactPath(uri)
+		if got != want || (err == nil) != ok {
+			t.Errorf("ArtifactPath(%q) = %q, %v", uri, got, err)
+		}
+	}
+	f("mlflow-artifacts:/1/abc/artifacts", "1/abc/artifacts", true)
+	f("mlflow-artifacts://host:5000/1/abc/artifacts", "1/abc/artifacts", true)
+	f("s3://bucket/1/abc/artifacts", "", false)
+}
+
+// TestAgainstServer runs the log calls against the real HTTP API.
+func TestAgainstServer(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close(ctx)
+	ls, err := sqlstore.OpenLogs(ctx, store, sqlstore.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close(ctx)
+	logs := runlogs.NewService(ls, runlogs.Options{PollInterval: 20 * time.Millisecond})
+	defer logs.Close()
+	tr := tracking.NewService(store, tracking.Options{})
+	if err := tr.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	blobs, _ := blob.OpenDir(filepath.Join(t.TempDir(), "a"), blob.DirOptions{})
+	files, _ := blob.OpenDir(filepath.Join(t.TempDir(), "f"), blob.DirOptions{})
+	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	if err := ws.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.New(httpapi.Options{Tracking: tr, Workspace: ws, Files: files, RunLogs: logs,
+		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")})})
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	c := mustClient(t, srv.URL, client.Options{})
+
+	id, err := c.CreateExperiment(ctx, "/Shared/client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: id, RunName: "r", Tags: []tracking.Tag{{Key: "sextant.job_id", Value: "j"}}})
+	if err != nil || run.Info.RunName != "r" {
+		t.Fatalf("create run: %+v, %v", run, err)
+	}
+	found, err := c.SearchRuns(ctx, []string{id}, "tags.`sextant.job_id` = 'j'", []string{"attributes.start_time ASC"}, 1)
+	if err != nil || len(found) != 1 || found[0].Info.RunID != run.Info.RunID {
+		t.Fatalf("search: %v, %v", found, err)
+	}
+	lines := []runlogs.Line{{TimestampMs: 1, Stream: runlogs.Stdout, LocalRank: -1, Text: "one \x1b[1m\"q\""}, {TimestampMs: 2, Stream: runlogs.Stderr, Node: 1, LocalRank: 0, Flags: runlogs.FlagCR, Text: "two"}}
+	res, err := c.AppendLogs(ctx, run.Info.RunID, runlogs.Batch{Source: "s", Lines: lines})
+	if err != nil || res.Stored != 2 || res.FirstLine != 1 {
+		t.Fatalf("append: %+v, %v", res, err)
+	}
+	page, err := c.ReadLogs(ctx, runlogs.Query{RunID: run.Info.RunID})
+	if err != nil || len(page.Lines) != 2 || page.Lines[0].Text != lines[0].Text || page.Lines[1].Flags != runlogs.FlagCR || page.Lines[1].Node != 1 || !page.Done() {
+		t.Fatalf("read: %+v, %v", page, err)
+	}
+	page, err = c.ReadLogs(ctx, runlogs.Query{RunID: run.Info.RunID, Regexp: "^tw"})
+	if err != nil || len(page.Lines) != 1 || page.Lines[0].Number != 2 {
+		t.Fatalf("search: %+v, %v", page, err)
+	}
+	st := tracking.StatusFinished
+	if err := c.UpdateRun(ctx, run.Info.RunID, tracking.RunUpdate{Status: &st}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	page, err = c.TailLogs(ctx, runlogs.Query{RunID: run.Info.RunID, FromLine: 3}, 5*time.Second)
+	if err != nil || len(page.Lines) != 0 || page.Head.RunStatus != tracking.StatusFinished || time.Since(start) > 2*time.Second {
+		t.Fatalf("tail of a finished run: %+v, %v", page, err)
+	}
+	if err := c.SetTags(ctx, run.Info.RunID, tracking.Tag{Key: "k", Value: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.NewReader("hello\n")
+	path, _ := client.ArtifactPath(run.Info.ArtifactURI)
+	if err := c.PutArtifact(ctx, path+"/logs/output.txt", body, 6); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	var all strings.Builder
+	for c := range 256 {
+		all.WriteByte(byte(c))
+	}
+	for _, s := range []string{"", "plain text of some length here", all.String(), "ab\"cdefgh\\ijklmn\x1fopq", "é€😀 mixed \x80 bad", strings.Repeat("x", 17) + "\n" + strings.Repeat("y", 9)} {
+		body := client.AppendLogsBody(nil, "r", runlogs.Batch{Source: "s", Lines: []runlogs.Line{{Stream: runlogs.Stdout, Text: s}}})
+		var out struct {
+			Lines []struct {
+				Text string `json:"text"`
+			} `json:"lines"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		if want := strings.ToValidUTF8(s, "\uFFFD"); out.Lines[0].Text != want {
+			t.Fatalf("round trip of %q gave %q", s, out.Lines[0].Text)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package gpu_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/gpu/gputest"
+)
+
+// runAgent runs an agent inside the current synctest bubble for d of fake
+// time and returns it after it stopped.
+func runAgent(t *testing.T, opts gpu.AgentOptions, d time.Duration) *gpu.Agent {
+	t.Helper()
+	a, err := gpu.NewAgent(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	time.Sleep(d)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+	return a
+}
+
+// expectEvery checks that ts holds every multiple of 10 s from start to
+// end exactly once, in increasing order.
+func expectEvery(t *testing.T, ts []int64, start, end time.Time) {
+	t.Helper()
+	want := int(end.Sub(start)/(10*time.Second)) + 1
+	if len(ts) != want {
+		t.Fatalf("%d samples delivered, want %d", len(ts), want)
+	}
+	for i, v := range ts {
+		if exp := start.Add(time.Duration(i) * 10 * time.Second).UnixMilli(); v != exp {
+			t.Fatalf("sample %d at %d, want %d (ordered, each once)", i, v, exp)
+		}
+	}
+}
+
+// TestAgentSpoolsWhileServerIsDown simulates 30 minutes of sampling in
+// which the server is unreachable from minute 5 to minute 15: the agent
+// spools, then catches up, and the server sees every sample once, in
+// order.
+func TestAgentSpoolsWhileServerIsDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		down := func() bool {
+			el := time.Since(start)
+			return el >= 5*time.Minute && el < 15*time.Minute
+		}
+		var failures atomic.Int64
+		sink := &gputest.Sink{Fail: func(*gpu.Batch) error {
+			if down() {
+				failures.Add(1)
+				return errs.E(errs.Unavailable, "connection refused")
+			}
+			return nil
+		}}
+		var logs bytes.Buffer
+		a := runAgent(t, gpu.AgentOptions{
+			Source: gpu.NewSim(4, 1, nil), Sink: sink, Spool: MustOpenSpool(t, t.TempDir(), gpu.SpoolOptions{}),
+			Labels: gpu.Labels{Node: "n1", NodeRank: -1}, Logger: newLogger(&logs),
+		}, 30*time.Minute+time.Second)
+		expectEvery(t, sink.Timestamps(), start, start.Add(30*time.Minute))
+		if f := failures.Load(); f < 55 || f > 65 {
+			t.Errorf("%d failed sends during 10 minutes of outage, want one per tick", f)
+		}
+		for _, b := range sink.Batches() {
+			if len(b.Samples) > 20 {
+				t.Errorf("batch of %d samples, above MaxBatchSamples", len(b.Samples))
+			}
+			for _, s := range b.Samples {
+				if len(s.GPUs) != 4 {
+					t.Fatalf("sample with %d GPUs", len(s.GPUs))
+				}
+			}
+		}
+		st := a.Stats()
+		if st.Spooled != 0 || st.Sent != 181 || st.Samples != 181 {
+			t.Errorf("stats %+v", st)
+		}
+		if n := strings.Count(logs.String(), "spooling them"); n != 1 {
+			t.Errorf("the outage was logged %d times, want once:\n%s", n, logs.String())
+		}
+	})
+}
+
+// TestAgentKeepsSamplesOfUnauthenticatedAgent: a server refusing the
+// agent's credentials does not make it drop samples; once the credentials
+// are accepted, everything arrives.
+func TestAgentKeepsSamplesOfUnauthenticatedAgent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		sink := &gputest.Sink{Fail: func(*gpu.Batch) error {
+			if time.Since(start) < 3*time.Minute {
+				return errs.E(errs.Unauthenticated, "authentication required")
+			}
+			return nil
+		}}
+		var logs bytes.Buffer
+		runAgent(t, gpu.AgentOptions{
+			Source: gpu.NewSim(2, 1, nil), Sink: sink, Spool: MustOpenSpool(t, t.TempDir(), gpu.SpoolOptions{}),
+			Labels: gpu.Labels{Node: "n1", NodeRank: -1}, Logger: newLogger(&logs),
+		}, 5*time.Minute+time.Second)
+		expectEvery(t, sink.Timestamps(), start, start.Add(5*time.Minute))
+		if !strings.Contains(logs.String(), "level=ERROR") {
+			t.Errorf("refused credentials were not logged as an error:\n%s", logs.String())
+		}
+	})
+}
+
+// TestAgentDropsOnlyRefusedSamples: when the server refuses a batch, the
+// agent sends its samples one by one and drops only those refused.
+func TestAgentDropsOnlyRefusedSamples(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		bad := start.Add(2 * time.Minute).UnixMilli()
+		sink := &gputest.Sink{Fail: func(b *gpu.Batch) error {
+			if time.Since(start) < 4*time.Minute {
+				return errs.E(errs.Unavailable, "down")
+			}
+			for _, s := range b.Samples {
+				if s.TimestampMs == bad {
+					return errs.E(errs.Invalid, "bad sample")
+				}
+			}
+			return nil
+		}}
+		runAgent(t, gpu.AgentOptions{
+			Source: gpu.NewSim(1, 1, nil), Sink: sink, Spool: MustOpenSpool(t, t.TempDir(), gpu.SpoolOptions{}),
+			Labels: gpu.Labels{Node: "n1", NodeRank: -1},
+		}, 6*time.Minute+time.Second)
+		ts := sink.Timestamps()
+		if len(ts) != 36 {
+			t.Fatalf("%d samples delivered, want 37 - 1", len(ts))
+		}
+		for i, v := range ts {
+			if v == bad || (i > 0 && v <= ts[i-1]) {
+				t.Fatalf("delivered %v", ts)
+			}
+		}
+	})
+}
+
+// TestAgentGPUDisappears: one GPU fails mid-job; the others' series go on
+// without a gap, and the failing GPU is reported with its error.
+func TestAgentGPUDisappears(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		sim := gpu.NewSim(4, 3, nil)
+		go func() {
+			time.Sleep(time.Minute + 5*time.Second)
+			sim.Fail(2, "nvml: ERROR_GPU_IS_LOST")
+		}()
+		sink := &gputest.Sink{}
+		runAgent(t, gpu.AgentOptions{
+			Source: sim, Sink: sink, Spool: MustOpenSpool(t, t.TempDir(), gpu.SpoolOptions{}),
+			Labels: gpu.Labels{Node: "n1", NodeRank: -1},
+		}, 3*time.Minute+time.Second)
+		var n int
+		for _, b := range sink.Batches() {
+			for _, s := range b.Samples {
+				n++
+				if len(s.GPUs) != 4 {
+					t.Fatalf("sample with %d GPUs", len(s.GPUs))
+				}
+				lost := s.TimestampMs > start.Add(time.Minute+5*time.Second).UnixMilli()
+				for _, g := range s.GPUs {
+					switch {
+					case g.Index == 2 && lost:
+						if g.Err == "" || !gpu.IsMissing(g.Values[gpu.FieldUtil]) {
+							t.Fatalf("lost GPU reported as %+v", g)
+						}
+					case g.Err != "" || gpu.IsMissing(g.Values[gpu.FieldUtil]):
+						t.Fatalf("GPU %d has a gap at %d: %+v", g.Index, s.TimestampMs, g)
+					}
+				}
+			}
+		}
+		if n != 19 {
+			t.Fatalf("%d samples, want 19", n)
+		}
+	})
+}
+
+// flakySource fails as a whole after a few samples.
+type flakySource struct {
+	gpu.Source
+	n, failAfter int
+}
+
+func (f *flakySource) Sample(ctx context.Context) (*gpu.Sample, error) {
+	f.n++
+	if f.n > f.failAfter {
+		return nil, errors.New("nvidia-smi did not answer within 5s")
+	}
+	return f.Source.Sample(ctx)
+}
+
+func TestAgentReportsKnownGPUsWhenSourceFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, err := gpu.NewAgent(gpu.AgentOptions{Source: &flakySource{Source: gpu.NewSim(2, 1, nil), failAfter: 1}, Labels: gpu.Labels{Node: "n"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Take(t.Context(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		s, err := a.Take(t.Context(), time.Now())
+		if err != nil || len(s.GPUs) != 2 {
+			t.Fatalf("after the source failed: %+v %v", s, err)
+		}
+		for _, g := range s.GPUs {
+			if !strings.Contains(g.Err, "did not answer") || g.UUID == "" {
+				t.Fatalf("GPU %+v, want the source's error", g)
+			}
+		}
+	})
+}
+
+var expositionLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{gpu="(\d+)",UUID="([^"]*)",modelName="([^"]*)",Hostname="((?:[^"\\]|\\.)*)"\})? (\S+)$`)
+
+func TestAgentMetrics(t *testing.T) {
+	sim := gpu.NewSim(3, 5, func() time.Time { return time.Unix(1_800_000_000, 0) })
+	sim.Fail(1, "GPU is lost")
+	a, err := gpu.NewAgent(gpu.AgentOptions{Source: sim, Labels: gpu.Labels{Node: `node "7"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp, err := a.Take(t.Context(), time.Unix(1_800_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := a.WriteMetrics(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.HasPrefix(line, "# HELP ") || strings.HasPrefix(line, "# TYPE ") {
+			continue
+		}
+		m := expositionLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("not an exposition line: %q", line)
+		}
+		if m[2] != "" && m[6] != `node \"7\"` {
+			t.Fatalf("Hostname label not escaped: %q", line)
+		}
+		v, err := strconv.ParseFloat(m[7], 64)
+		if err != nil {
+			t.Fatalf("value of %q: %v", line, err)
+		}
+		got[m[1]+"/"+m[3]] = v
+	}
+	g0 := smp.GPUs[0].Values
+	want := map[string]float64{
+		"DCGM_FI_DEV_GPU_UTIL/0":       g0[gpu.FieldUtil],
+		"DCGM_FI_DEV_MEM_COPY_UTIL/0":  g0[gpu.FieldMemUtil],
+		"DCGM_FI_DEV_FB_USED/0":        math.Round(g0[gpu.FieldMemUsed] / (1 << 20)),
+		"DCGM_FI_DEV_FB_FREE/0":        math.Round((g0[gpu.FieldMemTotal] - g0[gpu.FieldMemUsed]) / (1 << 20)),
+		"DCGM_FI_DEV_GPU_TEMP/0":       g0[gpu.FieldTemp],
+		"DCGM_FI_DEV_POWER_USAGE/0":    g0[gpu.FieldPower],
+		"DCGM_FI_DEV_SM_CLOCK/0":       g0[gpu.FieldSMClock],
+		"sextant_gpu_up/0":             1,
+		"sextant_gpu_up/1":             0,
+		"sextant_agent_samples_total/": 1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	if _, ok := got["DCGM_FI_DEV_GPU_UTIL/1"]; ok {
+		t.Error("the failed GPU has a utilisation line")
+	}
+	if _, ok := got["DCGM_FI_DEV_GPU_UTIL/2"]; !ok {
+		t.Error("GPU 2 has no utilisation line")
+	}
+}
+
+func TestNewAgentNeedsSourceNodeAndSpool(t *testing.T) {
+	src := gpu.NewSim(1, 1, nil)
+	for name, opts := range map[string]gpu.AgentOptions{
+		"ErrNoSource": {Labels: gpu.Labels{Node: "n"}},
+		"ErrNoNode":   {Source: src},
+		"ErrNoSpool":  {Source: src, Labels: gpu.Labels{Node: "n"}, Sink: &gputest.Sink{}},
+	} {
+		if _, err := gpu.NewAgent(opts); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func newLogger(w *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

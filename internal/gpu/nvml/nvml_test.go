@@ -1,0 +1,119 @@
+//go:build linux && cgo
+
+package nvml_test
+
+import (
+	"strings"
+	"testing"
+
+	nv "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/gpu/nvml"
+)
+
+// TestOpenOnThisMachine: without a driver Open fails cleanly (a crash
+// here would be the process dying on an unresolved NVML symbol); with one
+// it samples every GPU.
+func TestOpenOnThisMachine(t *testing.T) {
+	src, err := nvml.Open()
+	if err != nil {
+		t.Logf("no NVML here, as expected without a driver: %v", err)
+		if !strings.HasPrefix(err.Error(), "nvml:") {
+			t.Fatalf("error %q does not say it is NVML's", err)
+		}
+		return
+	}
+	defer src.Close()
+	smp, err := src.Sample(t.Context())
+	if err != nil || len(smp.GPUs) == 0 {
+		t.Fatalf("sample on a GPU machine: %+v %v", smp, err)
+	}
+	for _, g := range smp.GPUs {
+		if g.Err == "" && (g.UUID == "" || gpu.IsMissing(g.Values[gpu.FieldMemTotal])) {
+			t.Errorf("GPU %+v lacks its UUID or memory size", g)
+		}
+	}
+}
+
+// mockH100 returns go-nvml's DGX H100 mock with the readings our source
+// asks for filled in: GPU i reads utilisation 10*i %, 60+i °C and so on.
+func mockH100(t *testing.T) *server.Server {
+	s := dgxh100.New()
+	s.SystemGetProcessNameFunc = func(pid int) (string, nv.Return) { return "python", nv.SUCCESS }
+	for i, d := range s.Devices {
+		dev := d.(*server.Device)
+		dev.MemoryInfo.Used = uint64(i+1) << 30
+		dev.GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
+			return nv.Utilization{Gpu: uint32(10 * i), Memory: uint32(i)}, nv.SUCCESS
+		}
+		dev.GetTemperatureFunc = func(nv.TemperatureSensors) (uint32, nv.Return) { return uint32(60 + i), nv.SUCCESS }
+		dev.GetPowerUsageFunc = func() (uint32, nv.Return) { return uint32(300_000 + i*1000), nv.SUCCESS }
+		dev.GetEnforcedPowerLimitFunc = func() (uint32, nv.Return) { return 700_000, nv.SUCCESS }
+		dev.GetClockInfoFunc = func(nv.ClockType) (uint32, nv.Return) { return 1980, nv.SUCCESS }
+		dev.GetComputeRunningProcessesFunc = func() ([]nv.ProcessInfo, nv.Return) {
+			return []nv.ProcessInfo{{Pid: uint32(1000 + i), UsedGpuMemory: 1 << 30}}, nv.SUCCESS
+		}
+	}
+	return s
+}
+
+// TestGPUFallsOffTheBus: one device answers ERROR_GPU_IS_LOST and another
+// does not support power readings; the other GPUs read as usual.
+func TestGPUFallsOffTheBus(t *testing.T) {
+	s := mockH100(t)
+	s.Devices[3].(*server.Device).GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
+		return nv.Utilization{}, nv.ERROR_GPU_IS_LOST
+	}
+	s.Devices[5].(*server.Device).GetPowerUsageFunc = func() (uint32, nv.Return) { return 0, nv.ERROR_NOT_SUPPORTED }
+	src, err := nvml.OpenWith(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp, err := src.Sample(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(smp.GPUs) != 8 {
+		t.Fatalf("%d GPUs, want 8", len(smp.GPUs))
+	}
+	for i, g := range smp.GPUs {
+		switch {
+		case i == 3:
+			if !strings.Contains(g.Err, "GPU_IS_LOST") || !gpu.IsMissing(g.Values[gpu.FieldUtil]) || g.UUID == "" {
+				t.Errorf("lost GPU: %+v", g)
+			}
+		case g.Err != "":
+			t.Errorf("GPU %d has error %q", i, g.Err)
+		case g.Values[gpu.FieldUtil] != float64(10*i) || g.Values[gpu.FieldTemp] != float64(60+i) || g.Values[gpu.FieldMemUsed] != float64(uint64(i+1)<<30):
+			t.Errorf("GPU %d readings %v", i, g.Values)
+		case i == 5 && !gpu.IsMissing(g.Values[gpu.FieldPower]):
+			t.Errorf("unsupported power read as %v", g.Values[gpu.FieldPower])
+		case i != 5 && g.Values[gpu.FieldPower] != 300+float64(i):
+			t.Errorf("GPU %d power %v W", i, g.Values[gpu.FieldPower])
+		}
+	}
+	if len(smp.Processes) != 7 || smp.Processes[0].Name != "python" || smp.Processes[0].MemUsedBytes != 1<<30 {
+		t.Errorf("processes %+v", smp.Processes)
+	}
+}
+
+// TestFailedInitMakesNoOtherCall: after a failed Init, the real library
+// would kill the process on any other call.
+func TestFailedInitMakesNoOtherCall(t *testing.T) {
+	s := mockH100(t)
+	s.InitFunc = func() nv.Return { return nv.ERROR_DRIVER_NOT_LOADED }
+	s.DeviceGetCountFunc = func() (int, nv.Return) {
+		t.Fatal("DeviceGetCount called after a failed Init")
+		return 0, nv.SUCCESS
+	}
+	s.ShutdownFunc = func() nv.Return {
+		t.Fatal("Shutdown called after a failed Init")
+		return nv.SUCCESS
+	}
+	if _, err := nvml.OpenWith(s); err == nil || !strings.Contains(err.Error(), "DRIVER_NOT_LOADED") {
+		t.Fatalf("open: %v", err)
+	}
+}

@@ -1,0 +1,104 @@
+package gpu
+
+import (
+	"bufio"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// promGauge is one DCGM-named gauge of the exposition: its name (as
+// dcgm-exporter spells it), help text, and how to read it from a GPU.
+type promGauge struct {
+	name, help string
+	value      func(g *GPU) float64
+}
+
+const mib = 1 << 20
+
+var promGauges = []promGauge{
+	{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", func(g *GPU) float64 { return g.Values[FieldUtil] }},
+	{"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", func(g *GPU) float64 { return g.Values[FieldMemUtil] }},
+	{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", func(g *GPU) float64 { return math.Round(g.Values[FieldMemUsed] / mib) }},
+	{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", func(g *GPU) float64 {
+		return math.Round((g.Values[FieldMemTotal] - g.Values[FieldMemUsed]) / mib)
+	}},
+	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", func(g *GPU) float64 { return g.Values[FieldTemp] }},
+	{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", func(g *GPU) float64 { return g.Values[FieldPower] }},
+	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", func(g *GPU) float64 { return g.Values[FieldSMClock] }},
+}
+
+// WriteMetrics writes the agent's latest sample and its own counters in
+// the Prometheus text exposition format (version 0.0.4). GPU gauges use
+// dcgm-exporter's names and units and its labels gpu, UUID, modelName and
+// Hostname, so dashboards built for dcgm-exporter work unchanged; a reading
+// that is missing is left out. sextant_gpu_up is 1 for a GPU that could be
+// read and 0 for one that failed.
+func (a *Agent) WriteMetrics(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	smp := a.Latest()
+	host := a.opts.Labels.Node
+	var gpus []GPU
+	if smp != nil {
+		gpus = smp.GPUs
+	}
+	var line []byte
+	for _, m := range promGauges {
+		bw.WriteString("# HELP " + m.name + " " + m.help + "\n# TYPE " + m.name + " gauge\n")
+		for i := range gpus {
+			v := m.value(&gpus[i])
+			if IsMissing(v) {
+				continue
+			}
+			line = appendSeries(line[:0], m.name, &gpus[i], host)
+			line = strconv.AppendFloat(append(line, ' '), v, 'g', -1, 64)
+			bw.Write(append(line, '\n'))
+		}
+	}
+	bw.WriteString("# HELP sextant_gpu_up Whether the GPU could be read in the last sample (1) or not (0).\n# TYPE sextant_gpu_up gauge\n")
+	for i := range gpus {
+		up := "1"
+		if gpus[i].Err != "" {
+			up = "0"
+		}
+		line = appendSeries(line[:0], "sextant_gpu_up", &gpus[i], host)
+		bw.Write(append(append(line, ' '), up+"\n"...))
+	}
+	st := a.Stats()
+	counter := func(name, help string, v int64) {
+		bw.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " + strconv.FormatInt(v, 10) + "\n")
+	}
+	gauge := func(name, help string, v int64) {
+		bw.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + strconv.FormatInt(v, 10) + "\n")
+	}
+	counter("sextant_agent_samples_total", "Samples taken.", st.Samples)
+	counter("sextant_agent_source_errors_total", "Samples for which the GPU source failed.", st.SourceErrors)
+	counter("sextant_agent_sent_samples_total", "Samples the server stored.", st.Sent)
+	counter("sextant_agent_send_errors_total", "Requests to the server that failed and were retried later.", st.SendErrors)
+	counter("sextant_agent_rejected_samples_total", "Samples the server refused or skipped.", st.Rejected)
+	counter("sextant_agent_dropped_samples_total", "Samples dropped because the spool was full.", st.Dropped)
+	gauge("sextant_agent_spooled_samples", "Samples waiting in the spool.", int64(st.Spooled))
+	gauge("sextant_agent_spool_bytes", "Size of the spool on disk.", st.SpoolBytes)
+	return bw.Flush()
+}
+
+func appendSeries(dst []byte, name string, g *GPU, host string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, `{gpu="`...)
+	dst = strconv.AppendInt(dst, int64(g.Index), 10)
+	dst = append(dst, `",UUID="`...)
+	dst = appendLabelValue(dst, g.UUID)
+	dst = append(dst, `",modelName="`...)
+	dst = appendLabelValue(dst, g.Name)
+	dst = append(dst, `",Hostname="`...)
+	dst = appendLabelValue(dst, host)
+	return append(dst, `"}`...)
+}
+
+// labelEscaper escapes a label value as the exposition format requires.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func appendLabelValue(dst []byte, v string) []byte {
+	return append(dst, labelEscaper.Replace(v)...)
+}

@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"reflect"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/sextant/sextant/internal/gpu"
+)
+
+// FuzzDecodeGPUBatch checks that no ingest body makes the decoder panic,
+// and that what it accepts survives the agent's encoder unchanged.
+func FuzzDecodeGPUBatch(f *testing.F) {
+	f.Add([]byte(`{"node":"n","run_id":"abc","node_rank":1,"num_nodes":2,"samples":[{"ts_ms":1,"gpus":[{"index":0,"uuid":"GPU-1","util":"NaN","mem_used":1e9,"temp":null,"error":"x"}],"processes":[{"gpu":0,"pid":7,"name":"py","mem_used":5}]}]}`))
+	f.Add([]byte(`{"node":"n","samples":[{"ts_ms":"17","gpus":[{"index":"3","power":"-Infinity","sm_clock":1.5e308}]}]}`))
+	f.Add([]byte(`"{\"node\":\"n\"}"`))
+	f.Add(appendGPUBatch(nil, &gpu.Batch{Labels: gpu.Labels{Node: "n", NodeRank: 2}, Samples: []gpu.Sample{{TimestampMs: 5, GPUs: []gpu.GPU{gpu.NewGPU(1, "GPU-x", "H100")}, Processes: []gpu.Process{{GPU: 1, PID: 3, MemUsedBytes: -1}}}}}))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !utf8.Valid(body) {
+			return // readBody refuses it before decoding
+		}
+		// Where the fast path accepts a body, the strict decoder must
+		// read the same request from it.
+		var fast, strict wireGPUBatch
+		if parseGPUBatch(body, &fast) {
+			if err := decodeJSON(body, &strict); err != nil {
+				t.Fatalf("fast path accepted what the strict decoder refuses (%v): %s", err, body)
+			}
+			if !reflect.DeepEqual(fast, strict) {
+				t.Fatalf("decoders disagree on %s:\nfast   %+v\nstrict %+v", body, fast, strict)
+			}
+		}
+		b, err := decodeGPUBatch(body)
+		if err != nil {
+			return
+		}
+		again, err := decodeGPUBatch(appendGPUBatch(nil, b))
+		if err != nil {
+			t.Fatalf("re-encoded batch refused: %v\n%s", err, appendGPUBatch(nil, b))
+		}
+		if again.Labels != b.Labels || len(again.Samples) != len(b.Samples) {
+			t.Fatalf("labels or sample count changed: %+v vs %+v", again.Labels, b.Labels)
+		}
+		for i := range b.Samples {
+			x, y := b.Samples[i], again.Samples[i]
+			if x.TimestampMs != y.TimestampMs || len(x.GPUs) != len(y.GPUs) || len(x.Processes) != len(y.Processes) {
+				t.Fatalf("sample %d changed", i)
+			}
+			for j := range x.GPUs {
+				for f := range gpu.NumFields {
+					a, c := x.GPUs[j].Values[f], y.GPUs[j].Values[f]
+					if gpu.IsMissing(a) != gpu.IsMissing(c) || (!gpu.IsMissing(a) && a != c) {
+						t.Fatalf("sample %d GPU %d %s: %v became %v", i, j, gpu.Field(f), a, c)
+					}
+				}
+			}
+			for j := range x.Processes {
+				if x.Processes[j] != y.Processes[j] {
+					t.Fatalf("process %+v became %+v", x.Processes[j], y.Processes[j])
+				}
+			}
+		}
+	})
+}

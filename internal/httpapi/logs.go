@@ -1,0 +1,340 @@
+package httpapi
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sextant/sextant/internal/runlogs"
+)
+
+// Run logs (/api/2.0/sextant/logs/...): launchers append the output they
+// capture; readers get line ranges, search, and follow a run live with a
+// long poll or server-sent events. docs/run.md describes the API.
+
+const logsPrefix = "/sextant/logs"
+
+func (s *Server) registerLogRoutes() {
+	if s.opts.RunLogs == nil {
+		return // the server was built without run logs
+	}
+	for _, p := range []string{"/api/2.0", "/ajax-api/2.0"} {
+		s.handle("POST", p+logsPrefix+"/append", EditExperiment, s.appendLogs)
+		s.handle("GET", p+logsPrefix+"/get", ReadExperiment, s.getLogs)
+		s.handle("GET", p+logsPrefix+"/search", ReadExperiment, s.searchLogs)
+		s.handle("GET", p+logsPrefix+"/tail", ReadExperiment, s.tailLogs)
+	}
+}
+
+func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req logAppendRequest
+	if err := decodeLogAppend(body, &req); err != nil {
+		return err
+	}
+	if err := s.allowRun(r, req.RunID); err != nil {
+		return err
+	}
+	b, err := req.toBatch()
+	if err != nil {
+		return err
+	}
+	res, err := s.opts.RunLogs.Append(r.Context(), req.RunID, b)
+	if err != nil {
+		return err
+	}
+	out := make([]byte, 0, 96)
+	out = append(out, `{"first_line":`...)
+	out = strconv.AppendInt(out, res.FirstLine, 10)
+	out = append(out, `,"stored":`...)
+	out = strconv.AppendInt(out, int64(res.Stored), 10)
+	out = append(out, `,"duplicates":`...)
+	out = strconv.AppendInt(out, int64(res.Duplicates), 10)
+	out = append(out, `,"next_seq":`...)
+	out = strconv.AppendInt(out, res.NextSeq, 10)
+	return writeRaw(w, append(out, '}'))
+}
+
+func (req *logAppendRequest) toBatch() (runlogs.Batch, error) {
+	if !req.FirstSeq.Set && len(req.Lines) > 0 {
+		return runlogs.Batch{}, invalid("Missing value for required parameter 'first_seq'")
+	}
+	node, rank := int64(0), int64(runlogs.UnknownRank)
+	if req.Node.Set {
+		node = req.Node.V
+	}
+	if req.LocalRank.Set {
+		rank = req.LocalRank.V
+	}
+	b := runlogs.Batch{Source: req.Source, FirstSeq: req.FirstSeq.V, Lines: make([]runlogs.Line, len(req.Lines))}
+	for i := range req.Lines {
+		in := &req.Lines[i]
+		st, ok := runlogs.ParseStream(in.Stream)
+		if !ok {
+			return runlogs.Batch{}, invalid("Invalid value '%s' for parameter 'lines[%d].stream': expected stdout or stderr", truncate(in.Stream, 20), i)
+		}
+		n, k := node, rank
+		if in.Node.Set {
+			n = in.Node.V
+		}
+		if in.LocalRank.Set {
+			k = in.LocalRank.V
+		}
+		if n < 0 || n > math.MaxInt32 || k < runlogs.UnknownRank || k > math.MaxInt32 {
+			return runlogs.Batch{}, invalid("lines[%d]: node must be 0 or more and local_rank -1 or more (got %d and %d)", i, n, k)
+		}
+		if !in.Timestamp.Set {
+			return runlogs.Batch{}, invalid("Missing value for required parameter 'lines[%d].timestamp'", i)
+		}
+		l := runlogs.Line{TimestampMs: in.Timestamp.V, Stream: st, Node: int32(n), LocalRank: int32(k), Text: in.Text}
+		if in.Partial {
+			l.Flags |= runlogs.FlagPartial
+		}
+		if in.CR {
+			l.Flags |= runlogs.FlagCR
+		}
+		b.Lines[i] = l
+	}
+	return b, nil
+}
+
+// logQuery parses the parameters shared by get, search and tail.
+func logQuery(r *http.Request, extra ...string) (runlogs.Query, query, error) {
+	known := append([]string{"run_id", "limit", "node", "stream", "since_ms", "q", "regex"}, extra...)
+	qs, err := parseQuery(r, known...)
+	if err != nil {
+		return runlogs.Query{}, qs, err
+	}
+	q := runlogs.Query{RunID: qs.str("run_id"), Contains: qs.str("q"), Regexp: qs.str("regex")}
+	if q.RunID == "" {
+		return q, qs, invalid("Missing value for required parameter 'run_id'")
+	}
+	limit, _, err := qs.int("limit")
+	if err != nil {
+		return q, qs, err
+	}
+	if limit < 0 || limit > math.MaxInt32 {
+		return q, qs, invalid("limit must be between 1 and %d, got %d", runlogs.DefaultLimits().PageLines, limit)
+	}
+	q.Limit = int(limit)
+	if v, ok, err := qs.int("node"); err != nil {
+		return q, qs, err
+	} else if ok {
+		if v < 0 || v > math.MaxInt32 {
+			return q, qs, invalid("node must be 0 or more, got %d", v)
+		}
+		n := int32(v)
+		q.Node = &n
+	}
+	if st := qs.str("stream"); st != "" {
+		var ok bool
+		if q.Stream, ok = runlogs.ParseStream(st); !ok {
+			return q, qs, invalid("Invalid value '%s' for parameter 'stream': expected stdout or stderr", truncate(st, 20))
+		}
+	}
+	if q.SinceMs, _, err = qs.int("since_ms"); err != nil {
+		return q, qs, err
+	}
+	return q, qs, nil
+}
+
+func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
+	q, qs, err := logQuery(r, "from_line")
+	if err != nil {
+		return err
+	}
+	if q.FromLine, _, err = qs.int("from_line"); err != nil {
+		return err
+	}
+	if err := s.allowRun(r, q.RunID); err != nil {
+		return err
+	}
+	page, err := s.opts.RunLogs.Read(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	return writeRaw(w, appendLogPage(nil, &page))
+}
+
+func (s *Server) searchLogs(w http.ResponseWriter, r *http.Request) error {
+	q, qs, err := logQuery(r, "from_line")
+	if err != nil {
+		return err
+	}
+	if q.Contains == "" && q.Regexp == "" {
+		return invalid("search needs q (a substring) or regex (a regular expression)")
+	}
+	if q.FromLine, _, err = qs.int("from_line"); err != nil {
+		return err
+	}
+	if !qs.has("limit") {
+		q.Limit = 100
+	}
+	if err := s.allowRun(r, q.RunID); err != nil {
+		return err
+	}
+	page, err := s.opts.RunLogs.Read(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	return writeRaw(w, appendLogPage(nil, &page))
+}
+
+// tailLogs answers with the lines after after_line, waiting up to wait_ms
+// (default and maximum: the service's MaxWait, 25 s) for the first one.
+// With "Accept: text/event-stream" it streams server-sent events instead
+// until the run ends or the client leaves (Last-Event-ID resumes).
+func (s *Server) tailLogs(w http.ResponseWriter, r *http.Request) error {
+	q, qs, err := logQuery(r, "after_line", "wait_ms")
+	if err != nil {
+		return err
+	}
+	after, _, err := qs.int("after_line")
+	if err != nil {
+		return err
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		if v, err := strconv.ParseInt(id, 10, 64); err == nil && v > after {
+			after = v
+		}
+	}
+	if after < 0 || after == math.MaxInt64 {
+		return invalid("after_line must be 0 or more, got %d", after)
+	}
+	q.FromLine = after + 1
+	logs := s.opts.RunLogs
+	wait := logs.MaxWait()
+	if v, ok, err := qs.int("wait_ms"); err != nil {
+		return err
+	} else if ok {
+		if v < 0 {
+			return invalid("wait_ms must be 0 or more, got %d", v)
+		}
+		wait = min(time.Duration(min(v, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond, wait)
+	}
+	if err := s.allowRun(r, q.RunID); err != nil {
+		return err
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		return s.streamLogs(w, r, q)
+	}
+	page, err := logs.Tail(r.Context(), q, wait)
+	if err != nil {
+		return err
+	}
+	return writeRaw(w, appendLogPage(nil, &page))
+}
+
+// streamLogs serves a tail as server-sent events: an event "lines" per
+// page (its id is the last line considered, so that a reconnecting client
+// resumes with Last-Event-ID), a comment as keep-alive when a wait ends
+// empty, and an event "end" once the run has ended and everything was
+// sent.
+func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, q runlogs.Query) error {
+	logs := s.opts.RunLogs
+	rc := http.NewResponseController(w)
+	started := false
+	var buf []byte
+	for {
+		page, err := logs.Tail(r.Context(), q, logs.MaxWait())
+		if err != nil {
+			if !started {
+				return err
+			}
+			// Headers are out: end the stream so the client sees a cut.
+			panic(http.ErrAbortHandler)
+		}
+		if !started {
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		buf = buf[:0]
+		switch {
+		case len(page.Lines) > 0 || page.NextLine > q.FromLine:
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendInt(buf, page.NextLine-1, 10)
+			buf = append(buf, "\nevent: lines\ndata: "...)
+			buf = appendLogPage(buf, &page)
+			buf = append(buf, "\n\n"...)
+		default:
+			buf = append(buf, ": keep-alive\n\n"...)
+		}
+		ended := page.Head.RunStatus.Terminal() && page.Done()
+		if ended {
+			buf = append(buf, "event: end\ndata: {}\n\n"...)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return nil // the client left
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+		select {
+		case <-logs.Done():
+			return nil
+		case <-r.Context().Done():
+			return nil
+		default:
+		}
+		if ended {
+			return nil
+		}
+		q.FromLine = page.NextLine
+	}
+}
+
+// appendLogPage appends the JSON of a page of lines. Pages of log lines are
+// built by hand: a 10,000-line page is a few megabytes of strings.
+func appendLogPage(dst []byte, p *runlogs.Page) []byte {
+	n := 64
+	for i := range p.Lines {
+		n += len(p.Lines[i].Text) + 110
+	}
+	if cap(dst)-len(dst) < n {
+		nd := make([]byte, len(dst), len(dst)+n)
+		copy(nd, dst)
+		dst = nd
+	}
+	dst = append(dst, `{"lines":[`...)
+	for i := range p.Lines {
+		l := &p.Lines[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"line":`...)
+		dst = strconv.AppendInt(dst, l.Number, 10)
+		dst = append(dst, `,"timestamp":`...)
+		dst = strconv.AppendInt(dst, l.TimestampMs, 10)
+		dst = append(dst, `,"stream":"`...)
+		dst = append(dst, l.Stream.String()...)
+		dst = append(dst, `","node":`...)
+		dst = strconv.AppendInt(dst, int64(l.Node), 10)
+		dst = append(dst, `,"local_rank":`...)
+		dst = strconv.AppendInt(dst, int64(l.LocalRank), 10)
+		if l.Flags&runlogs.FlagPartial != 0 {
+			dst = append(dst, `,"partial":true`...)
+		}
+		if l.Flags&runlogs.FlagCR != 0 {
+			dst = append(dst, `,"cr":true`...)
+		}
+		dst = append(dst, `,"text":`...)
+		dst = appendString(dst, l.Text)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"next_line":`...)
+	dst = strconv.AppendInt(dst, p.NextLine, 10)
+	dst = append(dst, `,"total_lines":`...)
+	dst = strconv.AppendInt(dst, p.Head.Lines(), 10)
+	dst = append(dst, `,"run_status":"`...)
+	dst = append(dst, p.Head.RunStatus.String()...)
+	return append(dst, `"}`...)
+}

@@ -1,0 +1,610 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/volumes"
+)
+
+// Volumes: catalogs, schemas and volumes with Unity Catalog's REST shapes
+// (/api/2.1/unity-catalog/...), and the files inside volumes through the
+// Databricks Files API (/api/2.0/fs/files/Volumes/... and
+// /api/2.0/fs/directories/Volumes/...). File bodies stream both ways.
+
+const ucPrefix = "/api/2.1/unity-catalog"
+
+func (s *Server) registerVolumeRoutes() {
+	if s.opts.Volumes == nil {
+		return
+	}
+	s.handle("POST", ucPrefix+"/catalogs", Authenticated, s.createCatalog)
+	s.handle("GET", ucPrefix+"/catalogs", Authenticated, s.listCatalogs)
+	s.handle("GET", ucPrefix+"/catalogs/{name}", ReadVolume, s.getCatalog)
+	s.handle("DELETE", ucPrefix+"/catalogs/{name}", ManageVolume, s.deleteCatalog)
+	s.handle("POST", ucPrefix+"/schemas", WriteVolume, s.createSchema)
+	s.handle("GET", ucPrefix+"/schemas", ReadVolume, s.listSchemas)
+	s.handle("GET", ucPrefix+"/schemas/{full_name}", ReadVolume, s.getSchema)
+	s.handle("DELETE", ucPrefix+"/schemas/{full_name}", ManageVolume, s.deleteSchema)
+	s.handle("POST", ucPrefix+"/volumes", WriteVolume, s.createVolume)
+	s.handle("GET", ucPrefix+"/volumes", ReadVolume, s.listVolumes)
+	s.handle("GET", ucPrefix+"/volumes/{full_name}", ReadVolume, s.getVolume)
+	s.handle("DELETE", ucPrefix+"/volumes/{full_name}", ManageVolume, s.deleteVolume)
+
+	const files, dirs = "/api/2.0/fs/files/Volumes/{path...}", "/api/2.0/fs/directories/Volumes/{path...}"
+	s.handle("PUT", files, WriteVolume, s.putVolumeFile)
+	s.handle("GET", files, ReadVolume, s.getVolumeFile)
+	s.handle("HEAD", files, ReadVolume, s.getVolumeFile)
+	s.handle("DELETE", files, WriteVolume, s.deleteVolumeFile)
+	s.handle("PUT", dirs, WriteVolume, s.makeVolumeDir)
+	s.handle("GET", dirs, ReadVolume, s.listVolumeDir)
+	s.handle("HEAD", dirs, ReadVolume, s.statVolumeDir)
+	s.handle("DELETE", dirs, WriteVolume, s.deleteVolumeDir)
+}
+
+// ---- Unity Catalog shapes ----
+
+type wireCatalog struct {
+	Name      string `json:"name"`
+	FullName  string `json:"full_name"`
+	Comment   string `json:"comment,omitempty"`
+	Owner     string `json:"owner"`
+	CreatedAt int64  `json:"created_at"`
+	CreatedBy string `json:"created_by"`
+	UpdatedAt int64  `json:"updated_at"`
+}
+
+func toWireCatalog(c *volumes.Catalog) wireCatalog {
+	return wireCatalog{c.Name, c.Name, c.Comment, c.Owner, c.CreatedMs, c.Owner, c.UpdatedMs}
+}
+
+type wireSchema struct {
+	Name        string `json:"name"`
+	CatalogName string `json:"catalog_name"`
+	FullName    string `json:"full_name"`
+	Comment     string `json:"comment,omitempty"`
+	Owner       string `json:"owner"`
+	CreatedAt   int64  `json:"created_at"`
+	CreatedBy   string `json:"created_by"`
+	UpdatedAt   int64  `json:"updated_at"`
+}
+
+func toWireSchema(sc *volumes.Schema) wireSchema {
+	return wireSchema{sc.Name, sc.Catalog, sc.FullName(), sc.Comment, sc.Owner, sc.CreatedMs, sc.Owner, sc.UpdatedMs}
+}
+
+type wireVolume struct {
+	Name        string `json:"name"`
+	CatalogName string `json:"catalog_name"`
+	SchemaName  string `json:"schema_name"`
+	FullName    string `json:"full_name"`
+	VolumeID    string `json:"volume_id"`
+	VolumeType  string `json:"volume_type"`
+	Comment     string `json:"comment,omitempty"`
+	Owner       string `json:"owner"`
+	CreatedAt   int64  `json:"created_at"`
+	CreatedBy   string `json:"created_by"`
+	UpdatedAt   int64  `json:"updated_at"`
+}
+
+func toWireVolume(v *volumes.Volume) wireVolume {
+	return wireVolume{v.Name, v.Catalog, v.Schema, v.FullName(), v.ID, "MANAGED", v.Comment, v.Owner, v.CreatedMs, v.Owner, v.UpdatedMs}
+}
+
+// maxUCPage is the largest page of a Unity Catalog listing (and the
+// default).
+const maxUCPage = 1000
+
+// ucPage cuts a page out of items (sorted by name) after the page token,
+// and returns the next page's token ("" at the end).
+func ucPage[T any](q query, items []T, name func(T) string) ([]T, string, error) {
+	n, _, err := q.int("max_results")
+	if err != nil {
+		return nil, "", err
+	}
+	if n < 0 {
+		return nil, "", invalid("max_results must not be negative, got %d", n)
+	}
+	if n == 0 || n > maxUCPage {
+		n = maxUCPage
+	}
+	after := ""
+	if tok := q.str("page_token"); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil || len(b) == 0 {
+			return nil, "", invalid("invalid page_token %q: pass the next_page_token of the previous page", truncate(tok, 60))
+		}
+		after = string(b)
+	}
+	i := 0
+	for i < len(items) && after != "" && name(items[i]) <= after {
+		i++
+	}
+	items = items[i:]
+	next := ""
+	if int64(len(items)) > n {
+		items = items[:n]
+		next = base64.RawURLEncoding.EncodeToString([]byte(name(items[n-1])))
+	}
+	return items, next, nil
+}
+
+func parseBool(q query, key string, def bool) (bool, error) {
+	switch v := strings.ToLower(q.str(key)); v {
+	case "":
+		return def, nil
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, invalid("Invalid value '%s' for parameter '%s': expected true or false", truncate(q.str(key), 40), key)
+}
+
+func (s *Server) createCatalog(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Name    string `json:"name"`
+		Comment string `json:"comment"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	c, err := s.opts.Volumes.CreateCatalog(r.Context(), SubjectFromContext(r.Context()), req.Name, req.Comment)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, toWireCatalog(c))
+}
+
+func (s *Server) listCatalogs(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "max_results", "page_token", "include_browse")
+	if err != nil {
+		return err
+	}
+	cs, err := s.opts.Volumes.ListCatalogs(r.Context(), SubjectFromContext(r.Context()))
+	if err != nil {
+		return err
+	}
+	page, next, err := ucPage(q, cs, func(c *volumes.Catalog) string { return c.Name })
+	if err != nil {
+		return err
+	}
+	out := make([]wireCatalog, len(page))
+	for i, c := range page {
+		out[i] = toWireCatalog(c)
+	}
+	return writeJSON(w, map[string]any{"catalogs": out, "next_page_token": next})
+}
+
+func (s *Server) getCatalog(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r, "include_browse"); err != nil {
+		return err
+	}
+	c, err := s.opts.Volumes.GetCatalog(r.Context(), SubjectFromContext(r.Context()), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireCatalog(c))
+}
+
+func (s *Server) deleteCatalog(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "force")
+	if err != nil {
+		return err
+	}
+	force, err := parseBool(q, "force", false)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Volumes.DeleteCatalog(r.Context(), SubjectFromContext(r.Context()), r.PathValue("name"), force); err != nil {
+		return err
+	}
+	checked(r)
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) createSchema(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Name        string `json:"name"`
+		CatalogName string `json:"catalog_name"`
+		Comment     string `json:"comment"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	sc, err := s.opts.Volumes.CreateSchema(r.Context(), SubjectFromContext(r.Context()), req.CatalogName, req.Name, req.Comment)
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireSchema(sc))
+}
+
+func (s *Server) listSchemas(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "catalog_name", "max_results", "page_token", "include_browse")
+	if err != nil {
+		return err
+	}
+	if q.str("catalog_name") == "" {
+		return invalid("catalog_name is required")
+	}
+	list, err := s.opts.Volumes.ListSchemas(r.Context(), SubjectFromContext(r.Context()), q.str("catalog_name"))
+	if err != nil {
+		return err
+	}
+	checked(r)
+	page, next, err := ucPage(q, list, func(sc *volumes.Schema) string { return sc.Name })
+	if err != nil {
+		return err
+	}
+	out := make([]wireSchema, len(page))
+	for i, sc := range page {
+		out[i] = toWireSchema(sc)
+	}
+	return writeJSON(w, map[string]any{"schemas": out, "next_page_token": next})
+}
+
+func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
+	names, err := volumes.SplitFullName("schema", r.PathValue("full_name"), 2)
+	if err != nil {
+		return err
+	}
+	sc, err := s.opts.Volumes.GetSchema(r.Context(), SubjectFromContext(r.Context()), names[0], names[1])
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireSchema(sc))
+}
+
+func (s *Server) deleteSchema(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "force")
+	if err != nil {
+		return err
+	}
+	force, err := parseBool(q, "force", false)
+	if err != nil {
+		return err
+	}
+	names, err := volumes.SplitFullName("schema", r.PathValue("full_name"), 2)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Volumes.DeleteSchema(r.Context(), SubjectFromContext(r.Context()), names[0], names[1], force); err != nil {
+		return err
+	}
+	checked(r)
+	return writeRaw(w, emptyObject)
+}
+
+func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		CatalogName     string `json:"catalog_name"`
+		SchemaName      string `json:"schema_name"`
+		Name            string `json:"name"`
+		VolumeType      string `json:"volume_type"`
+		Comment         string `json:"comment"`
+		StorageLocation string `json:"storage_location"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if t := strings.ToUpper(req.VolumeType); t != "" && t != "MANAGED" {
+		return invalid("volume_type %q is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store", truncate(req.VolumeType, 40))
+	}
+	if req.StorageLocation != "" {
+		return invalid("storage_location is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store")
+	}
+	v, err := s.opts.Volumes.CreateVolume(r.Context(), SubjectFromContext(r.Context()), req.CatalogName, req.SchemaName, req.Name, req.Comment)
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireVolume(v))
+}
+
+func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "catalog_name", "schema_name", "max_results", "page_token", "include_browse")
+	if err != nil {
+		return err
+	}
+	if q.str("catalog_name") == "" || q.str("schema_name") == "" {
+		return invalid("catalog_name and schema_name are required")
+	}
+	list, err := s.opts.Volumes.ListVolumes(r.Context(), SubjectFromContext(r.Context()), q.str("catalog_name"), q.str("schema_name"))
+	if err != nil {
+		return err
+	}
+	checked(r)
+	page, next, err := ucPage(q, list, func(v *volumes.Volume) string { return v.Name })
+	if err != nil {
+		return err
+	}
+	out := make([]wireVolume, len(page))
+	for i, v := range page {
+		out[i] = toWireVolume(v)
+	}
+	return writeJSON(w, map[string]any{"volumes": out, "next_page_token": next})
+}
+
+func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
+	if _, err := parseQuery(r, "include_browse"); err != nil {
+		return err
+	}
+	names, err := volumes.SplitFullName("volume", r.PathValue("full_name"), 3)
+	if err != nil {
+		return err
+	}
+	v, err := s.opts.Volumes.GetVolume(r.Context(), SubjectFromContext(r.Context()), names[0], names[1], names[2])
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireVolume(v))
+}
+
+func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) error {
+	names, err := volumes.SplitFullName("volume", r.PathValue("full_name"), 3)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Volumes.DeleteVolume(r.Context(), SubjectFromContext(r.Context()), names[0], names[1], names[2]); err != nil {
+		return err
+	}
+	checked(r)
+	return writeRaw(w, emptyObject)
+}
+
+// ---- the Files API ----
+
+// volumePath returns the volume path of a Files API request: the URL path
+// after /Volumes/, percent-decoded once.
+func volumePath(r *http.Request) (volumes.Path, error) {
+	return volumes.ParsePath(volumes.Root + "/" + r.PathValue("path"))
+}
+
+func (s *Server) putVolumeFile(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "overwrite")
+	if err != nil {
+		return err
+	}
+	// As the Files API: true when unspecified.
+	overwrite, err := parseBool(q, "overwrite", true)
+	if err != nil {
+		return err
+	}
+	p, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.opts.Volumes.PutFile(r.Context(), SubjectFromContext(r.Context()), p, r.Body, r.ContentLength, overwrite); err != nil {
+		return bodyError(err)
+	}
+	checked(r)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// fileHeaders sets the headers a file's download and metadata share.
+func fileHeaders(h http.Header, info volumes.FileInfo) {
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
+	if info.ETag != "" {
+		h.Set("ETag", strconv.Quote(info.ETag))
+	}
+}
+
+// unmodifiedSince checks an If-Unmodified-Since header (ignored when it
+// does not parse, as RFC 9110 says).
+func unmodifiedSince(r *http.Request, info volumes.FileInfo) error {
+	v := r.Header.Get("If-Unmodified-Since")
+	if v == "" {
+		return nil
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return nil
+	}
+	if info.ModTime.Truncate(time.Second).After(t) {
+		return errs.Errorf(errs.PreconditionFailed, "%s was modified at %s, after If-Unmodified-Since %s", info.Path, info.ModTime.UTC().Format(http.TimeFormat), v)
+	}
+	return nil
+}
+
+func (s *Server) getVolumeFile(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	p, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	ctx, sub := r.Context(), SubjectFromContext(r.Context())
+	h := w.Header()
+	if r.Method == http.MethodHead {
+		info, err := s.opts.Volumes.StatFile(ctx, sub, p)
+		if err != nil {
+			return err
+		}
+		if err := unmodifiedSince(r, info); err != nil {
+			return err
+		}
+		checked(r)
+		fileHeaders(h, info)
+		h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	var offset, length int64
+	var partial bool
+	rc, info, err := s.opts.Volumes.OpenFile(ctx, sub, p, func(info volumes.FileInfo) (int64, int64, error) {
+		if err := unmodifiedSince(r, info); err != nil {
+			return 0, 0, err
+		}
+		var err error
+		offset, length, partial, err = parseRange(r.Header.Get("Range"), info.Size)
+		if err != nil {
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+		}
+		return offset, length, err
+	})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	checked(r)
+	fileHeaders(h, info)
+	h.Set("Content-Length", strconv.FormatInt(length, 10))
+	status := http.StatusOK
+	if partial {
+		status = http.StatusPartialContent
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", offset, offset+length-1, info.Size))
+	}
+	w.WriteHeader(status)
+	// The headers are out: write the body to the connection's own writer,
+	// whose ReadFrom lets a file go out with sendfile.
+	if n, err := io.Copy(innermost(w), rc); err != nil || n != length {
+		s.log.Warn("volume file download cut short", "path", p.String(), "sent", n, "want", length, "err", err, "request_id", RequestIDFromContext(ctx))
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// noQuery refuses query parameters on a route that takes none.
+func noQuery(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	if _, err := parseQuery(r); err != nil {
+		return invalid("this endpoint takes no query parameters (got %q)", truncate(r.URL.RawQuery, 80))
+	}
+	return nil
+}
+
+// innermost returns the http.ResponseWriter under the server's wrappers.
+func innermost(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
+}
+
+func (s *Server) deleteVolumeFile(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	p, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Volumes.DeleteFile(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
+		return err
+	}
+	checked(r)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) makeVolumeDir(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	p, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Volumes.MakeDir(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
+		return err
+	}
+	checked(r)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) statVolumeDir(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	p, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Volumes.StatDir(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
+		return err
+	}
+	checked(r)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+type wireDirEntry struct {
+	Path         string `json:"path"`
+	Name         string `json:"name"`
+	IsDirectory  bool   `json:"is_directory"`
+	FileSize     *int64 `json:"file_size,omitempty"`
+	LastModified int64  `json:"last_modified,omitempty"`
+}
+
+func (s *Server) listVolumeDir(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r, "page_size", "page_token")
+	if err != nil {
+		return err
+	}
+	size, _, err := q.int("page_size")
+	if err != nil {
+		return err
+	}
+	if size < 0 {
+		return invalid("page_size must not be negative, got %d", size)
+	}
+	p, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	entries, next, err := s.opts.Volumes.ListDir(r.Context(), SubjectFromContext(r.Context()), p, q.str("page_token"), int(min(size, volumes.MaxPageSize)))
+	if err != nil {
+		return err
+	}
+	checked(r)
+	out := make([]wireDirEntry, len(entries))
+	for i, e := range entries {
+		out[i] = wireDirEntry{Path: p.Join(e.Name).String(), Name: e.Name, IsDirectory: e.IsDir}
+		if !e.IsDir {
+			size := e.Size
+			out[i].FileSize = &size
+			out[i].LastModified = e.ModTime.UnixMilli()
+		}
+	}
+	resp := map[string]any{"contents": out}
+	if next != "" {
+		resp["next_page_token"] = next
+	}
+	return writeJSON(w, resp)
+}
+
+func (s *Server) deleteVolumeDir(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	p, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Volumes.DeleteDir(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
+		return err
+	}
+	checked(r)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

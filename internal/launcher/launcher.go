@@ -1,0 +1,492 @@
+// Package launcher runs a training job for `sextant run`: it finds or
+// creates the job's experiment and run on the tracking server, starts the
+// job with the MLflow variables pointing at that run, shows the job's
+// output on the terminal unchanged while streaming it, line by line, to
+// the run's log on the server, forwards signals to the job, and records
+// how the job ended. docs/run.md describes it for users.
+//
+// The launcher talks to the server through two interfaces it declares,
+// Tracker and LogSink; internal/client implements both over HTTP.
+package launcher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/runlogs"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// Tracker is what the launcher needs from the tracking server. Errors
+// carry errs codes (NotFound for a missing experiment or run,
+// AlreadyExists for a name taken meanwhile); implementations retry
+// transient failures themselves, for a bounded time.
+type Tracker interface {
+	GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error)
+	GetExperiment(ctx context.Context, id string) (*tracking.Experiment, error)
+	CreateExperiment(ctx context.Context, name string) (string, error)
+	CreateRun(ctx context.Context, req tracking.CreateRunRequest) (*tracking.Run, error)
+	GetRun(ctx context.Context, id string) (*tracking.Run, error)
+	UpdateRun(ctx context.Context, id string, u tracking.RunUpdate) error
+	SetTags(ctx context.Context, runID string, tags ...tracking.Tag) error
+	SearchRuns(ctx context.Context, experimentIDs []string, filter string, orderBy []string, max int) ([]*tracking.Run, error)
+}
+
+// LogSink receives the job's output. AppendLogs is called by one
+// goroutine at a time, with a source's batches in sequence order, and a
+// batch may be sent again after an error: the sink must store each line
+// once (the server does, by source and sequence number). It does not keep
+// b. Transient failures (client.Transient) are retried by the launcher;
+// any other error stops the shipping of output.
+type LogSink interface {
+	AppendLogs(ctx context.Context, runID string, b runlogs.Batch) (runlogs.AppendResult, error)
+}
+
+// Options configure a launch. Durations and sizes of 0 take the defaults
+// given.
+type Options struct {
+	// Command is the job's command line; required.
+	Command []string
+	// Env is the job's environment before the launcher adds the MLflow
+	// variables (usually the launcher's own).
+	Env []string
+	// Dir is the job's working directory; "" means the launcher's.
+	Dir string
+	// Stdin is given to the job as is; nil means no input.
+	Stdin *os.File
+	// Stdout and Stderr receive the job's output unchanged (the tee); nil
+	// discards it.
+	Stdout, Stderr io.Writer
+	// Messages receives the launcher's own messages; nil discards them.
+	Messages io.Writer
+
+	// Tracker and Logs reach the server; required.
+	Tracker Tracker
+	Logs    LogSink
+	// TrackingURI and the credentials are exported to the job.
+	TrackingURI               string
+	Token, Username, Password string
+
+	// Experiment is the experiment's absolute name (see ExperimentName);
+	// ExperimentExplicit says the user chose it, for the warning when it
+	// differs from a resumed run's.
+	Experiment         string
+	ExperimentExplicit bool
+	// RunName names a new run ("" means RunName()), or renames a resumed one.
+	RunName string
+	// User is the run's user.
+	User string
+	// Resume is the id of a run to continue instead of creating one.
+	Resume string
+	// Job places the launcher in a multi-node job (see ResolveJob).
+	Job Job
+
+	// Grace is how long the job has to exit after a forwarded SIGINT or
+	// SIGTERM before it gets SIGKILL; 0 means 30 s.
+	Grace time.Duration
+	// Drain is how long the launcher keeps reading the job's output after
+	// the job's process has exited (processes it left behind may still
+	// hold the pipes); 0 means 2 s. Then what is left of the job's process
+	// group gets SIGTERM, and SIGKILL 2 s later.
+	Drain time.Duration
+	// FlushInterval is how long a line may wait to be sent with others;
+	// 0 means 200 ms.
+	FlushInterval time.Duration
+	// BatchLines and BatchBytes cap one request; 0 means 20,000 lines and
+	// 4 MiB.
+	BatchLines, BatchBytes int
+	// PartialAfter is how long an unfinished line waits before it is sent
+	// as a partial record; 0 means 2 s.
+	PartialAfter time.Duration
+	// LineBytes caps one record; 0 means runlogs.MaxLineBytes.
+	LineBytes int
+	// MemoryBytes bounds the output kept in memory while the server is
+	// behind; 0 means 256 MiB. SpoolBytes bounds what goes to a spool file
+	// in SpoolDir beyond that; 0 means 1 GiB, negative means no spool.
+	MemoryBytes int64
+	SpoolBytes  int64
+	SpoolDir    string
+	// DeliverTimeout is how long, after the job exited, the launcher keeps
+	// trying to deliver the output and the run's final status to a server
+	// that does not answer; 0 means 10 minutes.
+	DeliverTimeout time.Duration
+	// JoinTimeout is how long a node other than 0 waits for node 0's run;
+	// 0 means 10 minutes.
+	JoinTimeout time.Duration
+	// RankPrefix reads each line's local rank from torchrun's line prefix
+	// ("[default3]:", "[rank3]:"), for one launcher capturing all the
+	// ranks of a node.
+	RankPrefix bool
+
+	// Signals are forwarded to the job's process group: SIGINT, SIGTERM,
+	// SIGHUP and SIGQUIT also start the grace period; others (SIGUSR1,
+	// SIGUSR2) are only passed on.
+	Signals <-chan os.Signal
+	// Sampler samples the job's GPUs for the run; nil means none.
+	Sampler Sampler
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Result is how a launch ended.
+type Result struct {
+	RunID          string
+	RunName        string
+	ExperimentID   string
+	ExperimentName string
+	// ExitCode is the launcher's exit code: the job's, 128+N when signal
+	// N ended it, 127 when it could not be started.
+	ExitCode int
+	Status   tracking.RunStatus
+	// Signal names the signal that ended the job or that the launcher
+	// forwarded to stop it; "" when none.
+	Signal string
+	// Lines is the number of lines captured; Delivered the number the
+	// server acknowledged; Lost the number dropped (spool full) or left
+	// undelivered.
+	Lines, Delivered, Lost int64
+}
+
+type launcher struct {
+	opts    Options
+	now     func() time.Time
+	run     *tracking.Run
+	expID   string
+	expName string
+}
+
+func (l *launcher) say(format string, args ...any) {
+	if l.opts.Messages != nil {
+		fmt.Fprintf(l.opts.Messages, "sextant: "+format+"\n", args...)
+	}
+}
+
+func withDefaults(o Options) Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Grace, 30*time.Second)
+	def(&o.Drain, 2*time.Second)
+	def(&o.FlushInterval, 200*time.Millisecond)
+	def(&o.PartialAfter, 2*time.Second)
+	def(&o.DeliverTimeout, 10*time.Minute)
+	def(&o.JoinTimeout, 10*time.Minute)
+	if o.BatchLines <= 0 {
+		o.BatchLines = 20_000
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 4 << 20
+	}
+	if o.LineBytes <= 0 {
+		o.LineBytes = runlogs.MaxLineBytes
+	}
+	if o.MemoryBytes <= 0 {
+		o.MemoryBytes = 256 << 20
+	}
+	if o.SpoolBytes == 0 {
+		o.SpoolBytes = 1 << 30
+	}
+	if o.Sampler == nil {
+		o.Sampler = NopSampler{}
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// newSource returns a fresh source id for this launcher's lines: the
+// node and rank, and random bits so that a relaunch never reuses one.
+func newSource(j Job) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s := "n" + strconv.Itoa(j.NodeRank)
+	if j.LocalRank >= 0 {
+		s += "-r" + strconv.Itoa(j.LocalRank)
+	}
+	return s + "-" + hex.EncodeToString(b[:])
+}
+
+// Run launches the job and returns once it has ended and its output and
+// outcome are recorded (or DeliverTimeout passed). An error before the job
+// started (the server unreachable, a bad resume id) comes back with
+// ExitCode 1, or 127 when the command cannot be started; once the job has
+// started, Run reports problems with the server as messages and returns
+// the job's exit code. ctx bounds the setup only: once started, the job is
+// stopped by the signals given in Options, not by ctx.
+func Run(ctx context.Context, opts Options) (Result, error) {
+	if len(opts.Command) == 0 {
+		return Result{ExitCode: 2}, errs.E(errs.Invalid, "no command to run: sextant run [flags] -- COMMAND [ARGS...]")
+	}
+	if opts.Tracker == nil || opts.Logs == nil {
+		return Result{ExitCode: 1}, errors.New("launcher: Tracker and Logs are required")
+	}
+	l := &launcher{opts: withDefaults(opts)}
+	l.now = l.opts.Now
+	o := &l.opts
+	if err := l.setup(ctx); err != nil {
+		return Result{ExitCode: 1}, err
+	}
+	res := Result{RunID: l.run.Info.RunID, RunName: l.run.Info.RunName, ExperimentID: l.expID, ExperimentName: l.expName}
+	l.say("run %s (%s) in experiment %s", res.RunID, res.RunName, res.ExperimentName)
+	bg := context.WithoutCancel(ctx)
+	if o.Job.ID != "" {
+		key := TagNodePrefix + strconv.Itoa(o.Job.NodeRank) + "."
+		if o.Job.LocalRank >= 0 {
+			key += "rank" + strconv.Itoa(o.Job.LocalRank) + "."
+		}
+		if err := o.Tracker.SetTags(ctx, l.run.Info.RunID, tracking.Tag{Key: key + "host", Value: hostname()}); err != nil {
+			l.say("could not tag the run with this node's host name: %v", err)
+		}
+	}
+
+	q := newQueue(queueOptions{MemBytes: o.MemoryBytes, SpoolDir: o.SpoolDir, SpoolBytes: o.SpoolBytes, BatchLines: o.BatchLines, BatchBytes: int64(o.BatchBytes), Now: l.now})
+	defer func() {
+		if err := q.remove(); err != nil {
+			l.say("could not remove the output spool: %v", err)
+		}
+	}()
+	ship := &shipper{
+		q: q, sink: o.Logs, runID: l.run.Info.RunID, source: newSource(o.Job),
+		flush: o.FlushInterval, maxLines: o.BatchLines, maxBytes: o.BatchBytes, warn: l.say,
+		highWater: o.MemoryBytes - o.MemoryBytes/8,
+	}
+	shipCtx, stopShip := context.WithCancel(bg)
+	defer stopShip()
+	shipped := make(chan struct{})
+	go func() {
+		defer close(shipped)
+		ship.run(shipCtx)
+	}()
+
+	ch, err := startChild(o.Command, l.childEnv(), o.Dir, o.Stdin)
+	if err != nil {
+		code := 127
+		if errors.Is(err, os.ErrPermission) {
+			code = 126
+		}
+		q.push([]byte(fmt.Sprintf("[sextant] cannot start %s: %v", o.Command[0], err)), l.now().UnixMilli(), runlogs.Stderr, 0, int32(o.Job.NodeRank), int32(o.Job.LocalRank))
+		q.close(int32(o.Job.NodeRank), int32(o.Job.LocalRank))
+		l.waitShipped(shipped, stopShip)
+		res.ExitCode = code
+		res.Status, _ = l.finish(bg, outcome{code: code, startErr: err})
+		return res, fmt.Errorf("start %s: %w", o.Command[0], err)
+	}
+
+	stopSampler := l.startSampler(bg, ch)
+	node, rank := int32(o.Job.NodeRank), int32(o.Job.LocalRank)
+	caps := []*capture{
+		newCapture(runlogs.Stdout, ch.stdout, o.Stdout, q, node, rank, o.RankPrefix, o.LineBytes, l.now),
+		newCapture(runlogs.Stderr, ch.stderr, o.Stderr, q, node, rank, o.RankPrefix, o.LineBytes, l.now),
+	}
+	ship.setBusy(burstDetector(func() int64 { return caps[0].read.Load() + caps[1].read.Load() }, l.now))
+	var readers sync.WaitGroup
+	for _, c := range caps {
+		readers.Go(c.run)
+	}
+	flusherDone := make(chan struct{})
+	stopFlusher := make(chan struct{})
+	go func() {
+		defer close(flusherDone)
+		t := time.NewTicker(max(o.PartialAfter/4, 50*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stopFlusher:
+				return
+			case <-t.C:
+				for _, c := range caps {
+					c.flushPartial(o.PartialAfter)
+				}
+			}
+		}
+	}()
+
+	var out outcome
+	var outMu sync.Mutex
+	exited := make(chan struct{})
+	forwarderDone := make(chan struct{})
+	go func() {
+		defer close(forwarderDone)
+		var grace <-chan time.Time
+		for {
+			select {
+			case <-exited:
+				return
+			case s := <-o.Signals:
+				sig, ok := s.(syscall.Signal)
+				if !ok {
+					continue
+				}
+				if err := ch.signal(sig); err != nil {
+					l.say("could not forward %s to the job: %v", signalName(sig), err)
+				}
+				switch sig {
+				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+					outMu.Lock()
+					if out.forwarded == 0 {
+						out.forwarded = sig
+					}
+					outMu.Unlock()
+					if grace == nil {
+						grace = time.After(o.Grace)
+						l.say("forwarded %s to the job; it gets SIGKILL if it has not exited in %v", signalName(sig), o.Grace)
+					}
+				}
+			case <-grace:
+				grace = nil
+				l.say("the job did not exit within %v of %s: sending SIGKILL", o.Grace, signalName(out.forwarded))
+				outMu.Lock()
+				out.escalated = true
+				outMu.Unlock()
+				_ = ch.signal(syscall.SIGKILL)
+			}
+		}
+	}()
+
+	code, died, werr := ch.wait()
+	close(exited)
+	<-forwarderDone
+	ch.reclaimTTY()
+	if werr != nil && code < 0 {
+		l.say("waiting for the job failed: %v", werr)
+		code = 1
+	}
+	out.code, out.died = code, died
+
+	// The job's process has exited; what it left behind may still write.
+	deadline := time.Now().Add(o.Drain)
+	_ = ch.stdout.SetReadDeadline(deadline)
+	_ = ch.stderr.SetReadDeadline(deadline)
+	readers.Wait()
+	if ch.groupAlive() {
+		l.say("the job's process exited but processes it started are still running: stopping them")
+		_ = ch.signal(syscall.SIGTERM)
+		for end := time.Now().Add(2 * time.Second); ch.groupAlive() && time.Now().Before(end); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if ch.groupAlive() {
+			_ = ch.signal(syscall.SIGKILL)
+		}
+	}
+	_ = ch.stdout.Close()
+	_ = ch.stderr.Close()
+	close(stopFlusher)
+	<-flusherDone
+	q.close(node, rank)
+
+	stopSampler()
+	l.waitShipped(shipped, stopShip)
+	st := q.statsNow()
+	res.Lines = st.Captured
+	res.Delivered = ship.delivered.Load()
+	res.Lost = res.Lines - res.Delivered
+	if res.Lost > 0 {
+		l.say("%d lines of output were not stored on the server", res.Lost)
+	}
+
+	fctx, cancel := context.WithTimeout(bg, o.DeliverTimeout)
+	defer cancel()
+	status, sig := out.status()
+	res.ExitCode, res.Status = out.code, status
+	if sig != 0 {
+		res.Signal = signalName(sig)
+	}
+	for attempt := 0; ; attempt++ {
+		status, err := l.finish(fctx, out)
+		if err == nil {
+			res.Status = status
+			break
+		}
+		if fctx.Err() != nil || !transientOrUnknown(err) {
+			l.say("could not record the job's end on the run: %v", err)
+			break
+		}
+		if attempt == 0 {
+			l.say("could not record the job's end on the run yet (%v); retrying", err)
+		}
+		select {
+		case <-fctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return res, nil
+}
+
+func transientOrUnknown(err error) bool {
+	switch errs.CodeOf(err) {
+	case errs.Unavailable, errs.Throttled, errs.Internal:
+		return true
+	}
+	return false
+}
+
+// waitShipped waits for the shipper to deliver what is queued, for at most
+// DeliverTimeout.
+func (l *launcher) waitShipped(shipped <-chan struct{}, stop context.CancelFunc) {
+	t := time.NewTimer(l.opts.DeliverTimeout)
+	defer t.Stop()
+	select {
+	case <-shipped:
+		return
+	case <-t.C:
+		l.say("gave up delivering the output after %v", l.opts.DeliverTimeout)
+		stop()
+		<-shipped
+	}
+}
+
+// startSampler starts the Sampler and returns its stop function (which
+// waits at most 10 s).
+func (l *launcher) startSampler(ctx context.Context, ch *child) func() {
+	o := &l.opts
+	stop, err := o.Sampler.Start(ctx, SampledJob{
+		RunID: l.run.Info.RunID, ExperimentID: l.expID, NodeRank: o.Job.NodeRank, LocalRank: o.Job.LocalRank,
+		PID: ch.pgid, VisibleDevices: envValue(l.childEnv(), "CUDA_VISIBLE_DEVICES"),
+	})
+	if err != nil {
+		l.say("GPU sampling is off for this run: %v", err)
+		return func() {}
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := stop(sctx); err != nil {
+			l.say("stopping GPU sampling: %v", err)
+		}
+	}
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := cutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return "", false
+}

@@ -1,0 +1,28 @@
+//go:build !unix
+
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/sextant/sextant/internal/errs"
+)
+
+// child is not supported outside Unix: the launcher needs process groups.
+type child struct {
+	pgid           int
+	stdout, stderr *os.File
+}
+
+func startChild(argv, env []string, dir string, stdin *os.File) (*child, error) {
+	return nil, errs.E(errs.NotImplemented, "sextant run needs a Unix system (Linux or macOS)")
+}
+
+func (c *child) signal(sig syscall.Signal) error                 { return nil }
+func (c *child) groupAlive() bool                                { return false }
+func (c *child) wait() (code int, sig syscall.Signal, err error) { return 1, 0, nil }
+func (c *child) reclaimTTY()                                     {}
+
+func signalName(sig syscall.Signal) string { return fmt.Sprintf("signal %d", int(sig)) }

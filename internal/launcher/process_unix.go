@@ -1,0 +1,142 @@
+//go:build unix
+
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"unsafe"
+)
+
+// child is the job's process, the leader of its own process group, so
+// that signals reach everything it started (torchrun's workers, data
+// loader processes) and the launcher can clean up what is left.
+type child struct {
+	cmd            *exec.Cmd
+	pgid           int
+	stdout, stderr *os.File // the launcher's ends of the output pipes
+	tty            int      // the terminal given to the child's group, or -1
+}
+
+// startChild starts argv with its output on two new pipes, in a new
+// process group. When stdin is the terminal and the launcher is in the
+// foreground, the child's group becomes the terminal's foreground group:
+// Ctrl-C reaches the job directly and the job can read the terminal (a
+// debugger prompt) without being stopped.
+func startChild(argv, env []string, dir string, stdin *os.File) (*child, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("create stderr pipe: %w", err), outR.Close(), outW.Close())
+	}
+	growPipe(outR)
+	growPipe(errR)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = dir
+	cmd.Stdin = stdin
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c := &child{cmd: cmd, stdout: outR, stderr: errR, tty: -1}
+	if stdin != nil && isForegroundTTY(int(stdin.Fd())) {
+		cmd.SysProcAttr.Foreground = true
+		cmd.SysProcAttr.Ctty = int(stdin.Fd())
+		c.tty = int(stdin.Fd())
+	}
+	err = cmd.Start()
+	// The child has its own copies of the write ends; closing ours makes
+	// the pipes reach EOF once every process holding them is gone.
+	cerr := errors.Join(outW.Close(), errW.Close())
+	if err != nil {
+		return nil, errors.Join(err, cerr, outR.Close(), errR.Close())
+	}
+	c.pgid = cmd.Process.Pid
+	return c, nil
+}
+
+// signal sends sig to the child's whole process group.
+func (c *child) signal(sig syscall.Signal) error {
+	err := syscall.Kill(-c.pgid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// groupAlive reports whether any process of the child's group is left.
+func (c *child) groupAlive() bool {
+	return syscall.Kill(-c.pgid, 0) == nil
+}
+
+// wait waits for the child (not its group) to exit.
+func (c *child) wait() (code int, sig syscall.Signal, err error) {
+	err = c.cmd.Wait()
+	st, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok {
+		return -1, 0, err
+	}
+	switch {
+	case st.Signaled():
+		return 128 + int(st.Signal()), st.Signal(), nil
+	case st.Exited():
+		return st.ExitStatus(), 0, nil
+	}
+	return -1, 0, err
+}
+
+// reclaimTTY gives the terminal back to the launcher's group once the
+// child has exited.
+func (c *child) reclaimTTY() {
+	if c.tty < 0 {
+		return
+	}
+	// A background group that sets the foreground group gets SIGTTOU
+	// unless it ignores it.
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	pgrp := syscall.Getpgrp()
+	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(c.tty), uintptr(syscall.TIOCSPGRP), uintptr(unsafe.Pointer(&pgrp)))
+}
+
+func isForegroundTTY(fd int) bool {
+	var pgrp int32
+	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCGPGRP), uintptr(unsafe.Pointer(&pgrp)))
+	return e == 0 && int(pgrp) == syscall.Getpgrp()
+}
+
+// signalName names a signal the way tags and messages show it: "SIGTERM".
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}

@@ -1,0 +1,167 @@
+package launcher
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/runlogs"
+)
+
+// shipper sends the queue's lines to the server in order, one request at
+// a time: a batch is sent FlushInterval after its first line was captured,
+// or at once when it is full. A batch that fails transiently (the server
+// is down, restarting or busy) is sent again, unchanged, until it gets
+// through; the server's deduplication by (source, sequence) makes the
+// repeats harmless. A batch the server refuses for good (the run was
+// deleted, the log limit was reached) stops the shipping: the launcher
+// warns once and keeps teeing the output.
+type shipper struct {
+	q        *queue
+	sink     LogSink
+	runID    string
+	source   string
+	flush    time.Duration
+	maxLines int
+	maxBytes int
+	warn     func(format string, args ...any)
+	// busy reports whether the job is writing a burst; nil means never.
+	busy atomic.Pointer[func() bool]
+	// highWater is how much may wait during a burst (7/8 of the memory
+	// bound, so that a burst spills to the spool only when it must).
+	highWater int64
+
+	delivered atomic.Int64
+}
+
+// sendIn returns how long to wait before sending the n lines waiting, the
+// oldest for age; 0 means now. A batch goes once it is full or FlushInterval
+// old, except during a burst (the job writing faster than burstRate): then
+// the launcher holds its own work back, for the job's sake, until the
+// burst ends, the batch has waited maxHold, or highWater bytes are
+// waiting. Ordinary logging, even chatty, is far below burstRate; a burst
+// of a few hundred megabytes (a model summary, a dump) costs the job
+// nothing while the launcher holds back, and reaches the server within
+// maxHold plus the time to send it.
+func (s *shipper) sendIn(n int, age time.Duration) time.Duration {
+	if s.q.isClosed() {
+		return 0
+	}
+	bytes := s.q.pendingBytes()
+	full := n >= s.maxLines || bytes >= int64(s.maxBytes)
+	if !full && age < s.flush {
+		return s.flush - age
+	}
+	busy := s.busy.Load()
+	if busy == nil || !(*busy)() || age >= maxHold || bytes >= s.highWater {
+		return 0
+	}
+	return min(quietFor, maxHold-age)
+}
+
+// The burst policy of sendIn.
+const (
+	quietFor  = 5 * time.Millisecond // how often a held batch looks again
+	maxHold   = 2 * time.Second
+	burstRate = 16 << 20 // bytes per second
+)
+
+// burstDetector returns a function that reports whether the job has been
+// writing faster than burstRate since it was last called (at least
+// quietFor apart; sooner calls get the last answer). read returns the
+// bytes read so far. It is for one goroutine.
+func burstDetector(read func() int64, now func() time.Time) func() bool {
+	lastT, lastN, busy := now(), read(), false
+	return func() bool {
+		t := now()
+		dt := t.Sub(lastT)
+		if dt < quietFor {
+			return busy
+		}
+		n := read()
+		busy = float64(n-lastN) > burstRate*dt.Seconds()
+		lastT, lastN = t, n
+		return busy
+	}
+}
+
+// setBusy sets the function that tells whether the job is writing.
+func (s *shipper) setBusy(f func() bool) { s.busy.Store(&f) }
+
+// run ships until the queue is closed and empty, or ctx ends.
+func (s *shipper) run(ctx context.Context) {
+	var buf []runlogs.Line
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	down := false
+	for {
+		n, oldest := s.q.pending()
+		if n == 0 {
+			if s.q.isClosed() {
+				return
+			}
+			select {
+			case <-s.q.changed:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		if wait := s.sendIn(n, time.Since(oldest)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-s.q.changed:
+				timer.Stop()
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		first, lines, err := s.q.peek(buf[:0], s.maxLines, s.maxBytes)
+		if err != nil {
+			s.warn("the output spool is unreadable (%v); output from here on is not stored", err)
+			s.q.disable()
+			continue
+		}
+		buf = lines[:0]
+		if len(lines) == 0 {
+			continue
+		}
+		backoff := 100 * time.Millisecond
+		for {
+			_, err := s.sink.AppendLogs(ctx, s.runID, runlogs.Batch{Source: s.source, FirstSeq: first, Lines: lines})
+			if err == nil {
+				s.q.ack()
+				s.delivered.Add(int64(len(lines)))
+				if down {
+					s.warn("the server is reachable again; sending the output kept meanwhile")
+					down = false
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if !client.Transient(err) && errs.CodeOf(err) != errs.Internal {
+				s.warn("the server refused the output (%s); it is still shown here but no longer stored", errs.MessageOf(err))
+				s.q.disable()
+				break
+			}
+			if !down {
+				s.warn("cannot send output to the server (%v); keeping it (in memory, then on disk) and retrying", err)
+				down = true
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}

@@ -1,0 +1,35 @@
+package sqlstore
+
+// gpuMigrations is the schema of GPU monitoring samples (see migrate.go
+// for how migrations work).
+var gpuMigrations = []string{
+	// 1: samples and nodes.
+	`
+-- One row per node that has samples. latest_* repeat the node's newest
+-- sample, so the pane's "now" view reads one row per node.
+CREATE TABLE gpu_nodes (
+	node_pk          INTEGER PRIMARY KEY,
+	name             TEXT    NOT NULL UNIQUE,
+	latest_ts_ms     INTEGER NOT NULL,
+	latest_run_id    TEXT,
+	latest_node_rank INTEGER,
+	latest_data      BLOB    NOT NULL
+);
+
+-- One row per node per sample time, with every GPU of the sample packed in
+-- data (docs/format/gpu-sample.md): 1,000 nodes at 10 s are 100 rows a
+-- second whatever their GPU count, and a node's history is one range of
+-- the primary key. run_id is NULL for samples of no run.
+CREATE TABLE gpu_samples (
+	node_pk   INTEGER NOT NULL,
+	ts_ms     INTEGER NOT NULL,
+	run_id    TEXT,
+	node_rank INTEGER,
+	data      BLOB    NOT NULL,
+	PRIMARY KEY (node_pk, ts_ms)
+) WITHOUT ROWID;
+
+-- A run's samples, node by node in time order.
+CREATE INDEX gpu_samples_run ON gpu_samples (run_id, node_pk, ts_ms) WHERE run_id IS NOT NULL;
+`,
+}

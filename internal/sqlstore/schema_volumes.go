@@ -1,0 +1,42 @@
+package sqlstore
+
+// volumeMigrations is the schema of catalogs, schemas and volumes
+// (internal/volumes). Grants on them live in the workspace's grants table
+// (resource kinds 3, 4 and 5, keyed by full name); the files of a volume
+// live in the volumes blob store under its volume_id.
+var volumeMigrations = []string{
+	`
+CREATE TABLE uc_catalogs (
+	name         TEXT    PRIMARY KEY,
+	comment      TEXT    NOT NULL,
+	owner_id     INTEGER NOT NULL,
+	owner        TEXT    NOT NULL,
+	created_time INTEGER NOT NULL,
+	updated_time INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE uc_schemas (
+	catalog      TEXT    NOT NULL,
+	name         TEXT    NOT NULL,
+	comment      TEXT    NOT NULL,
+	owner_id     INTEGER NOT NULL,
+	owner        TEXT    NOT NULL,
+	created_time INTEGER NOT NULL,
+	updated_time INTEGER NOT NULL,
+	PRIMARY KEY (catalog, name)
+) WITHOUT ROWID;
+
+CREATE TABLE uc_volumes (
+	volume_id    TEXT    PRIMARY KEY,
+	catalog      TEXT    NOT NULL,
+	schema_name  TEXT    NOT NULL,
+	name         TEXT    NOT NULL,
+	comment      TEXT    NOT NULL,
+	owner_id     INTEGER NOT NULL,
+	owner        TEXT    NOT NULL,
+	created_time INTEGER NOT NULL,
+	updated_time INTEGER NOT NULL,
+	UNIQUE (catalog, schema_name, name)
+) WITHOUT ROWID;
+`,
+}

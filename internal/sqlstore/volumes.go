@@ -1,0 +1,236 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/volumes"
+	"github.com/sextant/sextant/internal/workspace"
+)
+
+var _ volumes.Store = (*Store)(nil)
+
+// CreateCatalog implements volumes.Store.
+func (s *Store) CreateCatalog(ctx context.Context, c *volumes.Catalog) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO uc_catalogs (name, comment, owner_id, owner, created_time, updated_time) VALUES (?, ?, ?, ?, ?, ?)`,
+			c.Name, c.Comment, c.OwnerID, c.Owner, c.CreatedMs, c.UpdatedMs)
+		return sqlError(err, "catalog "+c.Name+" already exists")
+	})
+}
+
+const catalogCols = `name, comment, owner_id, owner, created_time, updated_time`
+
+func scanCatalog(sc interface{ Scan(...any) error }) (*volumes.Catalog, error) {
+	c := &volumes.Catalog{}
+	return c, sc.Scan(&c.Name, &c.Comment, &c.OwnerID, &c.Owner, &c.CreatedMs, &c.UpdatedMs)
+}
+
+// GetCatalog implements volumes.Store.
+func (s *Store) GetCatalog(ctx context.Context, name string) (*volumes.Catalog, error) {
+	c, err := scanCatalog(s.rdb.QueryRowContext(ctx, `SELECT `+catalogCols+` FROM uc_catalogs WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
+	}
+	return c, sqlError(err, "get catalog")
+}
+
+// ListCatalogs implements volumes.Store.
+func (s *Store) ListCatalogs(ctx context.Context) ([]*volumes.Catalog, error) {
+	var out []*volumes.Catalog
+	err := s.queryEach(ctx, `SELECT `+catalogCols+` FROM uc_catalogs ORDER BY name`, nil, func(rows *sql.Rows) error {
+		c, err := scanCatalog(rows)
+		out = append(out, c)
+		return err
+	})
+	return out, err
+}
+
+// DeleteCatalog implements volumes.Store.
+func (s *Store) DeleteCatalog(ctx context.Context, name string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		// The catalog's row is locked first, as CreateSchema locks it: no
+		// schema can appear between the count and the delete.
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_catalogs WHERE name = ?`+tx.lock(), name).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
+		}
+		if err != nil {
+			return sqlError(err, "get catalog")
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM uc_schemas WHERE catalog = ?`, name).Scan(&n); err != nil {
+			return sqlError(err, "count schemas")
+		}
+		if n > 0 {
+			return errs.Errorf(errs.Conflict, "catalog %s is not empty: it holds %d schema(s)", name, n)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM uc_catalogs WHERE name = ?`, name)
+		if err != nil {
+			return sqlError(err, "delete catalog")
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
+		}
+		return deleteGrants(ctx, tx, workspace.ResourceCatalog, name)
+	})
+}
+
+func deleteGrants(ctx context.Context, tx *wtx, kind workspace.ResourceKind, key string) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM grants WHERE resource_kind = ? AND resource_key = ?`, int(kind), key)
+	return sqlError(err, "delete grants")
+}
+
+// CreateSchema implements volumes.Store.
+func (s *Store) CreateSchema(ctx context.Context, sc *volumes.Schema) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_catalogs WHERE name = ?`+tx.lock(), sc.Catalog).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "catalog %s does not exist", sc.Catalog)
+		}
+		if err != nil {
+			return sqlError(err, "get catalog")
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO uc_schemas (catalog, name, comment, owner_id, owner, created_time, updated_time) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			sc.Catalog, sc.Name, sc.Comment, sc.OwnerID, sc.Owner, sc.CreatedMs, sc.UpdatedMs)
+		return sqlError(err, "schema "+sc.FullName()+" already exists")
+	})
+}
+
+const schemaCols = `catalog, name, comment, owner_id, owner, created_time, updated_time`
+
+func scanSchema(sc interface{ Scan(...any) error }) (*volumes.Schema, error) {
+	s := &volumes.Schema{}
+	return s, sc.Scan(&s.Catalog, &s.Name, &s.Comment, &s.OwnerID, &s.Owner, &s.CreatedMs, &s.UpdatedMs)
+}
+
+// GetSchema implements volumes.Store.
+func (s *Store) GetSchema(ctx context.Context, catalog, name string) (*volumes.Schema, error) {
+	sc, err := scanSchema(s.rdb.QueryRowContext(ctx, `SELECT `+schemaCols+` FROM uc_schemas WHERE catalog = ? AND name = ?`, catalog, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
+	}
+	return sc, sqlError(err, "get schema")
+}
+
+// ListSchemas implements volumes.Store.
+func (s *Store) ListSchemas(ctx context.Context, catalog string) ([]*volumes.Schema, error) {
+	var out []*volumes.Schema
+	err := s.queryEach(ctx, `SELECT `+schemaCols+` FROM uc_schemas WHERE catalog = ? ORDER BY name`, []any{catalog}, func(rows *sql.Rows) error {
+		sc, err := scanSchema(rows)
+		out = append(out, sc)
+		return err
+	})
+	return out, err
+}
+
+// DeleteSchema implements volumes.Store.
+func (s *Store) DeleteSchema(ctx context.Context, catalog, name string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_schemas WHERE catalog = ? AND name = ?`+tx.lock(), catalog, name).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
+		}
+		if err != nil {
+			return sqlError(err, "get schema")
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM uc_volumes WHERE catalog = ? AND schema_name = ?`, catalog, name).Scan(&n); err != nil {
+			return sqlError(err, "count volumes")
+		}
+		if n > 0 {
+			return errs.Errorf(errs.Conflict, "schema %s.%s is not empty: it holds %d volume(s)", catalog, name, n)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM uc_schemas WHERE catalog = ? AND name = ?`, catalog, name)
+		if err != nil {
+			return sqlError(err, "delete schema")
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
+		}
+		return deleteGrants(ctx, tx, workspace.ResourceSchema, catalog+"."+name)
+	})
+}
+
+// CreateVolume implements volumes.Store.
+func (s *Store) CreateVolume(ctx context.Context, v *volumes.Volume) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_schemas WHERE catalog = ? AND name = ?`+tx.lock(), v.Catalog, v.Schema).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "schema %s.%s does not exist", v.Catalog, v.Schema)
+		}
+		if err != nil {
+			return sqlError(err, "get schema")
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO uc_volumes (volume_id, catalog, schema_name, name, comment, owner_id, owner, created_time, updated_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			v.ID, v.Catalog, v.Schema, v.Name, v.Comment, v.OwnerID, v.Owner, v.CreatedMs, v.UpdatedMs)
+		return sqlError(err, "volume "+v.FullName()+" already exists")
+	})
+}
+
+const volumeCols = `volume_id, catalog, schema_name, name, comment, owner_id, owner, created_time, updated_time`
+
+func scanVolume(sc interface{ Scan(...any) error }) (*volumes.Volume, error) {
+	v := &volumes.Volume{}
+	return v, sc.Scan(&v.ID, &v.Catalog, &v.Schema, &v.Name, &v.Comment, &v.OwnerID, &v.Owner, &v.CreatedMs, &v.UpdatedMs)
+}
+
+// GetVolume implements volumes.Store.
+func (s *Store) GetVolume(ctx context.Context, catalog, schema, name string) (*volumes.Volume, error) {
+	v, err := scanVolume(s.rdb.QueryRowContext(ctx, `SELECT `+volumeCols+` FROM uc_volumes WHERE catalog = ? AND schema_name = ? AND name = ?`, catalog, schema, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errs.Errorf(errs.NotFound, "volume %s.%s.%s does not exist", catalog, schema, name)
+	}
+	return v, sqlError(err, "get volume")
+}
+
+// ListVolumes implements volumes.Store.
+func (s *Store) ListVolumes(ctx context.Context, catalog, schema string) ([]*volumes.Volume, error) {
+	q, args := `SELECT `+volumeCols+` FROM uc_volumes WHERE catalog = ? AND schema_name = ? ORDER BY name`, []any{catalog, schema}
+	if schema == "" {
+		q, args = `SELECT `+volumeCols+` FROM uc_volumes WHERE catalog = ? ORDER BY schema_name, name`, []any{catalog}
+	}
+	var out []*volumes.Volume
+	err := s.queryEach(ctx, q, args, func(rows *sql.Rows) error {
+		v, err := scanVolume(rows)
+		out = append(out, v)
+		return err
+	})
+	return out, err
+}
+
+// DeleteVolume implements volumes.Store.
+func (s *Store) DeleteVolume(ctx context.Context, id string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		var full string
+		err := tx.QueryRowContext(ctx, `SELECT catalog || '.' || schema_name || '.' || name FROM uc_volumes WHERE volume_id = ?`, id).Scan(&full)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "volume %s does not exist", id)
+		}
+		if err != nil {
+			return sqlError(err, "get volume")
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM uc_volumes WHERE volume_id = ?`, id); err != nil {
+			return sqlError(err, "delete volume")
+		}
+		return deleteGrants(ctx, tx, workspace.ResourceVolume, full)
+	})
+}
+
+// VolumeIDs implements volumes.Store.
+func (s *Store) VolumeIDs(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := s.queryEach(ctx, `SELECT volume_id FROM uc_volumes`, nil, func(rows *sql.Rows) error {
+		var id string
+		err := rows.Scan(&id)
+		out[id] = true
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,112 @@
+package ui_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sextant/sextant/internal/ui"
+)
+
+func serve(t *testing.T, h http.Handler, method, target string, hdr map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, target, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestEmbeddedBuild checks that index.html names assets that are in the
+// build: a stale or partial commit of internal/ui/dist fails here.
+func TestEmbeddedBuild(t *testing.T) {
+	h := ui.MustNew()
+	index := serve(t, h, "GET", "/", nil).Body.String()
+	refs := regexp.MustCompile(`(?:src|href)="/(assets/[^"]+)"`).FindAllStringSubmatch(index, -1)
+	if len(refs) < 2 {
+		t.Fatalf("index.html references %d assets: %s", len(refs), index)
+	}
+	sizes := h.Sizes()
+	total := 0
+	for _, m := range refs {
+		n, ok := sizes[m[1]]
+		if !ok {
+			t.Fatalf("index.html references %s, which is not in the build", m[1])
+		}
+		total += n
+	}
+	// The budget: JavaScript and CSS shipped, gzipped, under 300 KB.
+	if total > 300<<10 {
+		t.Fatalf("the UI ships %d bytes gzipped, over 300 KiB", total)
+	}
+	if strings.Contains(index, "<script>") {
+		t.Fatal("index.html has an inline script, which the CSP refuses")
+	}
+}
+
+func TestServe(t *testing.T) {
+	h := ui.MustNew()
+	index := serve(t, h, "GET", "/runs/x", nil)
+	if index.Code != 200 || index.Header().Get("Cache-Control") != "no-cache" || index.Header().Get("Content-Security-Policy") != ui.ContentSecurityPolicy {
+		t.Fatalf("index: %d %v", index.Code, index.Header())
+	}
+	asset := regexp.MustCompile(`src="(/assets/[^"]+)"`).FindStringSubmatch(index.Body.String())[1]
+	tests := map[string]struct {
+		method, target string
+		hdr            map[string]string
+		status         int
+		check          func(t *testing.T, rec *httptest.ResponseRecorder)
+	}{
+		"AssetGzip": {"GET", asset, map[string]string{"Accept-Encoding": "br, gzip"}, 200, func(t *testing.T, rec *httptest.ResponseRecorder) {
+			if rec.Header().Get("Content-Encoding") != "gzip" || !strings.Contains(rec.Header().Get("Cache-Control"), "immutable") {
+				t.Fatalf("headers: %v", rec.Header())
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(rec.Body.Bytes()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := io.ReadAll(zr); len(b) < 1000 {
+				t.Fatalf("decompressed asset is %d bytes", len(b))
+			}
+		}},
+		"AssetPlain": {"GET", asset, map[string]string{"Accept-Encoding": "gzip;q=0"}, 200, func(t *testing.T, rec *httptest.ResponseRecorder) {
+			if rec.Header().Get("Content-Encoding") != "" || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/javascript") {
+				t.Fatalf("headers: %v", rec.Header())
+			}
+		}},
+		"Head":             {"HEAD", "/", nil, 200, func(t *testing.T, rec *httptest.ResponseRecorder) { assertEmpty(t, rec) }},
+		"NotModified":      {"GET", "/", map[string]string{"If-None-Match": index.Header().Get("ETag")}, 304, nil},
+		"MissingAsset":     {"GET", "/assets/app-NOPE.js", nil, 404, nil},
+		"APIPath":          {"GET", "/api/2.0/mlflow/nope", nil, 404, nil},
+		"AjaxAPIPath":      {"GET", "/ajax-api/2.0/mlflow/nope", nil, 404, nil},
+		"MethodNotAllowed": {"POST", "/", nil, 405, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rec := serve(t, h, tc.method, tc.target, tc.hdr)
+			if rec.Code != tc.status {
+				t.Fatalf("%s %s: %d, want %d", tc.method, tc.target, rec.Code, tc.status)
+			}
+			if rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+				t.Fatal("no X-Content-Type-Options: nosniff")
+			}
+			if tc.check != nil {
+				tc.check(t, rec)
+			}
+		})
+	}
+}
+
+func assertEmpty(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	if rec.Body.Len() != 0 {
+		t.Fatalf("HEAD answered a body of %d bytes", rec.Body.Len())
+	}
+}

@@ -1,0 +1,460 @@
+package volumes_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/blob/blobtest"
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/volumes"
+	"github.com/sextant/sextant/internal/workspace"
+)
+
+// env is a volumes service over a real SQLite store and blob store, with a
+// workspace of users: an administrator and four others.
+type env struct {
+	svc   *volumes.Service
+	ws    *workspace.Service
+	blobs blob.Store
+	users map[string]*workspace.Subject
+}
+
+func mustEnv(t *testing.T, blobs blob.Store) *env {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(context.Background()) })
+	svc := volumes.NewService(store, blobs, volumes.Options{})
+	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4, Resources: svc})
+	if err := ws.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{svc: svc, ws: ws, blobs: blobs, users: map[string]*workspace.Subject{}}
+	for _, name := range []string{"admin", "alice", "bob", "carol", "dave"} {
+		u, err := ws.CreateUser(ctx, nil, name+"@example.com", "a long password", name == "admin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.users[name] = &workspace.Subject{User: u}
+	}
+	return e
+}
+
+func mustDir(t *testing.T) blob.Store {
+	d, err := blob.OpenDir(filepath.Join(t.TempDir(), "volumes"), blob.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func wantCode(t *testing.T, what string, err error, code errs.Code) {
+	t.Helper()
+	if errs.CodeOf(err) != code {
+		t.Fatalf("%s: got %v (code %q), want %q", what, err, errs.CodeOf(err), code)
+	}
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func path(t *testing.T, s string) volumes.Path {
+	t.Helper()
+	p, err := volumes.ParsePath(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) put(t *testing.T, who, p, data string, overwrite bool) error {
+	t.Helper()
+	_, err := e.svc.PutFile(t.Context(), e.users[who], path(t, p), strings.NewReader(data), int64(len(data)), overwrite)
+	return err
+}
+
+func (e *env) read(t *testing.T, who, p string, off, n int64) (string, error) {
+	t.Helper()
+	rc, _, err := e.svc.OpenFile(t.Context(), e.users[who], path(t, p), func(volumes.FileInfo) (int64, int64, error) { return off, n, nil })
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return string(b), err
+}
+
+// world makes catalog main (admin), gives alice CAN_EDIT on it, and lets
+// her create schema main.team and volume main.team.ckpt.
+func (e *env) world(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := e.svc.CreateCatalog(ctx, e.users["admin"], "main", "")
+	must(t, "create catalog", err)
+	must(t, "grant alice", e.ws.SetPermission(ctx, e.users["admin"], workspace.Resource{Kind: workspace.ResourceCatalog, Key: "main"}, "alice@example.com", workspace.CanEdit))
+	_, err = e.svc.CreateSchema(ctx, e.users["alice"], "main", "team", "")
+	must(t, "create schema", err)
+	_, err = e.svc.CreateVolume(ctx, e.users["alice"], "main", "team", "ckpt", "")
+	must(t, "create volume", err)
+}
+
+func TestPermissions(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	ctx := t.Context()
+	_, err := e.svc.CreateCatalog(ctx, e.users["alice"], "mine", "")
+	wantCode(t, "non-admin creates a catalog", err, errs.PermissionDenied)
+	e.world(t)
+	_, err = e.svc.CreateSchema(ctx, e.users["bob"], "main", "bobs", "")
+	wantCode(t, "bob creates a schema without CAN_EDIT on the catalog", err, errs.PermissionDenied)
+	_, err = e.svc.CreateVolume(ctx, e.users["bob"], "main", "team", "v", "")
+	wantCode(t, "bob creates a volume without CAN_EDIT on the schema", err, errs.PermissionDenied)
+
+	const f = "/Volumes/main/team/ckpt/a.txt"
+	must(t, "owner writes", e.put(t, "alice", f, "hello", true))
+	_, err = e.read(t, "bob", f, 0, -1)
+	wantCode(t, "bob reads without a grant", err, errs.PermissionDenied)
+	if !strings.Contains(errs.MessageOf(err), "CAN_READ is required on volume main.team.ckpt") {
+		t.Fatalf("message: %s", errs.MessageOf(err))
+	}
+	vol := workspace.Resource{Kind: workspace.ResourceVolume, Key: "main.team.ckpt"}
+	must(t, "alice grants bob CAN_READ", e.ws.SetPermission(ctx, e.users["alice"], vol, "bob@example.com", workspace.CanRead))
+	if got, err := e.read(t, "bob", f, 1, 3); err != nil || got != "ell" {
+		t.Fatalf("bob reads a range: %q %v", got, err)
+	}
+	wantCode(t, "reader writes", e.put(t, "bob", f, "x", true), errs.PermissionDenied)
+	wantCode(t, "reader grants", e.ws.SetPermission(ctx, e.users["bob"], vol, "dave@example.com", workspace.CanRead), errs.PermissionDenied)
+	// Inheritance: CAN_EDIT on the schema reaches its volumes.
+	must(t, "grant carol on the schema", e.ws.SetPermission(ctx, e.users["alice"], workspace.Resource{Kind: workspace.ResourceSchema, Key: "main.team"}, "carol@example.com", workspace.CanEdit))
+	must(t, "carol writes through the schema grant", e.put(t, "carol", "/Volumes/main/team/ckpt/b.txt", "c", true))
+	wantCode(t, "carol deletes the volume", e.svc.DeleteVolume(ctx, e.users["carol"], "main", "team", "ckpt"), errs.PermissionDenied)
+	// Groups: group:users reaches everyone.
+	_, err = e.read(t, "dave", f, 0, -1)
+	wantCode(t, "dave reads", err, errs.PermissionDenied)
+	must(t, "grant every user", e.ws.SetPermission(ctx, e.users["admin"], workspace.Resource{Kind: workspace.ResourceCatalog, Key: "main"}, "group:users", workspace.CanRead))
+	if _, err := e.read(t, "dave", f, 0, -1); err != nil {
+		t.Fatalf("dave reads through group:users on the catalog: %v", err)
+	}
+	// Owners keep CAN_MANAGE without a grant: alice owns the schema.
+	must(t, "alice loses her catalog grant", e.ws.SetPermission(ctx, e.users["admin"], workspace.Resource{Kind: workspace.ResourceCatalog, Key: "main"}, "alice@example.com", workspace.NoAccess))
+	grants, err := e.ws.Permissions(ctx, e.users["alice"], vol)
+	must(t, "owner lists grants", err)
+	if len(grants) != 1 || grants[0].PrincipalName != "bob@example.com" || grants[0].Level != workspace.CanRead {
+		t.Fatalf("grants on the volume: %+v", grants)
+	}
+	// Unknown securables are not found, before any permission check.
+	wantCode(t, "grant on a missing volume", e.ws.SetPermission(ctx, e.users["admin"], workspace.Resource{Kind: workspace.ResourceVolume, Key: "main.team.nope"}, "bob@example.com", workspace.CanRead), errs.NotFound)
+	must(t, "owner deletes", e.svc.DeleteVolume(ctx, e.users["alice"], "main", "team", "ckpt"))
+	// A recreated volume starts empty and without the old grants.
+	_, err = e.svc.CreateVolume(ctx, e.users["alice"], "main", "team", "ckpt", "")
+	must(t, "recreate", err)
+	_, err = e.svc.StatFile(ctx, e.users["alice"], path(t, f))
+	wantCode(t, "old file in the new volume", err, errs.NotFound)
+	if grants, err := e.ws.Permissions(ctx, e.users["alice"], vol); err != nil || len(grants) != 0 {
+		t.Fatalf("grants on the new volume: %+v %v", grants, err)
+	}
+}
+
+func TestListingsShowWhatYouCanRead(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	ctx := t.Context()
+	e.world(t)
+	_, err := e.svc.CreateCatalog(ctx, e.users["admin"], "private", "")
+	must(t, "catalog", err)
+	_, err = e.svc.CreateVolume(ctx, e.users["alice"], "main", "team", "other", "")
+	must(t, "volume", err)
+	must(t, "grant bob", e.ws.SetPermission(ctx, e.users["alice"], workspace.Resource{Kind: workspace.ResourceVolume, Key: "main.team.ckpt"}, "bob@example.com", workspace.CanRead))
+	cats, err := e.svc.ListCatalogs(ctx, e.users["bob"])
+	must(t, "list catalogs", err)
+	if len(cats) != 1 || cats[0].Name != "main" {
+		t.Fatalf("bob sees catalogs %+v, want main only", cats)
+	}
+	if cats, _ := e.svc.ListCatalogs(ctx, e.users["admin"]); len(cats) != 2 {
+		t.Fatalf("admin sees %d catalogs", len(cats))
+	}
+	if cats, _ := e.svc.ListCatalogs(ctx, e.users["dave"]); len(cats) != 0 {
+		t.Fatalf("dave sees %+v", cats)
+	}
+	vols, err := e.svc.ListVolumes(ctx, e.users["bob"], "main", "team")
+	must(t, "list volumes", err)
+	if len(vols) != 1 || vols[0].Name != "ckpt" {
+		t.Fatalf("bob sees volumes %+v", vols)
+	}
+	if vols, _ := e.svc.ListVolumes(ctx, e.users["alice"], "main", "team"); len(vols) != 2 {
+		t.Fatalf("alice sees %d volumes", len(vols))
+	}
+	_, err = e.svc.ListSchemas(ctx, e.users["dave"], "main")
+	wantCode(t, "dave lists schemas", err, errs.PermissionDenied)
+	_, err = e.svc.GetCatalog(ctx, e.users["bob"], "private")
+	wantCode(t, "bob gets a private catalog", err, errs.PermissionDenied)
+	_, err = e.svc.GetCatalog(ctx, e.users["bob"], "nope")
+	wantCode(t, "missing catalog", err, errs.NotFound)
+}
+
+func TestDeleteNonEmpty(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	ctx := t.Context()
+	e.world(t)
+	must(t, "put", e.put(t, "alice", "/Volumes/main/team/ckpt/x/y.bin", "data", true))
+	wantCode(t, "delete catalog", e.svc.DeleteCatalog(ctx, e.users["admin"], "main", false), errs.Conflict)
+	wantCode(t, "delete schema", e.svc.DeleteSchema(ctx, e.users["alice"], "main", "team", false), errs.Conflict)
+	must(t, "force", e.svc.DeleteCatalog(ctx, e.users["admin"], "main", true))
+	if got, err := e.blobs.List(ctx, "", "", 0); err != nil || len(got) != 0 {
+		t.Fatalf("files left after a forced delete: %v %v", got, err)
+	}
+}
+
+func TestFilesDir(t *testing.T) { testFiles(t, mustDir(t)) }
+
+// TestFilesS3 runs the file tests with the files in S3 (MinIO), where
+// directories are only key prefixes.
+func TestFilesS3(t *testing.T) {
+	srv := blobtest.MustS3Server(t)
+	testFiles(t, srv.MustOpen(t))
+}
+
+func testFiles(t *testing.T, blobs blob.Store) {
+	e := mustEnv(t, blobs)
+	ctx := t.Context()
+	e.world(t)
+	alice := e.users["alice"]
+	const root = "/Volumes/main/team/ckpt"
+	must(t, "put", e.put(t, "alice", root+"/a/b/c.txt", "0123456789", true))
+	if got, err := e.read(t, "alice", root+"/a/b/c.txt", 2, 3); err != nil || got != "234" {
+		t.Fatalf("range: %q %v", got, err)
+	}
+	info, err := e.svc.StatFile(ctx, alice, path(t, root+"/a/b/c.txt"))
+	must(t, "stat", err)
+	if info.Size != 10 || info.ETag == "" || info.ModTime.IsZero() {
+		t.Fatalf("stat: %+v", info)
+	}
+	wantCode(t, "overwrite=false", e.put(t, "alice", root+"/a/b/c.txt", "x", false), errs.AlreadyExists)
+	must(t, "overwrite=true", e.put(t, "alice", root+"/a/b/c.txt", "new", true))
+	if got, _ := e.read(t, "alice", root+"/a/b/c.txt", 0, -1); got != "new" {
+		t.Fatalf("after overwrite: %q", got)
+	}
+	wantCode(t, "file over a directory", e.put(t, "alice", root+"/a/b", "x", true), errs.Conflict)
+	wantCode(t, "file under a file", e.put(t, "alice", root+"/a/b/c.txt/d", "x", true), errs.Conflict)
+	wantCode(t, "file at the root", e.put(t, "alice", root, "x", true), errs.Invalid)
+	_, err = e.svc.StatFile(ctx, alice, path(t, root+"/a/b"))
+	wantCode(t, "stat a directory as a file", err, errs.NotFound)
+	_, err = e.svc.StatFile(ctx, alice, path(t, root+"/missing"))
+	wantCode(t, "stat missing", err, errs.NotFound)
+	if strings.Contains(errs.MessageOf(err), "blob") {
+		t.Fatalf("message names internals: %s", errs.MessageOf(err))
+	}
+
+	// Directories: mkdir -p, empty ones stay, listings page.
+	must(t, "mkdir -p", e.svc.MakeDir(ctx, alice, path(t, root+"/d/e/f")))
+	must(t, "mkdir again", e.svc.MakeDir(ctx, alice, path(t, root+"/d/e")))
+	wantCode(t, "mkdir over a file", e.svc.MakeDir(ctx, alice, path(t, root+"/a/b/c.txt/x")), errs.Conflict)
+	must(t, "stat an empty dir", e.svc.StatDir(ctx, alice, path(t, root+"/d/e/f")))
+	wantCode(t, "stat a file as a dir", e.svc.StatDir(ctx, alice, path(t, root+"/a/b/c.txt")), errs.NotFound)
+	wantCode(t, "stat a missing dir", e.svc.StatDir(ctx, alice, path(t, root+"/zzz")), errs.NotFound)
+	got, next, err := e.svc.ListDir(ctx, alice, path(t, root+"/d/e/f"), "", 0)
+	if err != nil || len(got) != 0 || next != "" {
+		t.Fatalf("list an empty dir: %v %q %v", got, next, err)
+	}
+	for i := range 5 {
+		must(t, "put", e.put(t, "alice", fmt.Sprintf("%s/d/f%d", root, i), "x", true))
+	}
+	var all []string
+	tok := ""
+	for pages := 0; ; pages++ {
+		page, next, err := e.svc.ListDir(ctx, alice, path(t, root+"/d"), tok, 2)
+		must(t, "list", err)
+		if len(page) > 2 || pages > 5 {
+			t.Fatalf("page of %d", len(page))
+		}
+		for _, de := range page {
+			all = append(all, fmt.Sprintf("%s:%v", de.Name, de.IsDir))
+		}
+		if next == "" {
+			break
+		}
+		tok = next
+	}
+	if strings.Join(all, " ") != "e:true f0:false f1:false f2:false f3:false f4:false" {
+		t.Fatalf("listing: %v", all)
+	}
+	_, _, err = e.svc.ListDir(ctx, alice, path(t, root+"/d"), "!!not-a-token", 0)
+	wantCode(t, "bad token", err, errs.Invalid)
+	_, _, err = e.svc.ListDir(ctx, alice, path(t, root+"/nope"), "", 0)
+	wantCode(t, "list missing", err, errs.NotFound)
+	wantCode(t, "delete a non-empty dir", e.svc.DeleteDir(ctx, alice, path(t, root+"/d/e")), errs.Conflict)
+	must(t, "delete an empty dir", e.svc.DeleteDir(ctx, alice, path(t, root+"/d/e/f")))
+	must(t, "delete its emptied parent", e.svc.DeleteDir(ctx, alice, path(t, root+"/d/e")))
+	wantCode(t, "delete it again", e.svc.DeleteDir(ctx, alice, path(t, root+"/d/e")), errs.NotFound)
+	wantCode(t, "delete the root", e.svc.DeleteDir(ctx, alice, path(t, root)), errs.Invalid)
+	wantCode(t, "delete a dir as a file", e.svc.DeleteFile(ctx, alice, path(t, root+"/d")), errs.Invalid)
+	must(t, "delete a file", e.svc.DeleteFile(ctx, alice, path(t, root+"/d/f0")))
+	wantCode(t, "delete it again", e.svc.DeleteFile(ctx, alice, path(t, root+"/d/f0")), errs.NotFound)
+}
+
+// blockingBody is an upload body that sends its first bytes, then waits
+// for release before ending.
+type blockingBody struct {
+	first   []byte
+	sent    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func newBlockingBody(data string) *blockingBody {
+	return &blockingBody{first: []byte(data), sent: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockingBody) Read(p []byte) (int, error) {
+	if len(b.first) > 0 {
+		n := copy(p, b.first)
+		b.first = b.first[n:]
+		return n, nil
+	}
+	b.once.Do(func() { close(b.sent) })
+	<-b.release
+	return 0, io.EOF
+}
+
+// startPut runs a PutFile with a body that blocks until released.
+func (e *env) startPut(t *testing.T, p, data string, overwrite bool) (*blockingBody, chan error) {
+	body := newBlockingBody(data)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.svc.PutFile(context.Background(), e.users["alice"], path(t, p), body, -1, overwrite)
+		done <- err
+	}()
+	select {
+	case <-body.sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("upload did not start")
+	}
+	return body, done
+}
+
+func TestMetadataWaitsForShards(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	e.world(t)
+	const dir = "/Volumes/main/team/ckpt/step_1"
+	body, done := e.startPut(t, dir+"/__0_0.distcp", "shard", true)
+	err := e.put(t, "alice", dir+"/.metadata", "meta", true)
+	wantCode(t, ".metadata while a shard uploads", err, errs.Conflict)
+	if !strings.Contains(errs.MessageOf(err), "__0_0.distcp") {
+		t.Fatalf("message does not name the shard: %s", errs.MessageOf(err))
+	}
+	// Other directories are not held up.
+	must(t, ".metadata of another checkpoint", e.put(t, "alice", "/Volumes/main/team/ckpt/step_0/.metadata", "meta", true))
+	close(body.release)
+	must(t, "shard", <-done)
+	must(t, ".metadata after the shards", e.put(t, "alice", dir+"/.metadata", "meta", true))
+}
+
+func TestOverwriteFalseIsExclusive(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	e.world(t)
+	const f = "/Volumes/main/team/ckpt/lock"
+	body, done := e.startPut(t, f, "first", false)
+	wantCode(t, "second writer", e.put(t, "alice", f, "second", false), errs.AlreadyExists)
+	close(body.release)
+	must(t, "first writer", <-done)
+	if got, _ := e.read(t, "alice", f, 0, -1); got != "first" {
+		t.Fatalf("content %q", got)
+	}
+}
+
+func TestVolumeDeletedWhileWriting(t *testing.T) {
+	for name, blobs := range map[string]func(t *testing.T) blob.Store{
+		"Dir": mustDir,
+		"S3":  func(t *testing.T) blob.Store { return blobtest.MustS3Server(t).MustOpen(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := mustEnv(t, blobs(t))
+			ctx := t.Context()
+			e.world(t)
+			body, done := e.startPut(t, "/Volumes/main/team/ckpt/big.bin", strings.Repeat("x", 1<<16), true)
+			must(t, "delete the volume", e.svc.DeleteVolume(ctx, e.users["alice"], "main", "team", "ckpt"))
+			close(body.release)
+			err := <-done
+			wantCode(t, "the upload", err, errs.NotFound)
+			if !strings.Contains(errs.MessageOf(err), "deleted while") {
+				t.Fatalf("message: %s", errs.MessageOf(err))
+			}
+			_, err = e.svc.CreateVolume(ctx, e.users["alice"], "main", "team", "ckpt", "")
+			must(t, "recreate", err)
+			_, err = e.svc.StatFile(ctx, e.users["alice"], path(t, "/Volumes/main/team/ckpt/big.bin"))
+			wantCode(t, "the file in the new volume", err, errs.NotFound)
+			entries, err := e.blobs.List(ctx, "", "", 0)
+			must(t, "list", err)
+			if len(entries) != 0 {
+				t.Fatalf("blobs left: %+v", entries)
+			}
+		})
+	}
+}
+
+func TestRemoveOrphans(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	ctx := t.Context()
+	e.world(t)
+	must(t, "put", e.put(t, "alice", "/Volumes/main/team/ckpt/keep", "k", true))
+	blobtest.MustPut(t, e.blobs, "0123456789abcdef0123456789abcdef/x/y", []byte("orphan"))
+	must(t, "remove orphans", e.svc.RemoveOrphans(ctx))
+	entries, err := e.blobs.List(ctx, "", "", 0)
+	must(t, "list", err)
+	if len(entries) != 1 {
+		t.Fatalf("entries: %+v", entries)
+	}
+	if got, err := e.read(t, "alice", "/Volumes/main/team/ckpt/keep", 0, -1); err != nil || got != "k" {
+		t.Fatalf("kept file: %q %v", got, err)
+	}
+}
+
+func TestOpenFileSeesOneVersion(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	e.world(t)
+	const f = "/Volumes/main/team/ckpt/v"
+	a, b := bytes.Repeat([]byte("a"), 1<<15), bytes.Repeat([]byte("b"), 1<<15)
+	must(t, "put", e.put(t, "alice", f, string(a), true))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			data := a
+			if i%2 == 1 {
+				data = b
+			}
+			_, _ = e.svc.PutFile(context.Background(), e.users["alice"], path(t, f), bytes.NewReader(data), int64(len(data)), true)
+		}
+	})
+	for range 200 {
+		got, err := e.read(t, "alice", f, 100, 1000)
+		if err != nil && errs.CodeOf(err) != errs.Unavailable {
+			t.Fatal(err)
+		}
+		if err == nil && strings.Trim(got, string(got[0])) != "" {
+			t.Fatalf("mixed versions in one read")
+		}
+	}
+	close(stop)
+	wg.Wait()
+}

@@ -1,0 +1,187 @@
+// Package volumestest holds the conformance suite every volumes.Store
+// passes.
+package volumestest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/volumes"
+	"github.com/sextant/sextant/internal/workspace"
+)
+
+// Store is what the suite needs: a volumes.Store that can also set grants
+// (as the workspace's store does), to check that deletions drop them.
+type Store interface {
+	volumes.Store
+	SetGrant(ctx context.Context, g workspace.Grant) error
+}
+
+// RunStoreTests runs the suite; open returns an empty store for each
+// subtest.
+func RunStoreTests(t *testing.T, open func(t *testing.T) Store) {
+	t.Run("Catalogs", func(t *testing.T) { testCatalogs(t, open(t)) })
+	t.Run("Schemas", func(t *testing.T) { testSchemas(t, open(t)) })
+	t.Run("Volumes", func(t *testing.T) { testVolumes(t, open(t)) })
+	t.Run("DeleteDropsGrants", func(t *testing.T) { testDeleteDropsGrants(t, open(t)) })
+}
+
+func wantCode(t *testing.T, what string, err error, code errs.Code) {
+	t.Helper()
+	if errs.CodeOf(err) != code {
+		t.Fatalf("%s: got %v (code %q), want code %q", what, err, errs.CodeOf(err), code)
+	}
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func testCatalogs(t *testing.T, s Store) {
+	ctx := t.Context()
+	for _, n := range []string{"zeta", "alpha", "main"} {
+		must(t, "create "+n, s.CreateCatalog(ctx, &volumes.Catalog{Name: n, Comment: "c " + n, OwnerID: 7, Owner: "o@x", CreatedMs: 1, UpdatedMs: 2}))
+	}
+	wantCode(t, "duplicate", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main"}), errs.AlreadyExists)
+	c, err := s.GetCatalog(ctx, "main")
+	must(t, "get", err)
+	if c.Name != "main" || c.Comment != "c main" || c.OwnerID != 7 || c.Owner != "o@x" || c.CreatedMs != 1 || c.UpdatedMs != 2 {
+		t.Fatalf("get: %+v", c)
+	}
+	_, err = s.GetCatalog(ctx, "nope")
+	wantCode(t, "get missing", err, errs.NotFound)
+	all, err := s.ListCatalogs(ctx)
+	must(t, "list", err)
+	if len(all) != 3 || all[0].Name != "alpha" || all[1].Name != "main" || all[2].Name != "zeta" {
+		t.Fatalf("list: %v", names(all))
+	}
+	must(t, "delete", s.DeleteCatalog(ctx, "zeta"))
+	wantCode(t, "delete again", s.DeleteCatalog(ctx, "zeta"), errs.NotFound)
+	_, err = s.GetCatalog(ctx, "zeta")
+	wantCode(t, "get deleted", err, errs.NotFound)
+}
+
+func names(cs []*volumes.Catalog) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func testSchemas(t *testing.T, s Store) {
+	ctx := t.Context()
+	wantCode(t, "schema in a missing catalog", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "a"}), errs.NotFound)
+	must(t, "catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main"}))
+	must(t, "catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "other"}))
+	for _, n := range []string{"b", "a"} {
+		must(t, "schema "+n, s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: n, Comment: "x", OwnerID: 3, Owner: "u@x", CreatedMs: 5, UpdatedMs: 6}))
+	}
+	must(t, "same name in another catalog", s.CreateSchema(ctx, &volumes.Schema{Catalog: "other", Name: "a"}))
+	wantCode(t, "duplicate", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "a"}), errs.AlreadyExists)
+	sc, err := s.GetSchema(ctx, "main", "a")
+	must(t, "get", err)
+	if sc.FullName() != "main.a" || sc.Comment != "x" || sc.OwnerID != 3 || sc.Owner != "u@x" || sc.CreatedMs != 5 || sc.UpdatedMs != 6 {
+		t.Fatalf("get: %+v", sc)
+	}
+	_, err = s.GetSchema(ctx, "main", "c")
+	wantCode(t, "get missing", err, errs.NotFound)
+	list, err := s.ListSchemas(ctx, "main")
+	must(t, "list", err)
+	if len(list) != 2 || list[0].Name != "a" || list[1].Name != "b" {
+		t.Fatalf("list: %+v", list)
+	}
+	if list, _ := s.ListSchemas(ctx, "nope"); len(list) != 0 {
+		t.Fatalf("list of a missing catalog: %+v", list)
+	}
+	wantCode(t, "delete a catalog with schemas", s.DeleteCatalog(ctx, "main"), errs.Conflict)
+	must(t, "delete", s.DeleteSchema(ctx, "main", "a"))
+	must(t, "delete", s.DeleteSchema(ctx, "main", "b"))
+	wantCode(t, "delete again", s.DeleteSchema(ctx, "main", "b"), errs.NotFound)
+	must(t, "delete the emptied catalog", s.DeleteCatalog(ctx, "main"))
+}
+
+func testVolumes(t *testing.T, s Store) {
+	ctx := t.Context()
+	must(t, "catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main"}))
+	wantCode(t, "volume in a missing schema", s.CreateVolume(ctx, &volumes.Volume{ID: "v0", Catalog: "main", Schema: "s", Name: "v"}), errs.NotFound)
+	must(t, "schema", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "s"}))
+	must(t, "schema", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "r"}))
+	vols := []*volumes.Volume{
+		{ID: "id2", Catalog: "main", Schema: "s", Name: "b", Comment: "c", OwnerID: 4, Owner: "o@x", CreatedMs: 8, UpdatedMs: 9},
+		{ID: "id1", Catalog: "main", Schema: "s", Name: "a"},
+		{ID: "id3", Catalog: "main", Schema: "r", Name: "a"},
+	}
+	for _, v := range vols {
+		must(t, "volume "+v.FullName(), s.CreateVolume(ctx, v))
+	}
+	wantCode(t, "duplicate name", s.CreateVolume(ctx, &volumes.Volume{ID: "id9", Catalog: "main", Schema: "s", Name: "a"}), errs.AlreadyExists)
+	wantCode(t, "duplicate id", s.CreateVolume(ctx, &volumes.Volume{ID: "id1", Catalog: "main", Schema: "s", Name: "z"}), errs.AlreadyExists)
+	v, err := s.GetVolume(ctx, "main", "s", "b")
+	must(t, "get", err)
+	if *v != *vols[0] {
+		t.Fatalf("get: %+v, want %+v", v, vols[0])
+	}
+	_, err = s.GetVolume(ctx, "main", "r", "b")
+	wantCode(t, "get missing", err, errs.NotFound)
+	list, err := s.ListVolumes(ctx, "main", "s")
+	must(t, "list", err)
+	if len(list) != 2 || list[0].ID != "id1" || list[1].ID != "id2" {
+		t.Fatalf("list of a schema: %+v", list)
+	}
+	list, err = s.ListVolumes(ctx, "main", "")
+	must(t, "list", err)
+	if len(list) != 3 || list[0].ID != "id3" || list[1].ID != "id1" || list[2].ID != "id2" {
+		t.Fatalf("list of a catalog (by schema, then name): %+v", list)
+	}
+	ids, err := s.VolumeIDs(ctx)
+	must(t, "ids", err)
+	if len(ids) != 3 || !ids["id1"] || !ids["id2"] || !ids["id3"] {
+		t.Fatalf("ids: %v", ids)
+	}
+	wantCode(t, "delete a schema with volumes", s.DeleteSchema(ctx, "main", "s"), errs.Conflict)
+	must(t, "delete", s.DeleteVolume(ctx, "id1"))
+	wantCode(t, "delete again", s.DeleteVolume(ctx, "id1"), errs.NotFound)
+	_, err = s.GetVolume(ctx, "main", "s", "a")
+	wantCode(t, "get deleted", err, errs.NotFound)
+	must(t, "recreate with a new id", s.CreateVolume(ctx, &volumes.Volume{ID: "id4", Catalog: "main", Schema: "s", Name: "a"}))
+	if v, err := s.GetVolume(ctx, "main", "s", "a"); err != nil || v.ID != "id4" {
+		t.Fatalf("recreated: %+v %v", v, err)
+	}
+}
+
+func testDeleteDropsGrants(t *testing.T, s Store) {
+	ctx := t.Context()
+	must(t, "catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main"}))
+	must(t, "schema", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "s"}))
+	must(t, "volume", s.CreateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "main", Schema: "s", Name: "v"}))
+	rs := []workspace.Resource{
+		{Kind: workspace.ResourceVolume, Key: "main.s.v"},
+		{Kind: workspace.ResourceSchema, Key: "main.s"},
+		{Kind: workspace.ResourceCatalog, Key: "main"},
+	}
+	for _, r := range rs {
+		must(t, "grant", s.SetGrant(ctx, workspace.Grant{Resource: r, Principal: workspace.Principal{Kind: workspace.PrincipalGroup, ID: workspace.AllUsersGroup}, Level: workspace.CanRead}))
+	}
+	g, err := s.Grants(ctx, rs)
+	must(t, "grants", err)
+	for _, r := range rs {
+		if len(g[r]) != 1 {
+			t.Fatalf("grants on %s: %v", r, g[r])
+		}
+	}
+	must(t, "delete volume", s.DeleteVolume(ctx, "v1"))
+	must(t, "delete schema", s.DeleteSchema(ctx, "main", "s"))
+	must(t, "delete catalog", s.DeleteCatalog(ctx, "main"))
+	g, err = s.Grants(ctx, rs)
+	must(t, "grants", err)
+	for _, r := range rs {
+		if len(g[r]) != 0 {
+			t.Fatalf("grants on deleted %s survive: %v", r, g[r])
+		}
+	}
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Checks GPU monitoring against nvidia-smi on a machine with an NVIDIA GPU.
+#
+#   ./scripts/gpu-check.sh            30 s of sampling (SEXTANT_GPU_CHECK_SECONDS)
+#
+# It builds sextant, starts a small CUDA load on GPU 0 (a matrix-multiply
+# loop from PyTorch, when PyTorch with CUDA is importable), starts a server
+# and an agent using NVML, and for the duration takes, every 2 s, one
+# sample through `sextant agent --once --gpu-source nvml` and one from
+# `nvidia-smi --query-gpu`. It then checks:
+#   - the agent sees the same GPUs (UUIDs) as nvidia-smi;
+#   - memory total matches exactly; memory used, temperature, power and the
+#     SM clock agree within tolerances (the two reads are not simultaneous);
+#   - under the load, GPU 0's utilisation is high in both, on average;
+#   - the server received the agent's samples: the latest sample is fresh
+#     and the history has one point per 2 s interval.
+# It exits 0 when all checks pass, 1 when one fails, and 2 (with a message)
+# when there is no NVIDIA GPU or driver here.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+SECONDS_TO_RUN=${SEXTANT_GPU_CHECK_SECONDS:-30}
+# The agent's source; only a test of this script itself sets another.
+SOURCE=${SEXTANT_GPU_CHECK_SOURCE:-nvml}
+PYTHON=${PYTHON:-python3}
+
+die() { echo "gpu-check: $*" >&2; exit 2; }
+
+command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi is not on PATH: this machine has no NVIDIA GPU or driver, so there is nothing to check"
+if ! out=$(nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$out"; then
+	die "nvidia-smi finds no GPU: $(head -1 <<<"$out")"
+fi
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON is needed to compare the readings"
+command -v go >/dev/null 2>&1 || die "go is needed to build sextant"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== building sextant"
+go build -o "$work/sextant" ./cmd/sextant || { echo "gpu-check: build failed" >&2; exit 1; }
+
+echo "== CUDA load on GPU 0"
+load=none
+if "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+	"$PYTHON" - "$((SECONDS_TO_RUN + 20))" >"$work/load.log" 2>&1 <<'EOF' &
+import sys, time, torch
+end = time.time() + float(sys.argv[1])
+a = torch.randn(8192, 8192, device="cuda:0")
+b = torch.randn(8192, 8192, device="cuda:0")
+print("load running", flush=True)
+while time.time() < end:
+    for _ in range(20):
+        c = a @ b
+    torch.cuda.synchronize()
+EOF
+	pids+=($!)
+	load=torch
+	for _ in $(seq 1 60); do grep -q "load running" "$work/load.log" && break; sleep 0.5; done
+	grep -q "load running" "$work/load.log" || { echo "gpu-check: the PyTorch load did not start:"; cat "$work/load.log"; exit 1; }
+	sleep 3 # let utilisation settle
+else
+	echo "PyTorch with CUDA is not importable: checking without a load (utilisation is not checked)"
+fi
+
+echo "== server and agent"
+port=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$work/sextant" server --port "$port" --data-dir "$work/data" --log-level warn >"$work/server.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.2; done
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "gpu-check: the server did not start:"; cat "$work/server.log"; exit 1; }
+"$work/sextant" agent --server "http://127.0.0.1:$port" --gpu-source "$SOURCE" --interval 2s --node gpu-check \
+	--spool-dir "$work/spool" >"$work/agent.log" 2>&1 &
+pids+=($!)
+start_ms=$("$PYTHON" -c 'import time; print(int(time.time()*1000))')
+
+echo "== sampling for ${SECONDS_TO_RUN}s (agent --once and nvidia-smi, every 2 s)"
+fields=uuid,index,memory.used,memory.total,temperature.gpu,power.draw,clocks.sm,utilization.gpu
+: >"$work/pairs.jsonl"
+n=$((SECONDS_TO_RUN / 2))
+for i in $(seq 1 "$n"); do
+	agent=$("$work/sextant" agent --once --node gpu-check --gpu-source "$SOURCE" 2>"$work/once.err") || { echo "gpu-check: sextant agent --once failed:"; cat "$work/once.err"; exit 1; }
+	smi=$(nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits) || { echo "gpu-check: nvidia-smi failed"; exit 1; }
+	"$PYTHON" -c 'import json,sys; print(json.dumps({"agent": json.loads(sys.argv[1]), "smi": sys.argv[2]}))' "$agent" "$smi" >>"$work/pairs.jsonl"
+	sleep 2
+done
+sleep 3 # the agent's last send
+
+curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/latest?node=gpu-check" >"$work/latest.json" || { echo "gpu-check: /gpu/latest failed"; cat "$work/agent.log"; exit 1; }
+curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?node=gpu-check&points=0&fields=util,mem_used&from_ms=$start_ms" >"$work/series.json" || { echo "gpu-check: /gpu/series failed"; exit 1; }
+
+echo "== comparing"
+"$PYTHON" - "$work" "$load" "$SECONDS_TO_RUN" <<'EOF'
+import json, sys, time
+
+work, load, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+failures = []
+
+def check(ok, msg):
+    print(("ok    " if ok else "FAIL  ") + msg)
+    if not ok:
+        failures.append(msg)
+
+def num(s):
+    s = s.strip()
+    try:
+        return float(s)
+    except ValueError:
+        return None  # [N/A], [Not Supported]
+
+pairs = [json.loads(l) for l in open(f"{work}/pairs.jsonl")]
+check(len(pairs) >= max(3, seconds // 2 - 1), f"{len(pairs)} paired samples taken")
+MiB = 1 << 20
+util0 = {"agent": [], "smi": []}
+for k, p in enumerate(pairs):
+    rows = [r.split(",") for r in p["smi"].strip().splitlines()]
+    smi = {r[0].strip(): r for r in rows}
+    agent = {g["uuid"]: g for g in p["agent"]["gpus"]}
+    if k == 0:
+        check(set(smi) == set(agent), f"same GPUs: nvidia-smi {sorted(smi)} agent {sorted(agent)}")
+    for uuid, r in smi.items():
+        g = agent.get(uuid)
+        if g is None:
+            continue
+        idx = int(r[1])
+        if k == 0:
+            check(g["index"] == idx, f"GPU {uuid}: index {g['index']} == {idx}")
+            check(g.get("error") in (None, ""), f"GPU {idx}: no error ({g.get('error')})")
+            if g["mem_total"] is not None and num(r[3]) is not None:
+                check(round(g["mem_total"] / MiB) == num(r[3]), f"GPU {idx}: memory total {g['mem_total'] / MiB:.0f} MiB == {num(r[3]):.0f} MiB")
+        def close(name, a, b, rel, absolute):
+            if a is None or b is None:
+                return
+            ok = abs(a - b) <= max(absolute, rel * max(abs(a), abs(b)))
+            if not ok or k == 0:
+                check(ok, f"GPU {idx} sample {k}: {name} agent {a:.1f} vs nvidia-smi {b:.1f}")
+        mu = g["mem_used"] / MiB if g["mem_used"] is not None else None
+        close("memory used MiB", mu, num(r[2]), 0.05, 512)
+        close("temperature C", g["temp"], num(r[4]), 0, 5)
+        close("power W", g["power"], num(r[5]), 0.25, 40)
+        close("SM clock MHz", g["sm_clock"], num(r[6]), 0.2, 150)
+        if idx == 0:
+            if g["util"] is not None:
+                util0["agent"].append(g["util"])
+            if num(r[7]) is not None:
+                util0["smi"].append(num(r[7]))
+
+if load == "torch" and util0["agent"] and util0["smi"]:
+    a = sum(util0["agent"]) / len(util0["agent"])
+    s = sum(util0["smi"]) / len(util0["smi"])
+    check(a >= 50 and s >= 50, f"GPU 0 under load: mean utilisation agent {a:.0f}%, nvidia-smi {s:.0f}% (both >= 50%)")
+    check(abs(a - s) <= 25, f"GPU 0 mean utilisation agrees within 25 points ({a:.0f} vs {s:.0f})")
+
+latest = json.load(open(f"{work}/latest.json"))["nodes"]
+check(len(latest) == 1, "the server has the agent's node")
+if latest:
+    age = time.time() * 1000 - latest[0]["ts_ms"]
+    check(age < 10_000, f"the latest sample is {age / 1000:.1f}s old")
+series = json.load(open(f"{work}/series.json"))["gpus"]
+check(len(series) == len(pairs[0]["agent"]["gpus"]), f"history for {len(series)} GPUs")
+for g in series:
+    n = len(g["series"]["mem_used"])
+    check(n >= seconds // 2 - 2, f"GPU {g['index']}: {n} samples in {seconds}s at 2 s")
+
+print()
+if failures:
+    print(f"gpu-check: {len(failures)} check(s) failed")
+    sys.exit(1)
+print("gpu-check: all checks passed")
+EOF
