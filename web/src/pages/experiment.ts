@@ -1,0 +1,433 @@
+// The experiment page: the runs table (columns for attributes, params,
+// latest metrics and tags, chosen by the user), the filter box with the
+// MLflow search grammar, sorting, selection for comparing, and live run
+// status. Rows are virtualised: 10,000 runs scroll like 10.
+
+import { ApiError, Experiment, getExperiment, Run, searchRuns } from '../api';
+import { VList } from '../components/vlist';
+import { config } from '../config';
+import { errorBox, h, link, Scope } from '../dom';
+import { errorOffset, markError, quoteKey, tokenizeFilter } from '../lib/filter';
+import { fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { perf } from '../perf';
+import { navigate, setQuery } from '../router';
+import { session } from '../session';
+import { permissionsDialog } from './permissions';
+
+type Kind = 'attr' | 'metric' | 'param' | 'tag';
+interface Column {
+  kind: Kind;
+  key: string;
+}
+
+const ATTRS: { key: string; label: string; order?: string; width: number }[] = [
+  { key: 'run_name', label: 'Run name', order: 'attributes.run_name', width: 220 },
+  { key: 'status', label: 'Status', order: 'attributes.status', width: 96 },
+  { key: 'start_time', label: 'Started', order: 'attributes.start_time', width: 150 },
+  { key: 'duration', label: 'Duration', width: 90 },
+  { key: 'user_id', label: 'User', order: 'attributes.user_id', width: 150 },
+  { key: 'source', label: 'Source', width: 160 },
+  { key: 'run_id', label: 'Run ID', order: 'attributes.run_id', width: 270 },
+];
+const DEFAULT_ATTRS = ['run_name', 'status', 'start_time', 'duration', 'user_id'];
+
+interface RowCache {
+  metrics: Map<string, number>;
+  params: Map<string, string>;
+  tags: Map<string, string>;
+}
+
+const ROW_H = 30;
+
+function colId(c: Column): string {
+  return c.kind + ':' + c.key;
+}
+
+function colLabel(c: Column): string {
+  if (c.kind === 'attr') return ATTRS.find((a) => a.key === c.key)?.label ?? c.key;
+  return c.key;
+}
+
+function colWidth(c: Column): number {
+  if (c.kind === 'attr') return ATTRS.find((a) => a.key === c.key)?.width ?? 120;
+  return c.kind === 'tag' ? 150 : 110;
+}
+
+function orderKey(c: Column): string | null {
+  if (c.kind === 'attr') return ATTRS.find((a) => a.key === c.key)?.order ?? null;
+  const prefix = c.kind === 'metric' ? 'metrics' : c.kind === 'param' ? 'params' : 'tags';
+  return prefix + '.' + quoteKey(c.key);
+}
+
+/** renderFilter draws the filter with coloured tokens and, for an error, its position marked. */
+export function renderFilter(filter: string, message: string | null): HTMLElement {
+  const off = message ? errorOffset(message, filter) : -1;
+  let tokens = tokenizeFilter(filter);
+  let errIdx = -1;
+  if (off >= 0) ({ tokens, index: errIdx } = markError(tokens, off));
+  const spans = tokens.map((t, i) => h('span', { class: 'tok-' + t.kind + (i === errIdx ? ' tok-error' : '') }, t.text));
+  if (off >= 0 && errIdx >= tokens.length) spans.push(h('span', { class: 'tok-error tok-end' }, ' '));
+  return h('code', { class: 'filter-render' }, spans);
+}
+
+export function experimentPage(p: Record<string, string>, q: URLSearchParams, scope: Scope): HTMLElement {
+  const expId = p.id;
+  const storeKey = 'sextant.cols.' + expId;
+  let exp: Experiment | null = null;
+  let runs: Run[] = [];
+  const cache = new WeakMap<Run, RowCache>();
+  const selected = new Set<string>();
+  const keys = { metric: new Set<string>(), param: new Set<string>(), tag: new Set<string>() };
+  let columns: Column[] = loadColumns();
+  let userChoseColumns = columns.length > 0;
+  let order: { col: Column; desc: boolean } | null = null;
+  const orderParam = q.get('order');
+  if (orderParam) {
+    const [id, dir] = orderParam.split(' ');
+    const [kind, ...rest] = id.split(':');
+    order = { col: { kind: kind as Kind, key: rest.join(':') }, desc: dir === 'DESC' };
+  }
+  let filter = q.get('filter') ?? '';
+  let loading: AbortController | null = null;
+  let complete = false;
+  const t0 = performance.now();
+  let painted = false;
+
+  const title = h('h1', null, 'Experiment ' + expId);
+  const meta = h('div', { class: 'muted' });
+  const countEl = h('span', { class: 'muted', 'data-testid': 'run-count' });
+  const filterInput = h('input', {
+    type: 'text',
+    class: 'filter',
+    value: filter,
+    spellcheck: 'false',
+    placeholder: "Filter runs: metrics.loss < 0.5 AND params.lr = '0.001'",
+    'aria-label': 'Filter runs',
+  });
+  const filterView = h('div', { class: 'filter-view' });
+  const filterErr = h('div', { class: 'filter-error', role: 'alert' });
+  const compareBtn = h('button', { class: 'primary', disabled: true, onclick: () => navigate('/compare?runs=' + [...selected].slice(0, 100).join(',')) }, 'Compare');
+  const header = h('div', { class: 'rt-row rt-head' });
+  const body = h('div', { class: 'runs-body' });
+
+  function loadColumns(): Column[] {
+    try {
+      const v = JSON.parse(localStorage.getItem(storeKey) ?? '[]');
+      return Array.isArray(v) ? v.filter((c) => c && typeof c.key === 'string' && ['attr', 'metric', 'param', 'tag'].includes(c.kind)) : [];
+    } catch {
+      return [];
+    }
+  }
+  function saveColumns(): void {
+    try {
+      localStorage.setItem(storeKey, JSON.stringify(columns));
+    } catch {
+      /* ignore */
+    }
+  }
+
+  function rowCache(r: Run): RowCache {
+    let c = cache.get(r);
+    if (!c) {
+      c = {
+        metrics: new Map(r.data.metrics.map((m) => [m.key, m.value])),
+        params: new Map(r.data.params.map((x) => [x.key, x.value])),
+        tags: new Map(r.data.tags.map((x) => [x.key, x.value])),
+      };
+      cache.set(r, c);
+    }
+    return c;
+  }
+
+  function cellValue(r: Run, c: Column): string | Node {
+    const rc = rowCache(r);
+    switch (c.kind) {
+      case 'metric': {
+        const v = rc.metrics.get(c.key);
+        return v === undefined ? '' : fmtNumber(v);
+      }
+      case 'param':
+        return rc.params.get(c.key) ?? '';
+      case 'tag':
+        return rc.tags.get(c.key) ?? '';
+    }
+    const i = r.info;
+    switch (c.key) {
+      case 'run_name':
+        return link('/runs/' + encodeURIComponent(i.run_id), i.run_name || i.run_id);
+      case 'status':
+        return h('span', { class: 'status status-' + String(i.status).toLowerCase() }, String(i.status ?? ''));
+      case 'start_time':
+        return fmtTime(i.start_time);
+      case 'duration':
+        return i.start_time ? fmtDuration((i.end_time || (i.status === 'RUNNING' ? Date.now() : i.start_time)) - i.start_time) : '';
+      case 'user_id':
+        return i.user_id ?? '';
+      case 'source':
+        return rc.tags.get('mlflow.source.name') ?? '';
+      case 'run_id':
+        return i.run_id;
+    }
+    return '';
+  }
+
+  function renderRow(idx: number): HTMLElement {
+    const r = runs[idx];
+    const row = h('div', { class: 'rt-row', 'data-run-id': r?.info.run_id ?? '' });
+    if (!r) return row;
+    const box = h('input', { type: 'checkbox', checked: selected.has(r.info.run_id), 'aria-label': 'Select run' });
+    box.addEventListener('change', () => {
+      if (box.checked) selected.add(r.info.run_id);
+      else selected.delete(r.info.run_id);
+      updateSelection();
+    });
+    row.append(h('div', { class: 'rt-cell rt-check' }, box));
+    for (const c of columns) {
+      const v = cellValue(r, c);
+      const cell = h('div', { class: 'rt-cell rt-' + c.kind }, v);
+      cell.style.width = colWidth(c) + 'px';
+      if (typeof v === 'string' && v.length > 12) cell.title = v;
+      row.append(cell);
+    }
+    if (idx % 2) row.classList.add('odd');
+    return row;
+  }
+
+  const list = new VList({ rowHeight: ROW_H, count: 0, render: renderRow, header, className: 'runs-table', overscan: 10 });
+
+  function renderHeader(): void {
+    const all = h('input', { type: 'checkbox', 'aria-label': 'Select all runs', checked: selected.size > 0 && selected.size === runs.length });
+    all.addEventListener('change', () => {
+      selected.clear();
+      if (all.checked) for (const r of runs.slice(0, 100)) selected.add(r.info.run_id);
+      updateSelection();
+      list.refresh();
+    });
+    const cells: HTMLElement[] = [h('div', { class: 'rt-cell rt-check' }, all)];
+    for (const c of columns) {
+      const ok = orderKey(c);
+      const active = order && colId(order.col) === colId(c);
+      const cell = h(
+        'div',
+        {
+          class: 'rt-cell rt-' + c.kind + (ok ? ' sortable' : '') + (active ? ' sorted' : ''),
+          title: (c.kind === 'attr' ? '' : c.kind + 's.') + c.key + (ok ? ' — click to sort' : ''),
+          'data-col': colId(c),
+          onclick: ok
+            ? () => {
+                order = active ? (order!.desc ? { col: c, desc: false } : null) : { col: c, desc: true };
+                setQuery({ order: order ? colId(order.col) + ' ' + (order.desc ? 'DESC' : 'ASC') : null });
+                renderHeader();
+                void search();
+              }
+            : null,
+        },
+        c.kind !== 'attr' ? h('span', { class: 'kind' }, c.kind[0]) : null,
+        colLabel(c),
+        active ? h('span', { class: 'arrow' }, order!.desc ? ' ↓' : ' ↑') : null,
+      );
+      cell.style.width = colWidth(c) + 'px';
+      cells.push(cell);
+    }
+    header.replaceChildren(...cells);
+  }
+
+  function updateSelection(): void {
+    compareBtn.disabled = selected.size < 1;
+    compareBtn.textContent = selected.size ? `Compare ${Math.min(selected.size, 100)} run${selected.size > 1 ? 's' : ''}` : 'Compare';
+  }
+
+  function learnKeys(batch: Run[]): boolean {
+    const before = keys.metric.size + keys.param.size + keys.tag.size;
+    for (const r of batch) {
+      for (const m of r.data.metrics) keys.metric.add(m.key);
+      for (const x of r.data.params) keys.param.add(x.key);
+      for (const x of r.data.tags) if (!x.key.startsWith('mlflow.')) keys.tag.add(x.key);
+    }
+    return keys.metric.size + keys.param.size + keys.tag.size !== before;
+  }
+
+  function defaultColumns(): void {
+    if (userChoseColumns) return;
+    const cols: Column[] = DEFAULT_ATTRS.map((key) => ({ kind: 'attr' as Kind, key }));
+    [...keys.metric].filter((k) => !k.startsWith('system/')).sort().slice(0, 6).forEach((key) => cols.push({ kind: 'metric', key }));
+    [...keys.param].sort().slice(0, 4).forEach((key) => cols.push({ kind: 'param', key }));
+    columns = cols;
+  }
+
+  function showCount(): void {
+    countEl.textContent = `${runs.length.toLocaleString()}${complete ? '' : '+'} run${runs.length === 1 ? '' : 's'}`;
+  }
+
+  async function search(): Promise<void> {
+    loading?.abort();
+    const ac = new AbortController();
+    loading = ac;
+    complete = false;
+    filterErr.replaceChildren();
+    filterView.replaceChildren(filter ? renderFilter(filter, null) : '');
+    const orderBy = order ? [orderKey(order.col)! + (order.desc ? ' DESC' : ' ASC')] : [];
+    let token: string | undefined;
+    let first = true;
+    try {
+      do {
+        const page = await searchRuns([expId], filter, orderBy, first ? 200 : config.runsPageSize, token, ac.signal);
+        if (ac.signal.aborted || scope.disposed) return;
+        if (first) runs = [];
+        runs.push(...page.runs);
+        token = page.next_page_token;
+        complete = !token;
+        const newKeys = learnKeys(page.runs);
+        if (first || newKeys) {
+          if (newKeys) defaultColumns();
+          renderHeader();
+          list.setCount(runs.length, true);
+        } else list.setCount(runs.length);
+        showCount();
+        if (first) {
+          first = false;
+          if (runs.length === 0) body.dataset.empty = 'true';
+          else delete body.dataset.empty;
+          if (!painted) {
+            painted = true;
+            requestAnimationFrame(() => {
+              const ms = performance.now() - t0;
+              perf('runs-table-paint', ms);
+              body.dataset.paintMs = String(Math.round(ms));
+            });
+          }
+        }
+      } while (token);
+      body.dataset.loaded = 'true';
+      perf('runs-table-complete', performance.now() - t0);
+    } catch (e) {
+      if ((e as Error).name === 'AbortError') return;
+      if (e instanceof ApiError && e.status === 400) {
+        filterView.replaceChildren(renderFilter(filter, e.message));
+        filterErr.replaceChildren(h('span', null, e.message));
+      } else filterErr.replaceChildren(errorBox(e));
+      runs = [];
+      complete = true;
+      list.setCount(0, true);
+      showCount();
+    }
+  }
+
+  // Live status: refresh the runs shown as running.
+  scope.interval(async () => {
+    if (document.visibilityState !== 'visible' || !complete) return;
+    const live = runs.filter((r) => r.info.status === 'RUNNING').slice(0, 500);
+    if (live.length === 0) return;
+    try {
+      const ids = live.map((r) => `'${r.info.run_id}'`).join(',');
+      const page = await searchRuns([expId], `attributes.run_id IN (${ids})`, [], 1000);
+      const byId = new Map(page.runs.map((r) => [r.info.run_id, r]));
+      runs.forEach((r, i) => {
+        const n = byId.get(r.info.run_id);
+        if (n) {
+          runs[i] = n;
+          list.rerender(i);
+        }
+      });
+    } catch {
+      /* next time */
+    }
+  }, config.runPollMs);
+
+  function columnPicker(): void {
+    const panel = h('div', { class: 'col-picker', role: 'dialog', 'aria-label': 'Columns' });
+    const find = h('input', { type: 'search', placeholder: 'Find a column…', 'aria-label': 'Find a column' });
+    const lists = h('div', { class: 'col-lists' });
+    const chosen = new Set(columns.map(colId));
+    const draw = () => {
+      const term = find.value.toLowerCase();
+      const groups: [string, Column[]][] = [
+        ['Attributes', ATTRS.map((a) => ({ kind: 'attr' as Kind, key: a.key }))],
+        ['Metrics', [...keys.metric].sort().map((key) => ({ kind: 'metric' as Kind, key }))],
+        ['Params', [...keys.param].sort().map((key) => ({ kind: 'param' as Kind, key }))],
+        ['Tags', [...keys.tag].sort().map((key) => ({ kind: 'tag' as Kind, key }))],
+      ];
+      lists.replaceChildren(
+        ...groups.map(([name, cols]) => {
+          const shown = cols.filter((c) => colLabel(c).toLowerCase().includes(term)).slice(0, 300);
+          return h(
+            'fieldset',
+            null,
+            h('legend', null, `${name} (${cols.length})`),
+            shown.map((c) => {
+              const box = h('input', { type: 'checkbox', checked: chosen.has(colId(c)) });
+              box.addEventListener('change', () => {
+                if (box.checked) {
+                  chosen.add(colId(c));
+                  columns.push(c);
+                } else {
+                  chosen.delete(colId(c));
+                  columns = columns.filter((x) => colId(x) !== colId(c));
+                }
+                userChoseColumns = true;
+                saveColumns();
+                renderHeader();
+                list.refresh();
+              });
+              return h('label', { class: 'col-option' }, box, colLabel(c));
+            }),
+          );
+        }),
+      );
+    };
+    find.addEventListener('input', draw);
+    draw();
+    const close = () => {
+      panel.remove();
+      document.removeEventListener('mousedown', outside);
+    };
+    const outside = (e: MouseEvent) => {
+      if (!panel.contains(e.target as Node) && e.target !== colsBtn) close();
+    };
+    panel.append(h('div', { class: 'row' }, find, h('button', { onclick: () => ((columns = []), (userChoseColumns = false), saveColumns(), defaultColumns(), renderHeader(), list.refresh(), close()) }, 'Reset')), lists);
+    colsBtn.after(panel);
+    setTimeout(() => document.addEventListener('mousedown', outside));
+    scope.add(close);
+  }
+  const colsBtn = h('button', { onclick: () => columnPicker() }, 'Columns');
+
+  filterInput.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') {
+      filter = filterInput.value.trim();
+      setQuery({ filter: filter || null });
+      void search();
+    }
+  });
+  filterInput.addEventListener('input', () => filterView.replaceChildren(filterInput.value ? renderFilter(filterInput.value, null) : ''));
+
+  void getExperiment(expId)
+    .then((e) => {
+      exp = e;
+      title.textContent = e.name;
+      document.title = e.name + ' · Sextant';
+      meta.replaceChildren(`ID ${e.experiment_id}`, e.artifact_location ? ` · artifacts ${e.artifact_location}` : '');
+      const note = e.tags?.find((t) => t.key === 'mlflow.note.content')?.value;
+      if (note) meta.append(h('p', { class: 'note' }, note));
+    })
+    .catch((e) => meta.replaceChildren(errorBox(e)));
+
+  body.append(list.el);
+  renderHeader();
+  void search();
+  return h(
+    'div',
+    { class: 'page experiment' },
+    h('div', { class: 'page-head' }, title, meta),
+    h(
+      'div',
+      { class: 'toolbar' },
+      h('div', { class: 'filter-box' }, filterInput, filterView, filterErr),
+      h('button', { onclick: () => ((filter = filterInput.value.trim()), setQuery({ filter: filter || null }), void search()) }, 'Search'),
+      colsBtn,
+      compareBtn,
+      session.multiUser ? h('button', { onclick: () => permissionsDialog('experiment:' + expId, exp?.name ?? expId) }, 'Permissions') : null,
+      countEl,
+    ),
+    body,
+  );
+}

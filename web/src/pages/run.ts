@@ -1,0 +1,241 @@
+// The run page: overview (status, duration, who, source, the editable
+// description, params, tags, comments), metric charts, system metrics,
+// logs, artifacts, checkpoints and the GPU pane, as tabs.
+
+import { addComment, deleteComment, getRun, listComments, Run, setTag } from '../api';
+import { artifactsView } from '../components/artifacts';
+import { ChartRun } from '../components/chart';
+import { ChartGrid } from '../components/chartgrid';
+import { gpuPane } from '../components/gpupane';
+import { LogsView } from '../components/logs';
+import { config } from '../config';
+import { errorBox, h, link, Scope, spinner } from '../dom';
+import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { setQuery } from '../router';
+import { session } from '../session';
+
+const TABS = ['overview', 'metrics', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
+type Tab = (typeof TABS)[number];
+const LABELS: Record<Tab, string> = { overview: 'Overview', metrics: 'Metrics', system: 'System metrics', logs: 'Logs', artifacts: 'Artifacts', checkpoints: 'Checkpoints', gpu: 'GPU' };
+
+function kvTable(rows: [string, string | Node][], empty: string): HTMLElement {
+  if (rows.length === 0) return h('p', { class: 'empty' }, empty);
+  return h('table', { class: 'grid kv' }, h('tbody', null, rows.map(([k, v]) => h('tr', null, h('th', null, k), h('td', null, v)))));
+}
+
+export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Scope): HTMLElement {
+  const runId = p.id;
+  const head = h('div', { class: 'page-head' }, h('h1', null, 'Run ' + runId));
+  const tabBar = h('nav', { class: 'tabs', role: 'tablist' });
+  const content = h('div', { class: 'tab-content' }, spinner());
+  let run: Run | null = null;
+  let tab: Tab = (TABS as readonly string[]).includes(q.get('tab') ?? '') ? (q.get('tab') as Tab) : 'overview';
+  let tabScope = new Scope();
+  scope.add(() => tabScope.dispose());
+
+  const isLive = () => run?.info.status === 'RUNNING';
+
+  const showTab = (t: Tab) => {
+    tab = t;
+    setQuery({ tab: t === 'overview' ? null : t });
+    for (const b of tabBar.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.dataset.tab === t));
+    tabScope.dispose();
+    tabScope = new Scope();
+    if (!run) return;
+    content.replaceChildren(renderTab(t, run, tabScope));
+  };
+
+  const renderHead = (r: Run) => {
+    const i = r.info;
+    const dur = i.start_time ? fmtDuration((i.end_time || Date.now()) - i.start_time) : '';
+    head.replaceChildren(
+      h('div', { class: 'crumbs' }, link('/experiments/' + encodeURIComponent(i.experiment_id), 'Experiment ' + i.experiment_id), h('span', { class: 'sep' }, '/')),
+      h('h1', null, i.run_name || i.run_id, ' ', h('span', { class: 'status status-' + String(i.status).toLowerCase(), 'data-testid': 'run-status' }, i.status)),
+      h('div', { class: 'muted' }, `${i.run_id} · started ${fmtTime(i.start_time)}${dur ? ' · ' + dur : ''}${i.user_id ? ' · ' + i.user_id : ''}`),
+    );
+    document.title = (i.run_name || i.run_id) + ' · Sextant';
+  };
+
+  const renderTab = (t: Tab, r: Run, s: Scope): HTMLElement => {
+    const metricKeys = [...new Set(r.data.metrics.map((m) => m.key))].sort();
+    const chartRun: ChartRun[] = [{ id: r.info.run_id, name: r.info.run_name || r.info.run_id, color: colour(0), startTime: r.info.start_time }];
+    switch (t) {
+      case 'overview':
+        return overview(r, s);
+      case 'metrics':
+        return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => !k.startsWith('system/')), live: isLive, empty: 'This run has logged no metrics.' }, s).el;
+      case 'system':
+        return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => k.startsWith('system/')), live: isLive, empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.' }, s).el;
+      case 'logs':
+        return new LogsView(r.info.run_id, s).el;
+      case 'artifacts':
+        return artifactsView(r.info, s);
+      case 'checkpoints':
+        return checkpoints(r);
+      case 'gpu':
+        return gpuPane({ runId: r.info.run_id }, s);
+    }
+  };
+
+  const overview = (r: Run, s: Scope): HTMLElement => {
+    const i = r.info;
+    const tags = new Map(r.data.tags.map((t) => [t.key, t.value]));
+    const noteKey = 'mlflow.note.content';
+    const desc = h('div', { class: 'description' });
+    const showDesc = () => {
+      const text = tags.get(noteKey) ?? '';
+      desc.replaceChildren(
+        h('div', { class: 'desc-text' + (text ? '' : ' empty') }, text || 'No description.'),
+        h(
+          'button',
+          {
+            class: 'link',
+            onclick: () => {
+              const area = h('textarea', { rows: 5, 'aria-label': 'Description', value: text });
+              const err = h('span', { class: 'error-text' });
+              desc.replaceChildren(
+                area,
+                h('div', { class: 'row' },
+                  h('button', { class: 'primary', onclick: async () => {
+                    try {
+                      await setTag(i.run_id, noteKey, area.value);
+                      tags.set(noteKey, area.value);
+                      showDesc();
+                    } catch (e: any) {
+                      err.textContent = e.message;
+                    }
+                  } }, 'Save'),
+                  h('button', { onclick: showDesc }, 'Cancel'),
+                  err,
+                ),
+              );
+              area.focus();
+            },
+          },
+          'Edit description',
+        ),
+      );
+    };
+    showDesc();
+    const source = tags.get('mlflow.source.name') ?? '';
+    const gitCommit = tags.get('mlflow.source.git.commit');
+    const params = [...r.data.params].sort((a, b) => a.key.localeCompare(b.key));
+    const latest = [...r.data.metrics].sort((a, b) => a.key.localeCompare(b.key));
+    const visibleTags = [...tags].filter(([k]) => k !== noteKey).sort(([a], [b]) => a.localeCompare(b));
+    return h(
+      'div',
+      { class: 'overview' },
+      h(
+        'div',
+        { class: 'cols' },
+        h(
+          'section',
+          null,
+          h('h2', null, 'About this run'),
+          kvTable(
+            [
+              ['Status', i.status],
+              ['Started', fmtTime(i.start_time)],
+              ['Ended', i.end_time ? fmtTime(i.end_time) : '—'],
+              ['Duration', i.start_time ? fmtDuration((i.end_time || Date.now()) - i.start_time) : ''],
+              ['User', i.user_id ?? ''],
+              ['Source', source + (gitCommit ? ` @ ${gitCommit.slice(0, 10)}` : '')],
+              ['Run ID', i.run_id],
+              ['Artifacts', i.artifact_uri ?? ''],
+            ],
+            '',
+          ),
+          h('h2', null, 'Description'),
+          desc,
+        ),
+        h('section', null, h('h2', null, `Parameters (${params.length})`), kvTable(params.map((x) => [x.key, x.value]), 'No parameters.')),
+        h(
+          'section',
+          null,
+          h('h2', null, `Metrics (${latest.length})`),
+          kvTable(latest.map((m) => [m.key, `${fmtNumber(m.value)}  (step ${m.step})`]), 'No metrics.'),
+        ),
+      ),
+      h('section', null, h('h2', null, `Tags (${visibleTags.length})`), kvTable(visibleTags, 'No tags.')),
+      comments(i.run_id, s),
+    );
+  };
+
+  const comments = (id: string, s: Scope): HTMLElement => {
+    const list = h('div', { class: 'comments-list' }, spinner());
+    const area = h('textarea', { rows: 3, placeholder: 'Add a comment…', 'aria-label': 'Comment' });
+    const err = h('span', { class: 'error-text' });
+    const load = async () => {
+      try {
+        const cs = await listComments('run', id);
+        if (s.disposed) return;
+        list.replaceChildren(
+          ...(cs.length
+            ? cs.map((c) =>
+                h(
+                  'div',
+                  { class: 'comment' },
+                  h('div', { class: 'comment-head' }, h('strong', null, c.author || 'someone'), ' ', h('span', { class: 'muted' }, fmtTime(c.created_time)),
+                    !session.multiUser || c.author === session.user?.email ? h('button', { class: 'link', onclick: async () => { await deleteComment(c.id).catch((e) => (err.textContent = e.message)); void load(); } }, 'Delete') : null),
+                  h('div', { class: 'comment-body' }, c.body),
+                ),
+              )
+            : [h('p', { class: 'empty' }, 'No comments yet.')]),
+        );
+      } catch (e) {
+        list.replaceChildren(errorBox(e));
+      }
+    };
+    void load();
+    return h(
+      'section',
+      { class: 'comments' },
+      h('h2', null, 'Comments'),
+      list,
+      area,
+      h('div', { class: 'row' }, h('button', { class: 'primary', onclick: async () => {
+        if (!area.value.trim()) return;
+        try {
+          await addComment('run', id, area.value);
+          area.value = '';
+          void load();
+        } catch (e: any) {
+          err.textContent = e.message;
+        }
+      } }, 'Comment'), err),
+    );
+  };
+
+  const checkpoints = (r: Run): HTMLElement => {
+    const tags = r.data.tags.filter((t) => t.key.startsWith('sextant.checkpoint')).sort((a, b) => a.key.localeCompare(b.key));
+    return h(
+      'section',
+      { class: 'checkpoints' },
+      h('h2', null, 'Checkpoints'),
+      tags.length
+        ? kvTable(tags.map((t) => [t.key, t.value]), '')
+        : h('p', { class: 'empty' }, 'No checkpoints recorded for this run. The checkpoint writer tags runs with sextant.checkpoint.* when it saves to a volume.'),
+    );
+  };
+
+  for (const t of TABS) tabBar.append(h('button', { role: 'tab', 'data-tab': t, 'aria-selected': String(t === tab), onclick: () => showTab(t) }, LABELS[t]));
+
+  const load = async (first: boolean) => {
+    try {
+      const r = await getRun(runId);
+      if (scope.disposed) return;
+      const statusChanged = run && run.info.status !== r.info.status;
+      run = r;
+      renderHead(r);
+      if (first) showTab(tab);
+      else if (statusChanged && tab === 'overview') showTab(tab);
+    } catch (e) {
+      if (first) content.replaceChildren(errorBox(e));
+    }
+  };
+  void load(true);
+  scope.interval(() => {
+    if (isLive() && document.visibilityState === 'visible') void load(false);
+  }, config.runPollMs);
+  return h('div', { class: 'page run' }, head, tabBar, content);
+}

@@ -1,0 +1,410 @@
+// Browser tests of the web UI: a real sextant server (built from this
+// tree) with data seeded through its HTTP API, and Debian's Chromium
+// driven by playwright-core. Each page is checked and screenshotted into
+// $SEXTANT_SCREENSHOTS (default web/test-results/screenshots).
+//
+//   cd web && node --test test/e2e/
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { canvasInk, createExperiment, createRun, finishRun, launch, logBatch, screenshot, sleep, startServer } from './harness.mjs';
+
+const XSS_NAME = '<img src=x onerror="window.__xss=1">run';
+const XSS_KEY = '<script>window.__xss=2</script>';
+
+let srv;
+let br;
+let page;
+
+before(async () => {
+  srv = await startServer();
+  br = await launch();
+  page = br.page;
+  await page.addInitScript(() => {
+    window.__xss = 0;
+  });
+});
+
+after(async () => {
+  await br?.close();
+  await srv?.stop();
+});
+
+async function noXSS() {
+  assert.equal(await page.evaluate(() => window.__xss), 0, 'injected script ran');
+  assert.equal(await page.locator('img[src="x"]').count(), 0, 'injected HTML was rendered');
+}
+
+describe('experiments and runs', () => {
+  let exp;
+  const runIds = [];
+
+  before(async () => {
+    exp = await createExperiment(srv, 'vision-sweep');
+    // 60 runs: lr and loss vary; one run named with HTML, one with NaN,
+    // Infinity and a huge value, one empty.
+    for (let i = 0; i < 60; i++) {
+      const id = await createRun(srv, exp, i === 7 ? XSS_NAME : `run-${String(i).padStart(2, '0')}`, { start: Date.now() - (60 - i) * 60_000 });
+      runIds.push(id);
+      if (i === 59) continue; // empty run
+      const loss = i === 13 ? 'NaN' : i === 14 ? 'Infinity' : i === 15 ? 1e300 : 1 / (i + 1);
+      await logBatch(srv, id, {
+        metrics: [
+          { key: 'loss', value: loss, timestamp: Date.now(), step: 100 },
+          { key: 'acc', value: i / 60, timestamp: Date.now(), step: 100 },
+          ...(i === 7 ? [{ key: 'weird: key/with spaces', value: 1, timestamp: Date.now(), step: 0 }] : []),
+        ],
+        params: [
+          { key: 'lr', value: String([0.1, 0.01, 0.001][i % 3]) },
+          { key: 'batch', value: String(32 << i % 2) },
+          ...(i === 7 ? [{ key: 'note', value: XSS_KEY }] : []),
+        ],
+        tags: [{ key: 'team', value: i % 2 ? 'vision' : 'nlp' }, ...(i === 7 ? [{ key: 'html', value: XSS_NAME }] : [])],
+      });
+      if (i % 4 !== 0) await finishRun(srv, id);
+    }
+  });
+
+  test('runs table shows, filters and sorts runs', async () => {
+    await page.goto(srv.url + '/experiments/' + exp);
+    await page.waitForSelector('.runs-body[data-loaded="true"]');
+    assert.match(await page.textContent('[data-testid=run-count]'), /^60 runs/);
+    assert.ok((await page.locator('.rt-row[data-run-id]').count()) >= 10);
+    await noXSS();
+
+    // Filter with the MLflow grammar.
+    await page.fill('input.filter', 'metrics.loss < 0.05');
+    await page.press('input.filter', 'Enter');
+    await page.waitForFunction(() => /^\d+ runs?/.test(document.querySelector('[data-testid=run-count]').textContent) && document.querySelector('.runs-body').dataset.loaded);
+    await page.waitForFunction(() => document.querySelector('[data-testid=run-count]').textContent.startsWith('39 runs'));
+    const names = await page.locator('.rt-row[data-run-id] .rt-attr a').allTextContents();
+    assert.ok(names.length > 0 && !names.includes('run-00') && !names.includes('run-05'), 'filtered rows: ' + names.slice(0, 5));
+
+    // A filter that does not parse: the server's message, the position marked.
+    await page.fill('input.filter', "params.lr = '0.1' AND metrics.loss <");
+    await page.press('input.filter', 'Enter');
+    await page.waitForSelector('.filter-error:has-text("position")');
+    assert.equal(await page.locator('.filter-view .tok-error').count(), 1);
+    await screenshot(page, 'experiment-filter-error');
+
+    // Clear the filter and sort by the loss column (descending first).
+    await page.fill('input.filter', "params.lr = '0.1'");
+    await page.press('input.filter', 'Enter');
+    await page.waitForFunction(() => document.querySelector('[data-testid=run-count]').textContent.startsWith('20 runs'));
+    await page.click('.rt-head [data-col="metric:loss"]');
+    await page.waitForFunction(() => document.querySelector('.rt-head .sorted'));
+    await page.waitForFunction(() => document.querySelector('.runs-body').dataset.loaded === 'true');
+    await sleep(200);
+    const col = await page.evaluate(() => {
+      const cols = [...document.querySelectorAll('.rt-head .rt-cell')].map((c) => c.dataset.col);
+      const at = cols.indexOf('metric:loss');
+      return [...document.querySelectorAll('.rt-row[data-run-id]')]
+        .sort((a, b) => new DOMMatrix(getComputedStyle(a).transform).m42 - new DOMMatrix(getComputedStyle(b).transform).m42)
+        .map((r) => r.children[at]?.textContent);
+    });
+    const nums = col.filter((v) => v && v !== 'NaN' && v !== '∞').map(Number);
+    assert.ok(nums.length >= 5, 'sorted values: ' + col);
+    for (let i = 1; i < nums.length; i++) assert.ok(nums[i - 1] >= nums[i], 'descending: ' + nums);
+    await screenshot(page, 'experiment-runs-table');
+    await noXSS();
+  });
+
+  test('run page overview shows params, description edit and comments', async () => {
+    await page.goto(srv.url + '/runs/' + runIds[7]);
+    await page.waitForSelector('.overview');
+    await noXSS();
+    assert.ok(await page.getByText(XSS_KEY).first().isVisible(), 'HTML in a param is shown as text');
+    assert.ok(await page.locator('h1', { hasText: XSS_NAME }).isVisible(), 'HTML in a run name is shown as text');
+    await page.click('text=Edit description');
+    await page.fill('textarea[aria-label=Description]', 'Baseline <b>not bold</b>');
+    await page.click('button:has-text("Save")');
+    await page.waitForSelector('.desc-text:has-text("Baseline <b>not bold</b>")');
+    await page.fill('textarea[aria-label=Comment]', 'Looks good <i>x</i>');
+    await page.click('button:has-text("Comment")');
+    await page.waitForSelector('.comment-body:has-text("Looks good <i>x</i>")');
+    const run = await srv.api('GET', '/api/2.0/mlflow/runs/get?run_id=' + runIds[7]);
+    assert.equal(run.run.data.tags.find((t) => t.key === 'mlflow.note.content').value, 'Baseline <b>not bold</b>');
+    await screenshot(page, 'run-overview');
+    await noXSS();
+  });
+
+  test('charts draw, name their runs, zoom refetches at full resolution, compare overlays runs', async () => {
+    // Three runs with 6,000 steps each, one with a spike.
+    const ids = [];
+    for (let r = 0; r < 3; r++) {
+      const id = await createRun(srv, exp, `curve-${r}`, { start: Date.now() - 600_000 });
+      ids.push(id);
+      const metrics = [];
+      for (let s = 0; s < 6000; s++) metrics.push({ key: 'train/loss', value: s === 4321 && r === 0 ? 50 : 2 / Math.sqrt(s + 1) + r * 0.1 + 0.02 * Math.sin(s / 50), timestamp: Date.now() - 600_000 + s * 100, step: s });
+      await logBatch(srv, id, { metrics, params: [{ key: 'lr', value: r < 2 ? '0.01' : '0.1' }] });
+    }
+    await page.goto(srv.url + '/runs/' + ids[0] + '?tab=metrics');
+    await page.waitForSelector('.chart[data-metric="train/loss"][data-draw-ms]');
+    const ink = await canvasInk(page, '.chart[data-metric="train/loss"] canvas');
+    assert.ok(ink > 2000, 'chart canvas has ink: ' + ink);
+    assert.equal(await page.textContent('.chart[data-metric="train/loss"] .legend-name'), 'curve-0');
+
+    // Zoom: drag across the middle of the plot; a request for the step range follows.
+    const zoomReq = page.waitForRequest((r) => r.url().includes('get-history-bulk-interval') && r.url().includes('start_step='));
+    const box = await page.locator('.chart[data-metric="train/loss"] .u-over').boundingBox();
+    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.75, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    const req = await zoomReq;
+    const u = new URL(req.url());
+    const start = Number(u.searchParams.get('start_step'));
+    const end = Number(u.searchParams.get('end_step'));
+    assert.ok(start > 2000 && end < 5000 && end > start, `zoom range ${start}-${end}`);
+    await page.waitForSelector('.chart[data-metric="train/loss"][data-zoom-count]');
+    await screenshot(page, 'run-metrics-zoomed');
+
+    // Smoothing and log scale redraw without breaking.
+    await page.locator('input[name=smoothing]').fill('0.9');
+    await page.check('input[name=log-scale]');
+    await page.selectOption('select[name=x-axis]', 'relative');
+    await sleep(300);
+    assert.ok((await canvasInk(page, '.chart[data-metric="train/loss"] canvas')) > 1000);
+    await page.locator('input[name=smoothing]').fill('0');
+    await page.uncheck('input[name=log-scale]');
+    await page.selectOption('select[name=x-axis]', 'step');
+
+    // Compare: three runs overlaid, grouped by lr.
+    await page.goto(srv.url + '/compare?runs=' + ids.join(',') + '&group=lr');
+    await page.waitForSelector('.chart[data-metric="train/loss"][data-draw-ms]');
+    const legend = await page.locator('.chart[data-metric="train/loss"] .legend-name').allTextContents();
+    assert.deepEqual(legend, ['curve-0', 'curve-1', 'curve-2']);
+    assert.ok((await page.locator('.chart[data-metric="train/loss"] .legend-group').allTextContents()).includes('lr=0.1'));
+    assert.ok((await canvasInk(page, '.chart[data-metric="train/loss"] canvas')) > 3000);
+    assert.ok(await page.locator('table.diff tr.differs').count() >= 1, 'params diff shows lr');
+    await screenshot(page, 'compare-runs');
+
+    // Bad values: NaN, Infinity and huge values and an empty run chart without errors.
+    await page.goto(srv.url + '/compare?runs=' + [runIds[13], runIds[14], runIds[15], runIds[59], runIds[7]].join(','));
+    await page.waitForSelector('.chart[data-metric="loss"][data-draw-ms]');
+    await noXSS();
+    await screenshot(page, 'compare-bad-values');
+  });
+});
+
+describe('logs', () => {
+  test('logs tab renders ANSI colours, tails new lines, searches and jumps', async () => {
+    const exp = await createExperiment(srv, 'logs-exp');
+    const run = await createRun(srv, exp, 'live-run');
+    const lines = [];
+    for (let i = 0; i < 3000; i++) {
+      const text = i === 100 ? '\x1b[31mERROR\x1b[0m something \x1b[1;32mgreen bold\x1b[0m' : i === 101 ? '<script>window.__xss=3</script><b>bold?</b>' : `step ${i} loss=${(1 / (i + 1)).toFixed(5)}`;
+      lines.push({ timestamp: Date.now(), stream: i % 10 === 9 ? 'stderr' : 'stdout', text, node: i % 2, local_rank: i % 4 });
+    }
+    const append = (first, ls) => srv.api('POST', '/api/2.0/sextant/logs/append', { run_id: run, source: 'test-src', first_seq: first, lines: ls });
+    await append(0, lines);
+    await page.goto(srv.url + '/runs/' + run + '?tab=logs');
+    await page.waitForFunction(() => document.querySelector('.logs')?.dataset.total === '3000');
+    // Follow puts the end in view; new lines arrive through the tail.
+    await page.waitForSelector('.log-line[data-line="3000"]');
+    await append(3000, [0, 1, 2, 3, 4].map((i) => ({ timestamp: Date.now(), stream: 'stdout', text: `tailed line ${i}`, node: 0, local_rank: 0 })));
+    await page.waitForSelector('.log-line:has-text("tailed line 4")', { timeout: 10_000 });
+    assert.match(await page.textContent('[data-testid=log-status]'), /3,005 lines/);
+
+    // Jump to a line, with ANSI colours as spans and HTML as text.
+    await page.fill('input[aria-label="Jump to line"]', '101');
+    await page.press('input[aria-label="Jump to line"]', 'Enter');
+    await page.waitForSelector('.log-line[data-line="101"] .f1');
+    assert.equal(await page.textContent('.log-line[data-line="101"] .f1'), 'ERROR');
+    assert.ok(await page.locator('.log-line[data-line="101"] .f10.ab').count(), 'bold green');
+    assert.equal(await page.textContent('.log-line[data-line="102"] .lt'), '<script>window.__xss=3</script><b>bold?</b>');
+    await noXSS();
+
+    // Search jumps to the first match.
+    await page.fill('input[aria-label="Search logs"]', 'loss=0.00050');
+    await page.press('input[aria-label="Search logs"]', 'Enter');
+    await page.waitForSelector('.log-results li');
+    await page.waitForSelector('.log-line.hit');
+    assert.match(await page.textContent('.log-line.hit'), /loss=0\.00050/);
+    await screenshot(page, 'run-logs');
+
+    // Node and rank filter.
+    await page.fill('input[aria-label=Node]', '1');
+    await page.fill('input[aria-label=Rank]', '3');
+    await page.waitForFunction(() => /matching lines/.test(document.querySelector('[data-testid=log-status]').textContent));
+    const ranks = await page.locator('.log-line .lr').allTextContents();
+    assert.ok(ranks.length > 0 && ranks.every((r) => r === '1:3'), 'filtered: ' + ranks.slice(0, 5));
+    await finishRun(srv, run);
+  });
+});
+
+describe('artifacts', () => {
+  test('artifact tree previews text, JSON, YAML and images and offers downloads', async () => {
+    const exp = await createExperiment(srv, 'artifacts-exp');
+    const run = await createRun(srv, exp, 'with-artifacts');
+    const info = (await srv.api('GET', '/api/2.0/mlflow/runs/get?run_id=' + run)).run.info;
+    const base = '/api/2.0/mlflow-artifacts/artifacts/' + info.artifact_uri.replace(/^mlflow-artifacts:\/*/, '');
+    const png = Buffer.from(
+      'iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAKklEQVR4nGP8z4AfMBGQZ2BhYGBgYPiPQx0jAxEmjCoYVTCqYFTBqAJ0AAD+6gMdkyq9JQAAAABJRU5ErkJggg==',
+      'base64',
+    );
+    await srv.api('PUT', base + '/config.json', JSON.stringify({ lr: 0.001, layers: [64, 64], name: '<b>x</b>' }));
+    await srv.api('PUT', base + '/model/MLmodel', 'flavors:\n  pytorch:\n    version: 2.5\n');
+    await srv.api('PUT', base + '/notes.txt', 'hello <script>window.__xss=4</script>');
+    await srv.api('PUT', base + '/plots/curve.png', new Uint8Array(png));
+    await page.goto(srv.url + '/runs/' + run + '?tab=artifacts');
+    await page.click('.art-item[data-path="config.json"]');
+    await page.waitForSelector('pre.art-text[data-kind=json]');
+    assert.match(await page.textContent('pre.art-text'), /"layers": \[\n\s+64,/);
+    await page.click('.art-item[data-path="notes.txt"]');
+    await page.waitForSelector('pre.art-text:has-text("hello <script>")');
+    await page.click('.art-item[data-path="model"]');
+    await page.click('.art-item[data-path="model/MLmodel"]');
+    await page.waitForSelector('pre.art-text[data-kind=yaml]');
+    await page.click('.art-item[data-path="plots"]');
+    await page.click('.art-item[data-path="plots/curve.png"]');
+    await page.waitForSelector('img.art-img');
+    await page.waitForFunction(() => document.querySelector('img.art-img').naturalWidth === 16);
+    const dl = await page.getAttribute('.art-head a[download]', 'href');
+    const r = await srv.api('GET', dl, undefined, { raw: true });
+    assert.equal(r.status, 200);
+    await screenshot(page, 'run-artifacts');
+    await noXSS();
+  });
+});
+
+describe('GPU pane', () => {
+  test('updates from agents, groups nodes, shows at most 2 hours, pauses when idle and resumes', async () => {
+    const now = Date.now();
+    const gpu = (i, util) => ({ index: i, uuid: 'GPU-' + i, name: 'Simulated H100', util, mem_used: (20 + i) * 2 ** 30, mem_total: 80 * 2 ** 30, temp: 50 + i, power: 300 + i, power_limit: 700 });
+    // node-a: 4 GPUs, node-b: 2 GPUs, with history from (almost) the 2 hours the server keeps.
+    for (const [node, rank, n] of [['node-a', 0, 4], ['node-b', 1, 2]]) {
+      const samples = [];
+      for (let t = now - 2 * 3600_000 + 120_000; t <= now; t += 60_000) samples.push({ ts_ms: t, gpus: Array.from({ length: n }, (_, i) => gpu(i, 50 + 40 * Math.sin(t / 600_000 + i))) });
+      for (let i = 0; i < samples.length; i += 60) await srv.api('POST', '/api/2.0/sextant/gpu/samples', { node, node_rank: rank, num_nodes: 2, samples: samples.slice(i, i + 60) });
+    }
+    await page.goto(srv.url + '/gpu?gpu_poll_ms=300&gpu_idle_ms=2500');
+    await page.waitForSelector('.gpu-node[data-node="node-b"] .gpu-card');
+    assert.equal(await page.locator('.gpu-node').count(), 2);
+    assert.equal(await page.locator('.gpu-node[data-node="node-a"] .gpu-card').count(), 4);
+    assert.equal(await page.locator('.gpu-node[data-node="node-b"] .gpu-card').count(), 2);
+    const span = Number(await page.getAttribute('.gpu-pane', 'data-span-ms'));
+    assert.ok(span > 60 * 60_000 && span <= 2 * 3600_000 + 60_000, 'history span ' + span);
+    assert.ok((await canvasInk(page, '.gpu-node[data-node="node-a"] .gpu-card[data-gpu="0"] .gpu-metric[data-field=util] canvas')) > 50);
+
+    // A new sample shows up by itself.
+    await page.mouse.move(10, 10);
+    await srv.api('POST', '/api/2.0/sextant/gpu/samples', { node: 'node-a', node_rank: 0, samples: [{ ts_ms: Date.now(), gpus: [gpu(0, 77), gpu(1, 1), gpu(2, 2), gpu(3, 3)] }] });
+    await page.waitForSelector('.gpu-node[data-node="node-a"] .gpu-card[data-gpu="0"] .gpu-metric[data-field=util] .gpu-value:has-text("77%")', { timeout: 5000 });
+    await screenshot(page, 'gpu-pane');
+
+    // No interaction for the idle time: polling stops and the pane says so.
+    await page.waitForSelector('.gpu-pane[data-paused="true"]', { timeout: 6000 });
+    assert.match(await page.textContent('[data-testid=gpu-state]'), /Paused/);
+    const polls = Number(await page.getAttribute('.gpu-pane', 'data-polls'));
+    await sleep(1000);
+    assert.equal(Number(await page.getAttribute('.gpu-pane', 'data-polls')), polls, 'no polls while paused');
+    await screenshot(page, 'gpu-pane-paused');
+    // Interaction resumes it.
+    await page.mouse.move(200, 200);
+    await page.waitForSelector('.gpu-pane[data-paused="false"]');
+    await page.waitForFunction((p) => Number(document.querySelector('.gpu-pane').dataset.polls) > p, polls);
+
+    // The run page's panel, fed by the simulated agent when it exists.
+    const exp = await createExperiment(srv, 'gpu-exp');
+    const run = await createRun(srv, exp, 'gpu-run');
+    const { spawn } = await import('node:child_process');
+    const { sextantBin } = await import('./harness.mjs');
+    const agent = spawn(sextantBin(), ['agent', '--gpu-source=sim:4', '--interval', '200ms', '--server', srv.url, '--run-id', run, '--node', 'sim-node', '--spool-dir', srv.dataDir + '/spool'], { stdio: 'ignore' });
+    try {
+      await page.goto(srv.url + '/runs/' + run + '?tab=gpu&gpu_poll_ms=300&gpu_idle_ms=60000');
+      await page.waitForSelector('.gpu-node[data-node="sim-node"] .gpu-card[data-gpu="3"]', { timeout: 15_000 });
+      await page.waitForFunction(() => Number(document.querySelector('.gpu-pane').dataset.polls) >= 3);
+      await screenshot(page, 'run-gpu-panel');
+    } finally {
+      agent.kill('SIGTERM');
+    }
+  });
+});
+
+describe('volumes and the server', () => {
+  test('volumes page says volumes are unavailable and browses workspace files with upload', async () => {
+    await page.goto(srv.url + '/volumes');
+    await page.waitForSelector('[data-testid=volumes-unavailable]');
+    await screenshot(page, 'volumes-unavailable');
+    await page.click('text=Browse /Workspace/Shared');
+    await page.waitForSelector('.file-browser');
+    await page.setInputFiles('input[type=file]', { name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from('hi there') });
+    await page.waitForSelector('.file-browser td:has-text("hello.txt")');
+    const r = await srv.api('GET', '/api/2.0/fs/files/Workspace/Shared/hello.txt', undefined, { raw: true });
+    assert.equal(await r.text(), 'hi there');
+    await screenshot(page, 'volumes-workspace-files');
+  });
+
+  test('UI pages carry security headers; API paths never fall back to the UI', async () => {
+    const r = await fetch(srv.url + '/experiments/1', { headers: { 'Accept-Encoding': 'gzip' } });
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type'), /text\/html/);
+    assert.match(r.headers.get('content-security-policy'), /script-src 'self'/);
+    assert.match(r.headers.get('content-security-policy'), /frame-ancestors 'none'/);
+    assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
+    const html = await r.text();
+    assert.doesNotMatch(html, /<script>(?!<\/)/, 'no inline script');
+    const asset = html.match(/src="(\/assets\/[^"]+\.js)"/)[1];
+    const a = await fetch(srv.url + asset);
+    assert.match(a.headers.get('cache-control'), /immutable/);
+    for (const p of ['/api/2.0/mlflow/nope', '/ajax-api/2.0/nope', '/assets/app-NOPE.js']) {
+      const x = await fetch(srv.url + p);
+      assert.equal(x.status, 404, p);
+      assert.doesNotMatch(await x.text(), /<html/i, p);
+    }
+  });
+
+  test('workspace browser lists experiments and searches by name', async () => {
+    await page.goto(srv.url + '/');
+    await page.waitForSelector('.experiment-row');
+    await page.fill('input[aria-label="Search experiments"]', 'sweep');
+    await page.waitForSelector('.search-results a:has-text("vision-sweep")');
+    await screenshot(page, 'workspace-single-user');
+  });
+
+  test('no CSP violations or script errors on any page', () => {
+    assert.deepEqual(br.problems, []);
+  });
+});
+
+describe('multi-user', () => {
+  test('login, folders, experiments and the permissions dialog (CSRF header on changes)', async () => {
+    const mu = await startServer({ auth: 'on', extraArgs: ['--admin-email', 'admin@example.com'] });
+    const b = await launch();
+    try {
+      const pw = /one-time password (\S+)/.exec(mu.stderr)?.[1];
+      assert.ok(pw, 'one-time password printed');
+      const p = b.page;
+      await p.goto(mu.url + '/');
+      await p.waitForSelector('form.login');
+      await screenshot(p, 'login');
+      await p.fill('input[name=email]', 'admin@example.com');
+      await p.fill('input[name=password]', 'wrong password');
+      await p.click('button[type=submit]');
+      await p.waitForSelector('.login .error-text:not(:empty)');
+      await p.fill('input[name=password]', pw);
+      await p.click('button[type=submit]');
+      await p.waitForSelector('.folder-row a:has-text("Users")');
+      assert.ok(await p.locator('.folder-row a:has-text("Shared")').count());
+      await p.click('.folder-row a:has-text("Shared")');
+      await p.waitForSelector('.page-head h1:has-text("Shared")');
+      await p.fill('input[aria-label=Name]', 'team-a');
+      await p.click('button:has-text("New folder")');
+      await p.waitForSelector('.page-head h1:has-text("team-a")');
+      await p.fill('input[aria-label=Name]', 'resnet');
+      await p.click('button:has-text("New experiment")');
+      await p.waitForSelector('.page.experiment h1:has-text("/Shared/team-a/resnet")');
+      await p.click('button:has-text("Permissions")');
+      await p.waitForSelector('.modal');
+      await p.fill('.modal input[aria-label=Principal]', 'admin@example.com');
+      await p.click('.modal button:has-text("Grant")');
+      await p.waitForSelector('.modal td:has-text("admin@example.com")');
+      await screenshot(p, 'permissions-dialog');
+      assert.deepEqual(b.problems.filter((x) => !/401|403/.test(x)), []);
+    } finally {
+      await b.close();
+      await mu.stop();
+    }
+  });
+});
