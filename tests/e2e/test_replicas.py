@@ -137,6 +137,44 @@ def test_written_through_one_is_read_through_the_other(replicas):
     assert r.status_code == 400 and r.json()["error_code"] == "INVALID_PARAMETER_VALUE", r.text
 
 
+def test_log_tail_and_gpu_pane_read_the_shared_store(replicas):
+    """A tail waiting on one replica gets lines appended through the other,
+    and GPU samples posted to one are the pane's latest on the other."""
+    a, b, _ = replicas
+    exp = api(a, "POST", "/experiments/create", json={"name": f"/Shared/replicas/logs-{uuid.uuid4().hex[:8]}"})["experiment_id"]
+    run = api(a, "POST", "/runs/create", json={"experiment_id": exp, "start_time": 1})["run"]["info"]["run_id"]
+    got = {}
+
+    def tail():
+        t0 = time.monotonic()
+        r = requests.get(f"{a.url}/api/2.0/sextant/logs/tail", params={"run_id": run, "after_line": 0, "wait_ms": 20000}, timeout=60)
+        got["status"], got["body"], got["waited"] = r.status_code, r.json(), time.monotonic() - t0
+
+    th = threading.Thread(target=tail)
+    th.start()
+    time.sleep(1.0)  # the tail on a is waiting now
+    r = requests.post(f"{b.url}/api/2.0/sextant/logs/append", timeout=30, json={
+        "run_id": run, "source": "test", "first_seq": 0,
+        "lines": [{"timestamp": 1, "stream": "stdout", "text": "hello from b"}]})
+    assert r.status_code == 200, r.text
+    th.join(30)
+    assert not th.is_alive()
+    assert got["status"] == 200, got
+    assert [l["text"] for l in got["body"]["lines"]] == ["hello from b"]
+    # Woken by a's poll of the shared store, well before wait_ms.
+    assert got["waited"] < 10, got["waited"]
+
+    node = f"node-{uuid.uuid4().hex[:6]}"
+    now = int(time.time() * 1000)
+    r = requests.post(f"{b.url}/api/2.0/sextant/gpu/samples", timeout=30, json={
+        "node": node, "run_id": run, "samples": [{"ts_ms": now, "gpus": [{"index": 0, "util": 87, "mem_used": 1024, "mem_total": 4096, "temp": 61}]}]})
+    assert r.status_code == 200, r.text
+    r = requests.get(f"{a.url}/api/2.0/sextant/gpu/latest", params={"node": node}, timeout=30)
+    assert r.status_code == 200, r.text
+    nodes = r.json()["nodes"]
+    assert [(n["node"], n["run_id"], n["gpus"][0]["util"]) for n in nodes] == [(node, run, 87)], nodes
+
+
 def test_mlflow_client_through_the_proxy(replicas, use_server, tmp_path, monkeypatch):
     a, b, proxy = replicas
 

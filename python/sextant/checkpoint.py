@@ -1,0 +1,639 @@
+"""PyTorch Distributed Checkpoint (DCP) storage on Sextant volumes.
+
+:class:`VolumeWriter` and :class:`VolumeReader` stage all I/O through a fast
+local directory (``staging_dir``, else ``$SEXTANT_STAGING_DIR``, else the
+system's temporary directory) and upload to / download from a volume::
+
+    import torch.distributed.checkpoint as dcp
+    from sextant.checkpoint import VolumeReader, VolumeWriter
+
+    path = "/Volumes/main/team/ckpt/run1/step_100"
+    fut = dcp.async_save(state_dict, storage_writer=VolumeWriter(path))
+    ...                      # training continues while the shards upload
+    fut.result()             # returns once the checkpoint has landed
+    dcp.load(state_dict, storage_reader=VolumeReader(path))
+
+A checkpoint is complete once its ``.metadata`` exists. The writer uploads
+each rank's shards inside ``write_data`` (in parallel, as soon as each is
+written, with retries), and DCP calls ``finish`` on the coordinator only
+after every rank's ``write_data`` returned; ``finish`` checks that every
+shard is on the volume and only then uploads ``.metadata``. A save that
+fails anywhere (a rank killed, the server or the network gone) leaves no
+``.metadata``, and :class:`VolumeReader` refuses such a checkpoint.
+
+Shard files are named per save (``__<rank>_<save>_<n>.distcp``), so no
+``.metadata`` can ever describe another save's bytes, and a coordinator
+holds ``.sextant-writer`` in the checkpoint directory while saving, so that
+a second job saving into the same directory fails at once with a clear
+error instead of racing the first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+import weakref
+from collections.abc import Generator
+from concurrent.futures import Future as _CFuture
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+from torch.distributed.checkpoint.filesystem import (
+    DEFAULT_SUFFIX,
+    FileSystem,
+    FileSystemReader,
+    FileSystemWriter,
+    _item_size,
+    _StoragePrefix,
+)
+from torch.distributed.checkpoint.metadata import STATE_DICT_TYPE, Metadata, StorageMeta
+from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, SavePlan, SavePlanner, WriteItem, WriteItemType
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
+
+from .client import AlreadyExists, Client, Conflict, NotFound, volume_path
+
+__all__ = [
+    "VolumeWriter",
+    "VolumeReader",
+    "IncompleteCheckpointError",
+    "CheckpointInfo",
+    "list_checkpoints",
+    "latest_checkpoint",
+    "METADATA",
+    "WRITER_LOCK",
+]
+
+#: The file that marks a checkpoint complete; written last.
+METADATA = ".metadata"
+#: The file a saving coordinator holds in the checkpoint directory.
+WRITER_LOCK = ".sextant-writer"
+
+
+class IncompleteCheckpointError(FileNotFoundError):
+    """The checkpoint directory exists but has no .metadata: its save did not finish."""
+
+
+def _staging_root(staging_dir: str | os.PathLike[str] | None) -> str:
+    root = os.fspath(staging_dir) if staging_dir else os.environ.get("SEXTANT_STAGING_DIR") or tempfile.gettempdir()
+    os.makedirs(root, exist_ok=True)
+    return root
+
+
+def _step_of(path: str) -> int | None:
+    m = re.search(r"(\d+)$", path.rstrip("/").rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def _active_run_id() -> str | None:
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        try:
+            run = mlflow.active_run()
+            if run is not None:
+                return str(run.info.run_id)
+        except Exception:  # noqa: BLE001 - tagging is best effort
+            pass
+    return os.environ.get("MLFLOW_RUN_ID") or None
+
+
+def _rmtree(path: str | os.PathLike[str]) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class _StagingFileSystem(FileSystem):
+    """The local file system of the staging directory, calling on_written
+    with each file written completely while it is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_written: Any = None
+
+    @contextmanager
+    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Generator[IO[bytes], None, None]:
+        with super().create_stream(path, mode) as stream:
+            yield cast(IO[bytes], stream)
+        cb = self.on_written
+        if cb is not None and "w" in mode:
+            cb(Path(path))
+
+
+class _Heartbeat:
+    """Keeps a writer lock fresh while a save is in progress: every interval
+    it re-uploads the lock's content, as long as the lock is still that of
+    this save."""
+
+    def __init__(self, client: Client, lock: str, save: str, interval: float) -> None:
+        self.client, self.lock, self.save, self.interval = client, lock, save, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sextant-ckpt-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                body = self.client.read(self.lock)
+                if json.loads(body).get("save") != self.save or self._stop.is_set():
+                    return
+                self.client.upload_bytes(self.lock, body, overwrite=True)
+            except Exception:  # noqa: BLE001 - a missed beat only ages the lock
+                continue
+
+    def stop(self) -> None:
+        # Not waiting long: a beat stuck on a dead network must not hold up
+        # the save's failure. A beat that lands after the lock was released
+        # leaves a lock that is stale one lease later.
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=2)
+
+
+class VolumeWriter(FileSystemWriter):
+    """A DCP StorageWriter that writes shards to a local staging directory and
+    uploads them to the volume path, publishing .metadata last.
+
+    Args:
+        path: the checkpoint directory, ``/Volumes/<catalog>/<schema>/<volume>/...``
+            (one directory per checkpoint, such as ``.../run1/step_100``).
+        staging_dir: where shards are written before upload (default
+            ``$SEXTANT_STAGING_DIR`` or the temporary directory). Each rank
+            needs room for its shards; they are deleted once uploaded.
+        client: the :class:`sextant.client.Client` to use (default: from the
+            environment, as the mlflow client).
+        step: the training step, for the run's tags (default: the number that
+            ends the path's last segment, as in ``step_100``).
+        upload_threads: parallel uploads per rank.
+        file_bytes: a rank's shards are cut into files of about this size
+            (a tensor is never split), written one after the other: each file
+            uploads while the next is being written.
+        thread_count: threads writing files to the staging directory.
+        overwrite: replace an existing checkpoint at path (the new one
+            becomes visible at once when its .metadata lands); False refuses.
+        lease_seconds: a writer lock not refreshed for this long is stale and
+            may be taken over by another save.
+        keep_staging: keep the staged files (for debugging).
+
+    Works with ``dcp.save`` and ``dcp.async_save`` (which needs a CPU backend
+    in the process group: ``gloo``, or ``cpu:gloo,cuda:nccl`` on GPUs); the
+    future returns once the checkpoint has landed. When an mlflow run is
+    active where the writer is created (or where ``async_save`` is called),
+    the coordinator tags it with the checkpoint: ``sextant.checkpoint.latest``
+    (path), ``sextant.checkpoint.latest_step`` and
+    ``sextant.checkpoint.step.<step>`` (path).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        staging_dir: str | os.PathLike[str] | None = None,
+        *,
+        client: Client | None = None,
+        step: int | None = None,
+        upload_threads: int = 4,
+        file_bytes: int = 64 << 20,
+        thread_count: int = 1,
+        single_file_per_rank: bool = True,
+        sync_files: bool = False,
+        overwrite: bool = True,
+        lease_seconds: float = 60.0,
+        keep_staging: bool = False,
+        cache_staged_state_dict: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self._remote = volume_path(path)
+        self._root = _staging_root(staging_dir)
+        super().__init__(
+            path=self._root,
+            single_file_per_rank=single_file_per_rank,
+            sync_files=sync_files,
+            thread_count=thread_count,
+            cache_staged_state_dict=cache_staged_state_dict,
+            overwrite=overwrite,
+            **kwargs,
+        )
+        self.fs = _StagingFileSystem()
+        self.client = client or Client()
+        self.step = step
+        self.upload_threads = max(1, upload_threads)
+        self.file_bytes = max(1, file_bytes)
+        self.lease_seconds = lease_seconds
+        self.keep_staging = keep_staging
+        self.writer_id = uuid.uuid4().hex
+        self.is_coordinator = False
+        self._run_id = _active_run_id()
+        self._save_tag = ""
+        self._staging: Path | None = None
+        self._heartbeat: _Heartbeat | None = None
+        self._staged_dirs: list[str] = []
+        weakref.finalize(self, _cleanup_dirs, self._staged_dirs)
+
+    # ---- DCP's StorageWriter ----
+
+    @property
+    def checkpoint_id(self) -> str:  # type: ignore[override]
+        """The checkpoint's volume path."""
+        return self._remote
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        return str(checkpoint_id).startswith("/Volumes/")
+
+    def storage_meta(self) -> StorageMeta | None:
+        return StorageMeta(checkpoint_id=self._remote, save_id=self.save_id)
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        if checkpoint_id:
+            self._remote = volume_path(checkpoint_id)
+        self._stop_heartbeat()
+        super().reset(None)
+
+    def stage(self, state_dict: STATE_DICT_TYPE) -> STATE_DICT_TYPE:
+        # async_save stages in the caller's thread: the mlflow run is visible here.
+        self._run_id = _active_run_id() or self._run_id
+        return super().stage(state_dict)
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        super().set_up_storage_writer(is_coordinator, *args, **kwargs)
+        if not self.use_collectives:
+            raise ValueError("VolumeWriter needs use_collectives=True: its .metadata is published once, by the "
+                             "coordinator, after every rank's shards have landed")
+        self.is_coordinator = is_coordinator
+        self._run_id = _active_run_id() or self._run_id
+        self._stop_heartbeat()
+        self._staging = Path(tempfile.mkdtemp(prefix="sextant-ckpt-", dir=self._root))
+        self._staged_dirs.append(str(self._staging))
+        self.path = self._staging
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        if self.is_coordinator and self.client.stat(self._remote + "/" + METADATA) is not None:
+            if not self.overwrite:
+                raise RuntimeError(f"Checkpoint already exists at {self._remote} and overwrite=False.")
+            warnings.warn(f"Overwriting the checkpoint at {self._remote} (overwrite=True): the new one replaces it "
+                          "when its .metadata lands", stacklevel=2)
+        return super().prepare_local_plan(plan)
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        self._save_tag = uuid.uuid4().hex[:8]
+        self._acquire_lock()
+        return [dataclasses.replace(p, storage_data=_StoragePrefix(f"__{i}_{self._save_tag}_")) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
+        prefix = cast(_StoragePrefix, plan.storage_data).prefix
+        tag = prefix.rstrip("_").rsplit("_", 1)[-1]
+        if self._heartbeat is None:
+            self._heartbeat = _Heartbeat(self.client, self._remote + "/" + WRITER_LOCK, tag, self.lease_seconds / 4)
+        pool = ThreadPoolExecutor(self.upload_threads, thread_name_prefix="sextant-upload")
+        uploads: dict[str, _CFuture[int]] = {}
+        mu = threading.Lock()
+
+        def on_written(p: Path) -> None:
+            with mu:
+                if p.name not in uploads:
+                    uploads[p.name] = pool.submit(self._upload, p)
+
+        self.fs.on_written = on_written
+        try:
+            files: queue.Queue[tuple[Any, str, list[WriteItem]]] = queue.Queue()
+            for i, bucket in enumerate(_cut(plan.items, self.file_bytes)):
+                name = f"{prefix}{i}{DEFAULT_SUFFIX}"
+                files.put((self.fs.concat_path(cast(Path, self.path), name), name, bucket))
+            fut = self._write_data(planner, files)
+            fut.wait()
+            results = fut.value()
+            for name in sorted({r.storage_data.relative_path for r in results}):
+                on_written(cast(Path, self.path) / name)
+            for f in list(uploads.values()):
+                f.result()
+        finally:
+            self.fs.on_written = None
+            pool.shutdown(wait=True, cancel_futures=True)
+            self._stop_heartbeat()
+            if not self.is_coordinator:
+                self._drop_staging()
+        out: Future[list[WriteResult]] = Future()
+        out.set_result(results)
+        return out
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        super().finish(metadata, results)
+        names = {r.storage_data.relative_path for rs in results for r in rs}
+        present = {e.name for e in self.client.list_dir(self._remote)}
+        missing = sorted(names - present)
+        if missing:
+            raise RuntimeError(f"{len(missing)} shard(s) of {self._remote} are not on the volume ({', '.join(missing[:3])}"
+                               f"{'...' if len(missing) > 3 else ''}): .metadata was not published")
+        local = cast(Path, self.path) / METADATA
+        deadline = time.monotonic() + self.lease_seconds
+        while True:
+            try:
+                self.client.upload_file(self._remote + "/" + METADATA, local)
+                break
+            except Conflict:
+                # Uploads into the directory are in flight (another writer's):
+                # the server refuses .metadata until they end.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        # Shards of earlier saves into this directory are garbage now.
+        for name in sorted(present):
+            if name.endswith(".distcp") and name not in names:
+                self.client.delete(self._remote + "/" + name, missing_ok=True)
+        self._release_lock()
+        self._tag_run()
+        self._drop_staging()
+
+    def close(self) -> None:
+        """Stops background work and removes staged files."""
+        self._stop_heartbeat()
+        _cleanup_dirs(self._staged_dirs)
+
+    # ---- helpers ----
+
+    def _upload(self, local: Path) -> int:
+        n = self.client.upload_file(self._remote + "/" + local.name, local)
+        if not self.keep_staging:
+            local.unlink(missing_ok=True)
+        return n
+
+    def _drop_staging(self) -> None:
+        if self._staging is not None and not self.keep_staging:
+            _rmtree(self._staging)
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
+    def _acquire_lock(self) -> None:
+        lock = self._remote + "/" + WRITER_LOCK
+        body = json.dumps({"save": self._save_tag, "writer": self.writer_id, "host": socket.gethostname(),
+                           "pid": os.getpid(), "started": time.time(), "lease": self.lease_seconds}).encode()
+        for _ in range(5):
+            try:
+                self.client.upload_bytes(lock, body, overwrite=False)
+                break
+            except AlreadyExists:
+                info = self.client.stat(lock)
+                if info is None:
+                    continue  # released meanwhile
+                try:
+                    holder = json.loads(self.client.read(lock))
+                except (NotFound, ValueError):
+                    holder = {}
+                age = self.client.server_time() - info.last_modified
+                if holder.get("writer") != self.writer_id and age < self.lease_seconds:
+                    raise RuntimeError(
+                        f"another writer is saving to {self._remote} (host {holder.get('host')}, pid "
+                        f"{holder.get('pid')}, lock refreshed {age:.0f}s ago): two jobs must not save into one "
+                        f"checkpoint directory. If that job is gone, wait {self.lease_seconds - age:.0f}s or "
+                        f"delete {lock}.") from None
+                if holder.get("writer") != self.writer_id:
+                    warnings.warn(f"taking over the stale writer lock of {self._remote} (not refreshed for "
+                                  f"{age:.0f}s)", stacklevel=2)
+                self.client.upload_bytes(lock, body, overwrite=True)
+                break
+        self._heartbeat = _Heartbeat(self.client, lock, self._save_tag, self.lease_seconds / 4)
+
+    def _release_lock(self) -> None:
+        lock = self._remote + "/" + WRITER_LOCK
+        try:
+            if json.loads(self.client.read(lock)).get("save") == self._save_tag:
+                self.client.delete(lock, missing_ok=True)
+        except (NotFound, ValueError):
+            pass
+
+    def _tag_run(self) -> None:
+        if not self._run_id:
+            return
+        step = self.step if self.step is not None else _step_of(self._remote)
+        try:
+            from mlflow.entities import RunTag
+            from mlflow.tracking import MlflowClient
+
+            tags = [RunTag("sextant.checkpoint.latest", self._remote)]
+            if step is not None:
+                tags += [RunTag("sextant.checkpoint.latest_step", str(step)),
+                         RunTag(f"sextant.checkpoint.step.{step}", self._remote)]
+            MlflowClient().log_batch(self._run_id, tags=tags)
+        except Exception as e:  # noqa: BLE001 - the checkpoint landed; tagging is best effort
+            warnings.warn(f"checkpoint {self._remote} saved, but tagging mlflow run {self._run_id} failed: {e}",
+                          stacklevel=2)
+
+
+def _cut(items: list[WriteItem], limit: int) -> list[list[WriteItem]]:
+    """The items in order, cut into buckets of about limit bytes (byte items
+    count as nothing; a tensor is never split)."""
+    out: list[list[WriteItem]] = [[]]
+    size = 0
+    for it in items:
+        n = _item_size(it) if it.type != WriteItemType.BYTE_IO else 0
+        if out[-1] and size + n > limit:
+            out.append([])
+            size = 0
+        out[-1].append(it)
+        size += n
+    return out
+
+
+def _cleanup_dirs(dirs: list[str]) -> None:
+    for d in dirs:
+        _rmtree(d)
+    dirs.clear()
+
+
+class VolumeReader(FileSystemReader):
+    """A DCP StorageReader that downloads .metadata and then only the byte
+    ranges of the shards this rank needs, through the staging directory.
+
+    Args:
+        path: the checkpoint directory on the volume.
+        staging_dir: where downloads are staged (default
+            ``$SEXTANT_STAGING_DIR`` or the temporary directory); the staged
+            files are sparse (only the needed ranges) and deleted after the load.
+        client: the :class:`sextant.client.Client` to use.
+        download_threads: parallel range downloads per rank.
+        coalesce_bytes: ranges of one file closer than this are fetched as one.
+        chunk_bytes: ranges longer than this are split across threads.
+
+    A checkpoint without .metadata is refused with
+    :class:`IncompleteCheckpointError`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        staging_dir: str | os.PathLike[str] | None = None,
+        *,
+        client: Client | None = None,
+        download_threads: int = 8,
+        coalesce_bytes: int = 1 << 20,
+        chunk_bytes: int = 64 << 20,
+        keep_staging: bool = False,
+    ) -> None:
+        self._remote = volume_path(path)
+        self._root = _staging_root(staging_dir)
+        super().__init__(self._root)
+        self.client = client or Client()
+        self.download_threads = max(1, download_threads)
+        self.coalesce_bytes = coalesce_bytes
+        self.chunk_bytes = max(1 << 20, chunk_bytes)
+        self.keep_staging = keep_staging
+        self._staged_dirs: list[str] = []
+        weakref.finalize(self, _cleanup_dirs, self._staged_dirs)
+
+    @property
+    def checkpoint_id(self) -> str:  # type: ignore[override]
+        """The checkpoint's volume path."""
+        return self._remote
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        return str(checkpoint_id).startswith("/Volumes/")
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        if checkpoint_id:
+            self._remote = volume_path(checkpoint_id)
+        super().reset(None)
+
+    # No **kwargs: DCP would then retry with per-rank metadata, which this
+    # writer never makes, and bury the reason below.
+    def read_metadata(self) -> Metadata:  # type: ignore[override]
+        try:
+            data = self.client.read(self._remote + "/" + METADATA)
+        except NotFound:
+            if self.client.is_dir(self._remote):
+                raise IncompleteCheckpointError(
+                    f"checkpoint {self._remote} is incomplete: it has no {METADATA}, so its save did not finish "
+                    f"(it failed, was killed, or is still running) and it cannot be loaded. Load an earlier "
+                    f"checkpoint: `sextant ckpt latest {self._remote.rsplit('/', 1)[0]}` names the newest "
+                    f"complete one.") from None
+            raise FileNotFoundError(f"no checkpoint at {self._remote}") from None
+        staging = Path(tempfile.mkdtemp(prefix="sextant-load-", dir=self._root))
+        self._staged_dirs.append(str(staging))
+        (staging / METADATA).write_bytes(data)
+        self.path = staging
+        return super().read_metadata()
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        # Per file: the ranges its items need, merged when close, cut into
+        # chunks. Every chunk downloads in the pool; files are read (and
+        # their staged copy deleted) in order as soon as their chunks landed,
+        # while later files are still downloading.
+        per_file: dict[str, list[Any]] = {}
+        for item in plan.items:
+            per_file.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
+        pool = ThreadPoolExecutor(self.download_threads, thread_name_prefix="sextant-download")
+        fds: dict[str, int] = {}
+        try:
+            pending: list[tuple[str, int, list[_CFuture[None]], list[Any]]] = []
+            for name, items in per_file.items():
+                ranges = sorted((self.storage_data[i.storage_index].offset, self.storage_data[i.storage_index].length)
+                                for i in items)
+                merged: list[list[int]] = []
+                for off, n in ranges:
+                    if merged and off <= merged[-1][1] + self.coalesce_bytes:
+                        merged[-1][1] = max(merged[-1][1], off + n)
+                    else:
+                        merged.append([off, off + n])
+                fd = fds[name] = os.open(cast(Path, self.path) / name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.ftruncate(fd, merged[-1][1])  # sparse: only the ranges are written
+                futs = [pool.submit(self._fetch, name, fd, off, min(self.chunk_bytes, end - off))
+                        for start, end in merged for off in range(start, end, self.chunk_bytes)]
+                pending.append((name, fd, futs, items))
+            for name, fd, futs, items in pending:
+                for f in futs:
+                    f.result()
+                os.close(fds.pop(name))
+                try:
+                    super().read_data(dataclasses.replace(plan, items=items), planner).wait()
+                finally:
+                    if not self.keep_staging:
+                        (cast(Path, self.path) / name).unlink(missing_ok=True)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for fd in fds.values():
+                os.close(fd)
+            for name in per_file:
+                if not self.keep_staging:
+                    (cast(Path, self.path) / name).unlink(missing_ok=True)
+        out: Future[None] = Future()
+        out.set_result(None)
+        return out
+
+    def _fetch(self, name: str, fd: int, off: int, n: int) -> None:
+        try:
+            self.client.download_range_into(self._remote + "/" + name, off, n, fd, off)
+        except NotFound:
+            raise FileNotFoundError(f"shard {name} of checkpoint {self._remote} is missing on the volume "
+                                    "(deleted or overwritten after its .metadata was read)") from None
+
+
+# ---------------------------------------------------------------- listings
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A checkpoint directory and its state."""
+
+    path: str
+    name: str
+    complete: bool  # .metadata exists
+    writing: bool  # a writer holds a fresh lock
+    size: int  # bytes of its files
+    mtime: float  # .metadata's time when complete, else the newest file's
+    step: int | None
+
+
+def _describe(client: Client, path: str, name: str, now: float) -> CheckpointInfo | None:
+    files = list(client.walk(path))
+    if not files:
+        return None
+    by_name = {f.name: f for f in files if f.path == path + "/" + f.name}
+    meta = by_name.get(METADATA)
+    lock = by_name.get(WRITER_LOCK)
+    if meta is None and lock is None and not any(f.name.endswith(".distcp") for f in files):
+        return None  # not a checkpoint
+    writing = False
+    if lock is not None:
+        try:
+            lease = float(json.loads(client.read(lock.path)).get("lease", 60.0))
+        except (NotFound, ValueError, TypeError):
+            lease = 60.0
+        writing = now - lock.last_modified < lease
+    mtime = meta.last_modified if meta else max(f.last_modified for f in files)
+    return CheckpointInfo(path, name, meta is not None, writing, sum(f.size for f in files), mtime, _step_of(name))
+
+
+def list_checkpoints(parent: str, client: Client | None = None) -> list[CheckpointInfo]:
+    """The checkpoints in the directories under parent, oldest first (by step
+    when every one has a number, else by time)."""
+    client = client or Client()
+    parent = volume_path(parent)
+    now = client.server_time()
+    out = [c for e in client.list_dir(parent) if e.is_directory
+           for c in [_describe(client, e.path, e.name, now)] if c is not None]
+    if out and all(c.step is not None for c in out):
+        out.sort(key=lambda c: (c.step, c.mtime))
+    else:
+        out.sort(key=lambda c: c.mtime)
+    return out
+
+
+def latest_checkpoint(parent: str, client: Client | None = None) -> str | None:
+    """The path of the newest complete checkpoint under parent, or None."""
+    done = [c for c in list_checkpoints(parent, client) if c.complete]
+    return done[-1].path if done else None
