@@ -510,3 +510,47 @@ func TestRunSetupErrors(t *testing.T) {
 		t.Fatalf("no command: %v", err)
 	}
 }
+
+// countWriter counts what the tee writes, keeping none of it.
+type countWriter struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.n += int64(len(p))
+	c.mu.Unlock()
+	return len(p), nil
+}
+
+// TestHugeLineWithoutNewline: a child writing one 100 MB line and no
+// newline is teed whole and stored as 1 MiB records, all but the last
+// flagged partial, with nothing lost.
+func TestHugeLineWithoutNewline(t *testing.T) {
+	const size = 100 << 20
+	f := newFakeServer()
+	out := &countWriter{}
+	l := launch(t, f, sh(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x`, size)), func(o *launcher.Options) { o.Stdout = out })
+	if l.err != nil || l.res.Status != tracking.StatusFinished {
+		t.Fatalf("result %+v, err %v", l.res, l.err)
+	}
+	if out.n != size {
+		t.Fatalf("tee wrote %d bytes, want %d", out.n, size)
+	}
+	ls := f.lines(t, l.res.RunID)
+	if len(ls) != size/(1<<20) {
+		t.Fatalf("%d records, want %d", len(ls), size/(1<<20))
+	}
+	total := 0
+	for i, ln := range ls {
+		total += len(ln.Text)
+		partial := ln.Flags&runlogs.FlagPartial != 0
+		if len(ln.Text) != 1<<20 || strings.Trim(ln.Text, "x") != "" || partial != (i < len(ls)-1) {
+			t.Fatalf("record %d: %d bytes, flags %v", i, len(ln.Text), ln.Flags)
+		}
+	}
+	if total != size || l.res.Lost != 0 {
+		t.Fatalf("stored %d bytes, lost %d", total, l.res.Lost)
+	}
+}
