@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/gpu/gputest"
+	"github.com/sextant/sextant/internal/pgtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a goroutine writing while the
@@ -82,13 +83,20 @@ type seriesBody struct {
 // exactly once. Then the query API is checked: both nodes' GPUs, raw and
 // downsampled history, the run's system metrics, and a restart with a
 // 10-minute retention that prunes the older history for good.
+//
+// It runs on SQLite and on PostgreSQL (the GPU store of each).
 func TestAgentsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
+	t.Run("sqlite", func(t *testing.T) { agentsEndToEnd(t, "--sqlite-synchronous", "NORMAL") })
+	t.Run("postgres", func(t *testing.T) { agentsEndToEnd(t, "--db", pgtest.NewDatabase(t)) })
+}
+
+func agentsEndToEnd(t *testing.T, store ...string) {
 	dir := t.TempDir()
 	port := freePort(t)
-	args := []string{"--port", port, "--data-dir", dir, "--sqlite-synchronous", "NORMAL"}
+	args := append([]string{"--port", port, "--data-dir", dir}, store...)
 	addr, stop := runServer(t, nil, args...)
 	base := "http://" + addr
 	start := time.Now().Add(-30 * time.Minute).Truncate(10 * time.Second)

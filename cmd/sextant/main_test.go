@@ -7,10 +7,16 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sextant/sextant/internal/pgtest"
 )
+
+// TestMain stops the PostgreSQL server the PostgreSQL cases start.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // runServer starts "sextant server" in-process with args and env and
 // returns its address and a function that stops it and returns Run's error.
