@@ -92,8 +92,8 @@ func mustAuthServer(t *testing.T) *authServer {
 	t.Cleanup(func() { logStore.Close(ctx) })
 	h := httpapi.New(httpapi.Options{
 		Tracking: tr, Workspace: ws, Files: files, Auth: httpapi.AuthOn, Version: "3.7.0", Volumes: vols,
-		GPU:     gpu.NewService(gpuStore, gpu.ServiceOptions{Runs: tr}),
-		RunLogs: runlogs.NewService(logStore, runlogs.Options{}),
+		GPU:       gpu.NewService(gpuStore, gpu.ServiceOptions{Runs: tr}),
+		RunLogs:   runlogs.NewService(logStore, runlogs.Options{}),
 		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}),
 		UI:        ui.MustNew(),
 	})
