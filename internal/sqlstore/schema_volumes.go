@@ -39,4 +39,17 @@ CREATE TABLE uc_volumes (
 	UNIQUE (catalog, schema_name, name)
 ) WITHOUT ROWID;
 `,
+	// Uploads in flight, claimed here rather than in a replica's memory so
+	// that a checkpoint's .metadata waits for shards uploaded through any
+	// replica, and overwrite=false is exclusive across replicas.
+	`
+CREATE TABLE uc_volume_uploads (
+	id        INTEGER PRIMARY KEY,
+	volume_id TEXT    NOT NULL,
+	dir       TEXT    NOT NULL,
+	name      TEXT    NOT NULL,
+	expires   INTEGER NOT NULL
+);
+CREATE INDEX uc_volume_uploads_dir ON uc_volume_uploads (volume_id, dir);
+`,
 }

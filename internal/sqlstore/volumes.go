@@ -219,6 +219,9 @@ func (s *Store) DeleteVolume(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM uc_volumes WHERE volume_id = ?`, id); err != nil {
 			return sqlError(err, "delete volume")
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE volume_id = ?`, id); err != nil {
+			return sqlError(err, "delete volume")
+		}
 		return deleteGrants(ctx, tx, workspace.ResourceVolume, full)
 	})
 }
@@ -233,4 +236,62 @@ func (s *Store) VolumeIDs(ctx context.Context) (map[string]bool, error) {
 		return err
 	})
 	return out, err
+}
+
+// ClaimUpload implements volumes.Store. The volume's row is locked first
+// (on PostgreSQL; SQLite has one writer), so claims into one volume from
+// every replica are checked and recorded one at a time.
+func (s *Store) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs int64, check func(inFlight []string) error) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_volumes WHERE volume_id = ?`+tx.lock(), u.VolumeID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.Errorf(errs.NotFound, "volume %s does not exist", u.VolumeID)
+		}
+		if err != nil {
+			return sqlError(err, "claim upload")
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? AND expires < ?`, u.VolumeID, u.Dir, nowMs); err != nil {
+			return sqlError(err, "claim upload")
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT name FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? ORDER BY name`, u.VolumeID, u.Dir)
+		if err != nil {
+			return sqlError(err, "claim upload")
+		}
+		var names []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return sqlError(err, "claim upload")
+			}
+			names = append(names, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return sqlError(err, "claim upload")
+		}
+		if err := check(names); err != nil {
+			return err
+		}
+		err = tx.QueryRowContext(ctx, `INSERT INTO uc_volume_uploads (volume_id, dir, name, expires) VALUES (?, ?, ?, ?) RETURNING id`,
+			u.VolumeID, u.Dir, u.Name, u.ExpiresMs).Scan(&u.ID)
+		return sqlError(err, "claim upload")
+	})
+}
+
+// RenewUpload implements volumes.Store.
+func (s *Store) RenewUpload(ctx context.Context, id, expiresMs int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE uc_volume_uploads SET expires = ? WHERE id = ?`, expiresMs, id)
+		return sqlError(err, "renew upload claim")
+	})
+}
+
+// ReleaseUpload implements volumes.Store.
+func (s *Store) ReleaseUpload(ctx context.Context, id int64) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE id = ?`, id)
+		return sqlError(err, "release upload claim")
+	})
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sextant/sextant/internal/blob"
@@ -23,8 +23,8 @@ import (
 // MetadataName is the file a PyTorch Distributed Checkpoint writes last,
 // which marks the checkpoint of its directory complete. An upload of a file
 // with this name is refused while other uploads into its directory are in
-// flight (on this server), so that no client can publish it before the
-// shards it describes have landed.
+// flight (on any replica: uploads are claimed in the store), so that no
+// client can publish it before the shards it describes have landed.
 const MetadataName = ".metadata"
 
 // MaxPageSize is the largest (and the default) page of a directory
@@ -83,7 +83,7 @@ func (s *Service) PutFile(ctx context.Context, sub *workspace.Subject, p Path, r
 	if err != nil {
 		return FileInfo{}, err
 	}
-	release, err := s.uploads.begin(v.ID, p, overwrite)
+	release, err := s.beginUpload(ctx, v, p, overwrite)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -354,49 +354,64 @@ func (s *Service) DeleteDir(ctx context.Context, sub *workspace.Subject, p Path)
 
 // ---- uploads in flight ----
 
-// uploads counts the uploads in flight per directory and file name.
-type uploads struct {
-	mu   sync.Mutex
-	dirs map[string]map[string]int // "<volume id>/<dir>" -> name -> uploads
-}
+// uploadClaimTTL is how long an upload's claim lasts unless renewed; a
+// claim is renewed every third of it while the upload runs, so the claims
+// of a replica that died are gone within this time.
+const uploadClaimTTL = 2 * time.Minute
 
-// begin registers an upload of p into volume id and returns the function
-// that ends it. It refuses a MetadataName upload while other files of its
-// directory are being uploaded, and, with overwrite false, an upload of a
-// file that is being uploaded already.
-func (u *uploads) begin(id string, p Path, overwrite bool) (func(), error) {
-	dir, name := id+"/"+p.Dir().Rel, p.Name()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	names := u.dirs[dir]
-	if name == MetadataName {
-		var busy []string
-		for n, c := range names {
-			if n != name && c > 0 {
-				busy = append(busy, n)
+// beginUpload claims an upload of p into volume v in the store and returns
+// the function that ends it. It refuses a MetadataName upload while other
+// files of its directory are being uploaded, and, with overwrite false, an
+// upload of a file that is being uploaded already, whichever replica
+// serves them.
+func (s *Service) beginUpload(ctx context.Context, v *Volume, p Path, overwrite bool) (func(), error) {
+	name := p.Name()
+	u := &Upload{VolumeID: v.ID, Dir: p.Dir().Rel, Name: name, ExpiresMs: s.nowMs() + uploadClaimTTL.Milliseconds()}
+	err := s.store.ClaimUpload(ctx, u, s.nowMs(), func(inFlight []string) error {
+		if name == MetadataName {
+			var busy []string
+			for _, n := range inFlight {
+				if n != name && !slices.Contains(busy, n) {
+					busy = append(busy, n)
+				}
+			}
+			if len(busy) > 0 {
+				sort.Strings(busy)
+				return errs.Errorf(errs.Conflict, "%s: %d other file(s) of this directory are still being uploaded (%s); a checkpoint's .metadata is published only after every shard has landed", p, len(busy), clip(strings.Join(busy, ", ")))
 			}
 		}
-		if len(busy) > 0 {
-			sort.Strings(busy)
-			return nil, errs.Errorf(errs.Conflict, "%s: %d other file(s) of this directory are still being uploaded (%s); a checkpoint's .metadata is published only after every shard has landed", p, len(busy), clip(strings.Join(busy, ", ")))
+		if !overwrite && slices.Contains(inFlight, name) {
+			return errs.Errorf(errs.AlreadyExists, "file %s is being written by another upload (overwrite=false)", p)
 		}
+		return nil
+	})
+	if errs.Is(err, errs.NotFound) {
+		return nil, errs.Errorf(errs.NotFound, "volume %s does not exist", v.FullName())
 	}
-	if !overwrite && names[name] > 0 {
-		return nil, errs.Errorf(errs.AlreadyExists, "file %s is being written by another upload (overwrite=false)", p)
+	if err != nil {
+		return nil, err
 	}
-	if names == nil {
-		names = map[string]int{}
-		u.dirs[dir] = names
-	}
-	names[name]++
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(uploadClaimTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := s.store.RenewUpload(context.WithoutCancel(ctx), u.ID, s.nowMs()+uploadClaimTTL.Milliseconds()); err != nil {
+					s.log.Warn("renew an upload's claim", "volume_id", v.ID, "path", p.String(), "err", err)
+				}
+			}
+		}
+	}()
 	return func() {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		if names[name]--; names[name] == 0 {
-			delete(names, name)
-		}
-		if len(names) == 0 {
-			delete(u.dirs, dir)
+		close(stop)
+		<-done
+		if err := s.store.ReleaseUpload(context.WithoutCancel(ctx), u.ID); err != nil {
+			s.log.Warn("release an upload's claim (it expires on its own)", "volume_id", v.ID, "path", p.String(), "err", err)
 		}
 	}, nil
 }

@@ -24,11 +24,10 @@ type Options struct {
 // Service is the volumes domain: catalogs, schemas, volumes and their
 // files, with every access checked. It is safe for concurrent use.
 type Service struct {
-	store   Store
-	blobs   blob.Store
-	now     func() time.Time
-	log     *slog.Logger
-	uploads uploads
+	store Store
+	blobs blob.Store
+	now   func() time.Time
+	log   *slog.Logger
 }
 
 var _ workspace.ResourceChecker = (*Service)(nil)
@@ -42,7 +41,7 @@ func NewService(store Store, blobs blob.Store, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: store, blobs: blobs, now: opts.Now, log: opts.Logger, uploads: uploads{dirs: map[string]map[string]int{}}}
+	return &Service{store: store, blobs: blobs, now: opts.Now, log: opts.Logger}
 }
 
 func (s *Service) nowMs() int64 { return s.now().UnixMilli() }

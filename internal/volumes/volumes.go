@@ -117,6 +117,27 @@ type Store interface {
 	// Grants returns the grants on each resource (the workspace's grants;
 	// see workspace.Store).
 	Grants(ctx context.Context, rs []workspace.Resource) (map[workspace.Resource][]workspace.Grant, error)
+
+	// ClaimUpload records u as an upload in flight and sets u.ID, if check
+	// accepts the names of the other unexpired uploads in flight into u's
+	// directory (check's error is returned as is). Check and record are
+	// atomic across every server sharing the store; claims that expired
+	// before nowMs are dropped first. A missing volume is errs.NotFound.
+	ClaimUpload(ctx context.Context, u *Upload, nowMs int64, check func(inFlight []string) error) error
+	// RenewUpload moves a claim's expiry to expiresMs.
+	RenewUpload(ctx context.Context, id, expiresMs int64) error
+	// ReleaseUpload removes a claim; a missing one is not an error.
+	ReleaseUpload(ctx context.Context, id int64) error
+}
+
+// Upload is a file upload in flight, as the store records it so that every
+// replica sees it: Name into directory Dir (relative to the volume's root)
+// of volume VolumeID, until ExpiresMs unless renewed.
+type Upload struct {
+	ID        int64
+	VolumeID  string
+	Dir, Name string
+	ExpiresMs int64
 }
 
 // ValidateName checks a catalog, schema or volume name (kind names which,

@@ -24,6 +24,7 @@ import pytest
 import requests
 
 from sextant_e2e import SextantServer, artifacts_url, artifact_key, assert_healthy
+from test_volumes import FS, SlowUpload, make_volume
 
 pytestmark = pytest.mark.replicas
 
@@ -173,6 +174,26 @@ def test_log_tail_and_gpu_pane_read_the_shared_store(replicas):
     assert r.status_code == 200, r.text
     nodes = r.json()["nodes"]
     assert [(n["node"], n["run_id"], n["gpus"][0]["util"]) for n in nodes] == [(node, run, 87)], nodes
+
+
+def test_checkpoint_guards_hold_across_replicas(replicas):
+    """A shard uploading through one replica holds back the checkpoint's
+    .metadata sent to the other, and overwrite=false is exclusive across
+    both: uploads in flight are claimed in the shared database."""
+    a, b, _ = replicas
+    vol = make_volume(a, f"rep{uuid.uuid4().hex[:6]}.team.ckpt")
+    shard = SlowUpload(a, FS + vol + "/step_1/__0_0.distcp", os.urandom(1 << 20))
+    r = requests.put(b.url + FS + vol + "/step_1/.metadata", data=b"meta", timeout=10)
+    assert r.status_code == 409 and r.json()["error_code"] == "RESOURCE_CONFLICT" and "__0_0.distcp" in r.json()["message"], r.text
+    assert requests.head(b.url + FS + vol + "/step_1/.metadata", timeout=10).status_code == 404
+    assert shard.finish()[0] == 204
+    assert requests.put(b.url + FS + vol + "/step_1/.metadata", data=b"meta", timeout=10).status_code == 204
+
+    first = SlowUpload(b, FS + vol + "/lock?overwrite=false", b"first" * 1000)
+    r = requests.put(a.url + FS + vol + "/lock?overwrite=false", data=b"second", timeout=10)
+    assert r.status_code == 409 and r.json()["error_code"] == "ALREADY_EXISTS", r.text
+    assert first.finish()[0] == 204
+    assert requests.get(a.url + FS + vol + "/lock", timeout=10).content == b"first" * 1000
 
 
 def test_mlflow_client_through_the_proxy(replicas, use_server, tmp_path, monkeypatch):

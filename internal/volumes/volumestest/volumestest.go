@@ -4,6 +4,8 @@ package volumestest
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -25,6 +27,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Schemas", func(t *testing.T) { testSchemas(t, open(t)) })
 	t.Run("Volumes", func(t *testing.T) { testVolumes(t, open(t)) })
 	t.Run("DeleteDropsGrants", func(t *testing.T) { testDeleteDropsGrants(t, open(t)) })
+	t.Run("UploadClaims", func(t *testing.T) { testUploadClaims(t, open(t)) })
 }
 
 func wantCode(t *testing.T, what string, err error, code errs.Code) {
@@ -184,4 +187,59 @@ func testDeleteDropsGrants(t *testing.T, s Store) {
 			t.Fatalf("grants on deleted %s survive: %v", r, g[r])
 		}
 	}
+}
+
+// testUploadClaims: a claim sees the other unexpired claims of its
+// directory, a refused claim records nothing, releases and expiries free
+// names, renewals keep them, and a deleted volume's claims are gone.
+func testUploadClaims(t *testing.T, s Store) {
+	ctx := t.Context()
+	must(t, "catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main"}))
+	must(t, "schema", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "s"}))
+	must(t, "volume", s.CreateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "main", Schema: "s", Name: "ckpt"}))
+	claim := func(dir, name string, nowMs, expiresMs int64, want []string, refuse error) (int64, error) {
+		t.Helper()
+		u := &volumes.Upload{VolumeID: "v1", Dir: dir, Name: name, ExpiresMs: expiresMs}
+		var saw []string
+		err := s.ClaimUpload(ctx, u, nowMs, func(inFlight []string) error {
+			saw = slices.Clone(inFlight)
+			return refuse
+		})
+		slices.Sort(saw)
+		if err == nil && !slices.Equal(saw, want) {
+			t.Fatalf("claim %s/%s saw %q in flight, want %q", dir, name, saw, want)
+		}
+		return u.ID, err
+	}
+	a, err := claim("step-1", "__0_0.distcp", 10, 1000, nil, nil)
+	must(t, "first claim", err)
+	b, err := claim("step-1", "__1_0.distcp", 10, 1000, []string{"__0_0.distcp"}, nil)
+	must(t, "second claim", err)
+	if a == b || a == 0 {
+		t.Fatalf("claim ids %d and %d", a, b)
+	}
+	refused := errors.New("refused")
+	if _, err := claim("step-1", ".metadata", 10, 1000, []string{"__0_0.distcp", "__1_0.distcp"}, refused); err != refused {
+		t.Fatalf("a refused claim returned %v, want check's own error", err)
+	}
+	// Another directory is separate; the refused claim left nothing.
+	_, err = claim("step-2", "__0_0.distcp", 10, 1000, nil, nil)
+	must(t, "other directory", err)
+	must(t, "release", s.ReleaseUpload(ctx, a))
+	must(t, "release twice", s.ReleaseUpload(ctx, a))
+	_, err = claim("step-1", "x", 10, 1000, []string{"__1_0.distcp"}, nil)
+	must(t, "after release", err)
+	// Expiry: at 2000 both claims of step-1 have expired, unless renewed.
+	must(t, "renew", s.RenewUpload(ctx, b, 5000))
+	_, err = claim("step-1", "y", 2000, 3000, []string{"__1_0.distcp"}, nil)
+	must(t, "after expiry", err)
+	_, err = claim("step-1", "z", 6000, 7000, nil, nil)
+	must(t, "after every expiry", err)
+
+	must(t, "delete volume", s.DeleteVolume(ctx, "v1"))
+	_, err = claim("step-1", "w", 6000, 7000, nil, nil)
+	wantCode(t, "claim in a deleted volume", err, errs.NotFound)
+	must(t, "volume again", s.CreateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "main", Schema: "s", Name: "ckpt"}))
+	_, err = claim("step-1", "w", 6000, 7000, nil, nil)
+	must(t, "a new volume starts with no claims", err)
 }
