@@ -88,16 +88,25 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error 
 	if err := s.allowArtifactPath(r, p); err != nil {
 		return err
 	}
-	// Open the blob, then check that the version opened is the one whose
-	// size the range was computed from: a concurrent overwrite between the
-	// two must not mix versions.
+	// For a range, stat the blob, open the range, then check that the
+	// version opened is the one whose size the range was computed from: a
+	// concurrent overwrite between the two must not mix versions.
 	var (
 		rc             io.ReadCloser
 		info           blob.Info
 		offset, length int64
 		partial        bool
 	)
-	for attempt := 0; ; attempt++ {
+	// Without a Range header one open serves the whole of one version: no
+	// stat to agree with, so overwrites in a loop cannot starve the read.
+	if r.Header.Get("Range") == "" {
+		var err error
+		if rc, info, err = s.art.Open(r.Context(), p, 0, -1); err != nil {
+			return err
+		}
+		length = info.Size
+	}
+	for attempt := 0; rc == nil; attempt++ {
 		st, err := s.art.Stat(r.Context(), p)
 		if err != nil {
 			return err
