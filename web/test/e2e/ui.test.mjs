@@ -323,11 +323,23 @@ describe('GPU pane', () => {
 });
 
 describe('volumes and the server', () => {
-  test('volumes page says volumes are unavailable and browses workspace files with upload', async () => {
+  test('volumes page browses catalogs to a volume and uploads into it, and workspace files', async () => {
+    await srv.api('POST', '/api/2.1/unity-catalog/catalogs', { name: 'main' });
+    await srv.api('POST', '/api/2.1/unity-catalog/schemas', { catalog_name: 'main', name: 'vision' });
+    await srv.api('POST', '/api/2.1/unity-catalog/volumes', { catalog_name: 'main', schema_name: 'vision', name: 'ckpt', volume_type: 'MANAGED' });
     await page.goto(srv.url + '/volumes');
-    await page.waitForSelector('[data-testid=volumes-unavailable]');
-    await screenshot(page, 'volumes-unavailable');
-    await page.click('text=Browse /Workspace/Shared');
+    await page.click('a:has-text("main")');
+    await page.click('a:has-text("vision")');
+    await page.click('a:has-text("ckpt")');
+    await page.waitForSelector('.file-browser');
+    await page.setInputFiles('input[type=file]', { name: 'weights.bin', mimeType: 'application/octet-stream', buffer: Buffer.from('0123456789') });
+    await page.waitForSelector('.file-browser td:has-text("weights.bin")');
+    const v = await srv.api('GET', '/api/2.0/fs/files/Volumes/main/vision/ckpt/weights.bin', undefined, { raw: true });
+    assert.equal(await v.text(), '0123456789');
+    await screenshot(page, 'volumes-files');
+
+    await page.goto(srv.url + '/volumes');
+    await page.click('a:has-text("/Workspace/Shared")');
     await page.waitForSelector('.file-browser');
     await page.setInputFiles('input[type=file]', { name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from('hi there') });
     await page.waitForSelector('.file-browser td:has-text("hello.txt")');
