@@ -12,7 +12,9 @@ import (
 // benchReplicas measures ingest with one and with two server replicas on
 // one PostgreSQL database, beside one server on SQLite, in the same run:
 // the same 32 concurrent runs, each sending 1000-metric log-batch requests,
-// spread over the replicas. Everything (PostgreSQL, the servers and the
+// spread over the replicas; then reads of what they ingested (downsampled
+// curves, history pages, metric-ordered searches) from 8 clients spread
+// the same way. Everything (PostgreSQL, the servers and the
 // load) shares this machine's cores, so the ratio shows what a second
 // replica adds when CPU is not added with it.
 func benchReplicas(ctx context.Context, c config, bin string) (any, error) {
@@ -32,7 +34,7 @@ func benchReplicas(ctx context.Context, c config, bin string) (any, error) {
 		"batch_metrics": len(ingestKeys) * ingestStepsPerBatch,
 		"target":        "two replicas ingest at least 1.6x one replica",
 	}
-	rates := map[string]float64{}
+	rates, readRates := map[string]float64{}, map[string]float64{}
 	for _, setup := range []struct {
 		name     string
 		replicas int
@@ -82,6 +84,18 @@ func benchReplicas(ctx context.Context, c config, bin string) (any, error) {
 		}
 		logf("replicas: %s: %.0f points/s (%d errors)", setup.name, load.rate, load.errors)
 		rates[setup.name] = load.rate
+		// Then reads of what was ingested, spread over the replicas too.
+		reads, err := runReadLoadOn(ctx, cls, ss, exp, runIDs, 8, c.duration)
+		if err != nil {
+			killAll()
+			return nil, err
+		}
+		logf("replicas: %s: %.0f reads/s (%d errors)", setup.name, reads.rate, reads.errors)
+		readRates[setup.name] = reads.rate
+		readLat := map[string]any{}
+		for k, l := range reads.lat {
+			readLat[k] = l.summary()
+		}
 		res[setup.name] = map[string]any{
 			"replicas":          setup.replicas,
 			"points_per_second": math.Round(load.rate),
@@ -90,6 +104,15 @@ func benchReplicas(ctx context.Context, c config, bin string) (any, error) {
 			"server_cpu_cores":  load.cpuCores,
 			"machine_cpu_busy":  math.Round(100*load.machineBusy) / 100,
 			"measured_seconds":  load.seconds,
+			"reads": map[string]any{
+				"workers":          8,
+				"reads_per_second": math.Round(reads.rate),
+				"latency":          readLat,
+				"errors":           reads.errors,
+				"first_error":      reads.firstErr,
+				"server_cpu_cores": reads.cpuCores,
+				"measured_seconds": reads.seconds,
+			},
 		}
 		for _, s := range ss {
 			if err := s.stop(); err != nil {
@@ -100,6 +123,10 @@ func benchReplicas(ctx context.Context, c config, bin string) (any, error) {
 	if rates["postgres_1"] > 0 {
 		res["ratio_postgres_2_over_1"] = math.Round(100*rates["postgres_2"]/rates["postgres_1"]) / 100
 		res["ratio_postgres_1_over_sqlite"] = math.Round(100*rates["postgres_1"]/rates["sqlite_1"]) / 100
+	}
+	if readRates["postgres_1"] > 0 {
+		res["reads_ratio_postgres_2_over_1"] = math.Round(100*readRates["postgres_2"]/readRates["postgres_1"]) / 100
+		res["reads_ratio_postgres_1_over_sqlite"] = math.Round(100*readRates["postgres_1"]/readRates["sqlite_1"]) / 100
 	}
 	return res, nil
 }

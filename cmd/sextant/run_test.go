@@ -27,7 +27,9 @@ func TestRunAndLogsCommands(t *testing.T) {
 		return out.String(), errb.String(), err
 	}
 
-	out, stderr, err := run("run", "--experiment", "/Shared/cmd", "--run-name", "cmd-test", "--", "/bin/sh", "-c", "echo one; echo two >&2; exit 4")
+	// stdout and stderr are two pipes: lines written to both at once are
+	// ordered as the launcher reads them, so the child pauses between them.
+	out, stderr, err := run("run", "--experiment", "/Shared/cmd", "--run-name", "cmd-test", "--", "/bin/sh", "-c", "echo one; sleep 0.3; echo two >&2; exit 4")
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != 4 || out != "one\n" || !strings.Contains(stderr, "two\n") {
 		t.Fatalf("run: %v, stdout %q, stderr %q", err, out, stderr)

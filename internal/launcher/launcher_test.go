@@ -525,8 +525,9 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 // TestHugeLineWithoutNewline: a child writing one 100 MB line and no
-// newline is teed whole and stored as 1 MiB records, all but the last
-// flagged partial, with nothing lost.
+// newline is teed whole and stored as records of at most 1 MiB (more of
+// them when a slow child's pending text is flushed early as a partial
+// record), all but the last flagged partial, with nothing lost.
 func TestHugeLineWithoutNewline(t *testing.T) {
 	const size = 100 << 20
 	f := newFakeServer()
@@ -539,15 +540,15 @@ func TestHugeLineWithoutNewline(t *testing.T) {
 		t.Fatalf("tee wrote %d bytes, want %d", out.n, size)
 	}
 	ls := f.lines(t, l.res.RunID)
-	if len(ls) != size/(1<<20) {
-		t.Fatalf("%d records, want %d", len(ls), size/(1<<20))
+	if len(ls) < size/(1<<20) {
+		t.Fatalf("%d records, want at least %d", len(ls), size/(1<<20))
 	}
 	total := 0
 	for i, ln := range ls {
 		total += len(ln.Text)
 		partial := ln.Flags&runlogs.FlagPartial != 0
-		if len(ln.Text) != 1<<20 || strings.Trim(ln.Text, "x") != "" || partial != (i < len(ls)-1) {
-			t.Fatalf("record %d: %d bytes, flags %v", i, len(ln.Text), ln.Flags)
+		if len(ln.Text) > 1<<20 || len(ln.Text) == 0 || strings.Trim(ln.Text, "x") != "" || (i < len(ls)-1 && !partial) {
+			t.Fatalf("record %d of %d: %d bytes, flags %v", i, len(ls), len(ln.Text), ln.Flags)
 		}
 	}
 	if total != size || l.res.Lost != 0 {
