@@ -59,7 +59,7 @@ func main() {
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
 	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|auth|replicas|all ...")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|auth|gpu|logs|replicas|all ... (all: every one but replicas)")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -112,7 +112,7 @@ func run(ctx context.Context, c config, what []string) error {
 	var todo []string
 	for _, w := range what {
 		if w == "all" {
-			todo = append(todo, "ingest", "history", "search", "artifacts", "auth")
+			todo = append(todo, "ingest", "history", "search", "artifacts", "auth", "gpu", "logs")
 			continue
 		}
 		todo = append(todo, w)
