@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -162,6 +163,18 @@ func (w *guardedWriter) Flush() {
 }
 
 func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ReadFrom keeps io.Copy of a file to the response on sendfile: without
+// it io.Copy would move the file through a 32 KiB buffer.
+func (w *guardedWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed {
+		return io.Copy(io.Discard, r)
+	}
+	return io.Copy(w.ResponseWriter, r)
+}
 
 // checked marks the request's resource as checked.
 func checked(r *http.Request) {
