@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/volumes"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // Volumes: catalogs, schemas and volumes with Unity Catalog's REST shapes
@@ -41,11 +43,32 @@ func (s *Server) registerVolumeRoutes() {
 	s.handle("PUT", files, WriteVolume, s.putVolumeFile)
 	s.handle("GET", files, ReadVolume, s.getVolumeFile)
 	s.handle("HEAD", files, ReadVolume, s.getVolumeFile)
-	s.handle("DELETE", files, WriteVolume, s.deleteVolumeFile)
-	s.handle("PUT", dirs, WriteVolume, s.makeVolumeDir)
+	s.handle("DELETE", files, WriteVolume, s.volumePathOp(s.opts.Volumes.DeleteFile, http.StatusNoContent))
+	s.handle("PUT", dirs, WriteVolume, s.volumePathOp(s.opts.Volumes.MakeDir, http.StatusNoContent))
 	s.handle("GET", dirs, ReadVolume, s.listVolumeDir)
-	s.handle("HEAD", dirs, ReadVolume, s.statVolumeDir)
-	s.handle("DELETE", dirs, WriteVolume, s.deleteVolumeDir)
+	s.handle("HEAD", dirs, ReadVolume, s.volumePathOp(s.opts.Volumes.StatDir, http.StatusOK))
+	s.handle("DELETE", dirs, WriteVolume, s.volumePathOp(s.opts.Volumes.DeleteDir, http.StatusNoContent))
+}
+
+// volumePathOp serves a Files API request that names a path, takes no
+// query and answers with status and no body: delete a file, make, stat
+// or delete a directory.
+func (s *Server) volumePathOp(op func(context.Context, *workspace.Subject, volumes.Path) error, status int) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := noQuery(r); err != nil {
+			return err
+		}
+		p, err := volumePath(r)
+		if err != nil {
+			return err
+		}
+		if err := op(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
+			return err
+		}
+		checked(r)
+		w.WriteHeader(status)
+		return nil
+	}
 }
 
 // ---- Unity Catalog shapes ----
@@ -500,54 +523,6 @@ func innermost(w http.ResponseWriter) http.ResponseWriter {
 	}
 }
 
-func (s *Server) deleteVolumeFile(w http.ResponseWriter, r *http.Request) error {
-	if err := noQuery(r); err != nil {
-		return err
-	}
-	p, err := volumePath(r)
-	if err != nil {
-		return err
-	}
-	if err := s.opts.Volumes.DeleteFile(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
-		return err
-	}
-	checked(r)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (s *Server) makeVolumeDir(w http.ResponseWriter, r *http.Request) error {
-	if err := noQuery(r); err != nil {
-		return err
-	}
-	p, err := volumePath(r)
-	if err != nil {
-		return err
-	}
-	if err := s.opts.Volumes.MakeDir(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
-		return err
-	}
-	checked(r)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (s *Server) statVolumeDir(w http.ResponseWriter, r *http.Request) error {
-	if err := noQuery(r); err != nil {
-		return err
-	}
-	p, err := volumePath(r)
-	if err != nil {
-		return err
-	}
-	if err := s.opts.Volumes.StatDir(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
-		return err
-	}
-	checked(r)
-	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
 type wireDirEntry struct {
 	Path         string `json:"path"`
 	Name         string `json:"name"`
@@ -591,20 +566,4 @@ func (s *Server) listVolumeDir(w http.ResponseWriter, r *http.Request) error {
 		resp["next_page_token"] = next
 	}
 	return writeJSON(w, resp)
-}
-
-func (s *Server) deleteVolumeDir(w http.ResponseWriter, r *http.Request) error {
-	if err := noQuery(r); err != nil {
-		return err
-	}
-	p, err := volumePath(r)
-	if err != nil {
-		return err
-	}
-	if err := s.opts.Volumes.DeleteDir(r.Context(), SubjectFromContext(r.Context()), p); err != nil {
-		return err
-	}
-	checked(r)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
