@@ -45,6 +45,7 @@ type RunConfig struct {
 	JoinTimeout    time.Duration
 	RankPrefix     string
 	Quiet          bool
+	OutputPipes    bool
 }
 
 // Validate checks the configuration and names the bad field.
@@ -113,7 +114,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time output is still read after COMMAND exits (from processes it left behind), before they are stopped")
 	fs.DurationVar(&cfg.Flush, "flush", cfg.Flush, "longest a line waits before it is sent to the server")
 	fs.DurationVar(&cfg.PartialAfter, "partial-after", cfg.PartialAfter, "an unfinished line (no newline yet) is sent as a partial record after this")
-	fs.StringVar(&cfg.SpoolDir, "spool-dir", "", "where output waits on disk while the server is unreachable (default the temporary directory)")
+	fs.StringVar(&cfg.SpoolDir, "spool-dir", "", "where COMMAND's output files are, and where output waits on disk while the server is unreachable (default the temporary directory)")
+	fs.BoolVar(&cfg.OutputPipes, "output-pipes", false, "give COMMAND pipes for its output instead of files the launcher follows (through pipes COMMAND waits whenever the launcher falls behind)")
 	fs.Int64Var(&cfg.SpoolMaxBytes, "spool-max-bytes", cfg.SpoolMaxBytes, "largest spool on disk; output beyond it is dropped, and counted (negative: no spool)")
 	fs.Int64Var(&cfg.MemoryMaxBytes, "memory-max-bytes", cfg.MemoryMaxBytes, "output kept in memory while the server is behind, before it goes to the spool")
 	fs.DurationVar(&cfg.DeliverTimeout, "deliver-timeout", cfg.DeliverTimeout, "after COMMAND exits, how long to keep trying to reach an unreachable server")
@@ -181,7 +183,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		Experiment: expName, ExperimentExplicit: cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "",
 		RunName: cfg.RunName, User: userName, Resume: cfg.Resume, Job: job,
 		Grace: cfg.Grace, Drain: cfg.Drain, FlushInterval: cfg.Flush, PartialAfter: cfg.PartialAfter,
-		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir,
+		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes,
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,
 		Signals: sigs,
 		// TODO(gpu): sample the job's GPUs for the run. Plug the

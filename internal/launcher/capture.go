@@ -11,13 +11,13 @@ import (
 	"github.com/sextant/sextant/internal/runlogs"
 )
 
-// capture reads one of the child's output pipes: it writes every byte to
+// capture reads one of the child's output streams: it writes every byte to
 // the terminal as it arrives (the tee: colours, progress bars and partial
 // lines unchanged), then cuts the bytes into line records and queues them.
 // The tee comes first, so the terminal never waits for the splitting.
 type capture struct {
 	stream runlogs.Stream
-	r      *os.File
+	r      output
 	tee    io.Writer
 	q      *queue
 	node   int32
@@ -31,10 +31,11 @@ type capture struct {
 	split        *runlogs.Splitter
 	ts           int64     // timestamp of the bytes being split
 	pendingSince time.Time // when the unfinished line started waiting
+	busy         bool      // a chunk read is being teed and split
 	teeErr       error
 }
 
-func newCapture(stream runlogs.Stream, r *os.File, tee io.Writer, q *queue, node, rank int32, prefix bool, lineBytes int, now func() time.Time) *capture {
+func newCapture(stream runlogs.Stream, r output, tee io.Writer, q *queue, node, rank int32, prefix bool, lineBytes int, now func() time.Time) *capture {
 	c := &capture{stream: stream, r: r, tee: tee, q: q, node: node, rank: rank, prefix: prefix, now: now}
 	c.split = runlogs.NewSplitter(lineBytes, c.emit)
 	return c
@@ -50,8 +51,8 @@ func (c *capture) emit(text []byte, f runlogs.Flags) {
 	c.q.push(text, c.ts, c.stream, f, c.node, rank)
 }
 
-// run reads until EOF or until the pipe's read deadline passes (the
-// launcher sets one when the child has exited; see Options.Drain), then
+// run reads until EOF or until the output's deadline passes (the launcher
+// sets one when the child has exited; see Options.Drain), then
 // queues what is left of an unfinished line.
 func (c *capture) run() {
 	// Large reads: few system calls when the job writes fast.
@@ -59,6 +60,11 @@ func (c *capture) run() {
 	for {
 		n, err := c.r.Read(buf)
 		if n > 0 {
+			// The line may go on in what was just read: no partial flush
+			// until it is split, however long the tee takes.
+			c.mu.Lock()
+			c.busy = true
+			c.mu.Unlock()
 			if c.tee != nil && c.teeErr == nil {
 				// A terminal that went away must not stop the capture.
 				if _, werr := c.tee.Write(buf[:n]); werr != nil {
@@ -75,6 +81,7 @@ func (c *capture) run() {
 			} else if c.pendingSince.IsZero() {
 				c.pendingSince = now
 			}
+			c.busy = false
 			c.mu.Unlock()
 		}
 		if err != nil {
@@ -91,12 +98,13 @@ func (c *capture) run() {
 }
 
 // flushPartial queues an unfinished line that has waited longer than
-// after, flagged partial, so that a line printed without its end (a
-// prompt, "epoch 1: ...") reaches the server before the end does.
+// after for the job to go on (not for the launcher to read on), flagged
+// partial, so that a line printed without its end (a prompt, "epoch 1:
+// ...") reaches the server before the end does.
 func (c *capture) flushPartial(after time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pendingSince.IsZero() || c.now().Sub(c.pendingSince) < after {
+	if c.busy || c.pendingSince.IsZero() || c.now().Sub(c.pendingSince) < after || c.r.unread() {
 		return
 	}
 	c.ts = c.pendingSince.UnixMilli()

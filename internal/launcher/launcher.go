@@ -116,6 +116,11 @@ type Options struct {
 	MemoryBytes int64
 	SpoolBytes  int64
 	SpoolDir    string
+	// PipeOutput gives the job pipes for its output instead of files that
+	// the launcher follows (see fileOutput; the files go in SpoolDir, or
+	// the system's temporary directory). Through pipes, a job printing
+	// faster than the launcher reads waits for it.
+	PipeOutput bool
 	// DeliverTimeout is how long, after the job exited, the launcher keeps
 	// trying to deliver the output and the run's final status to a server
 	// that does not answer; 0 means 10 minutes.
@@ -277,7 +282,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		ship.run(shipCtx)
 	}()
 
-	ch, err := startChild(o.Command, l.childEnv(), o.Dir, o.Stdin)
+	ch, err := startChild(o.Command, l.childEnv(), o.Dir, o.Stdin, o.SpoolDir, o.PipeOutput)
 	if err != nil {
 		code := 127
 		if errors.Is(err, os.ErrPermission) {
@@ -374,8 +379,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 	// The job's process has exited; what it left behind may still write.
 	deadline := time.Now().Add(o.Drain)
-	_ = ch.stdout.SetReadDeadline(deadline)
-	_ = ch.stderr.SetReadDeadline(deadline)
+	ch.stdout.finish(deadline, ch.groupAlive)
+	ch.stderr.finish(deadline, ch.groupAlive)
 	readers.Wait()
 	if ch.groupAlive() {
 		l.say("the job's process exited but processes it started are still running: stopping them")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,9 +78,25 @@ func texts(ls []runlogs.Line) []string {
 
 func tag(r *tracking.Run, key string) string { return tagOf(r, key) }
 
-func TestRunCapturesOutput(t *testing.T) {
+// outputModes runs a test with the job's output into followed files (the
+// default) and through pipes.
+func outputModes(t *testing.T, test func(t *testing.T, pipes bool)) {
+	for _, pipes := range []bool{false, true} {
+		name := "files"
+		if pipes {
+			name = "pipes"
+		}
+		t.Run(name, func(t *testing.T) { test(t, pipes) })
+	}
+}
+
+func TestRunCapturesOutput(t *testing.T) { outputModes(t, testRunCapturesOutput) }
+
+func testRunCapturesOutput(t *testing.T, pipes bool) {
 	f := newFakeServer()
-	l := launch(t, f, sh(`echo "out 1"; sleep 0.05; echo "err 1" >&2; sleep 0.05; printf 'a\033[31mred\033[0m\r\nlast'`), nil)
+	l := launch(t, f, sh(`echo "out 1"; sleep 0.05; echo "err 1" >&2; sleep 0.05; printf 'a\033[31mred\033[0m\r\nlast'`), func(o *launcher.Options) {
+		o.PipeOutput = pipes
+	})
 	if l.err != nil || l.res.ExitCode != 0 || l.res.Status != tracking.StatusFinished {
 		t.Fatalf("result %+v, err %v", l.res, l.err)
 	}
@@ -238,11 +255,14 @@ func TestSignalForwarded(t *testing.T) {
 // started in the background still holds the output pipes: the launcher
 // reads for Drain more, then stops what is left of the job's process
 // group and returns.
-func TestForkedChild(t *testing.T) {
+func TestForkedChild(t *testing.T) { outputModes(t, testForkedChild) }
+
+func testForkedChild(t *testing.T, pipes bool) {
 	f := newFakeServer()
 	start := time.Now()
 	l := launch(t, f, sh(`(sleep 0.1; echo late; exec sleep 30) & echo "pid $!"; echo main done`), func(o *launcher.Options) {
 		o.Drain = 500 * time.Millisecond
+		o.PipeOutput = pipes
 	})
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the launcher waited %v for the background process", d)
@@ -266,6 +286,72 @@ func TestForkedChild(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// blockingWriter blocks every Write until release is closed: a terminal
+// that does not take the output.
+type blockingWriter struct {
+	release chan struct{}
+	b       syncBuffer
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	<-w.release
+	return w.b.Write(p)
+}
+
+// TestJobNeverWaitsForLauncher: with its output in followed files, a job
+// printing 40 MB finishes while the launcher is stuck (here, on a terminal
+// that takes nothing); through pipes (16 MiB at most) it waits, which
+// shows the test can fail. Nothing is lost either way once the launcher
+// moves again.
+func TestJobNeverWaitsForLauncher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("40 MB of output: too slow for the race detector's -short pass; the plain pass runs it")
+	}
+	const lines = 2_000_000
+	outputModes(t, func(t *testing.T, pipes bool) {
+		f := newFakeServer()
+		marker := filepath.Join(t.TempDir(), "printed")
+		tee := &blockingWriter{release: make(chan struct{})}
+		done := make(chan launched, 1)
+		go func() {
+			done <- launch(t, f, sh(`seq 1 `+strconv.Itoa(lines)+` | sed 's/$/ 0123456789/'; touch `+marker), func(o *launcher.Options) {
+				o.PipeOutput = pipes
+				o.Stdout = tee
+			})
+		}()
+		// Files: the job finishes within seconds. Pipes: it is still
+		// waiting after 3 s, a long time for 40 MB.
+		wait := 20 * time.Second
+		if pipes {
+			wait = 3 * time.Second
+		}
+		finished := false
+		for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(marker); err == nil {
+				finished = true
+				break
+			}
+		}
+		close(tee.release)
+		l := <-done
+		if finished == pipes {
+			t.Fatalf("output through pipes %v, yet the job finished while the launcher was stuck: %v", pipes, finished)
+		}
+		if l.err != nil || l.res.ExitCode != 0 || l.res.Lines != lines || l.res.Delivered != lines {
+			var odd []string
+			for _, x := range f.lines(t, l.res.RunID) {
+				if !strings.HasSuffix(x.Text, " 0123456789") {
+					odd = append(odd, fmt.Sprintf("%d %q", x.Number, x.Text))
+				}
+			}
+			t.Fatalf("result %+v, err %v; other lines: %v", l.res, l.err, odd)
+		}
+		if n := strings.Count(tee.b.String(), "\n"); n != lines {
+			t.Fatalf("the terminal got %d lines", n)
+		}
+	})
 }
 
 func TestRunNamesAndResume(t *testing.T) {

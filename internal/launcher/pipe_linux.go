@@ -3,6 +3,7 @@ package launcher
 import (
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // growPipe raises a pipe's capacity from Linux's 64 KiB: to 16 MiB where
@@ -23,4 +24,17 @@ func growPipe(f *os.File) {
 			}
 		}
 	})
+}
+
+// unread reports whether the pipe holds bytes (FIONREAD).
+func (p pipeOutput) unread() bool {
+	rc, err := p.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var n int32
+	_ = rc.Control(func(fd uintptr) {
+		_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	})
+	return n > 0
 }

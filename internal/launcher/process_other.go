@@ -13,10 +13,10 @@ import (
 // child is not supported outside Unix: the launcher needs process groups.
 type child struct {
 	pgid           int
-	stdout, stderr *os.File
+	stdout, stderr output
 }
 
-func startChild(argv, env []string, dir string, stdin *os.File) (*child, error) {
+func startChild(argv, env []string, dir string, stdin *os.File, outDir string, pipes bool) (*child, error) {
 	return nil, errs.E(errs.NotImplemented, "sextant run needs a Unix system (Linux or macOS)")
 }
 

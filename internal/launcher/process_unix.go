@@ -18,26 +18,26 @@ import (
 type child struct {
 	cmd            *exec.Cmd
 	pgid           int
-	stdout, stderr *os.File // the launcher's ends of the output pipes
-	tty            int      // the terminal given to the child's group, or -1
+	stdout, stderr output // the launcher's ends of the job's output
+	tty            int    // the terminal given to the child's group, or -1
 }
 
-// startChild starts argv with its output on two new pipes, in a new
-// process group. When stdin is the terminal and the launcher is in the
-// foreground, the child's group becomes the terminal's foreground group:
-// Ctrl-C reaches the job directly and the job can read the terminal (a
-// debugger prompt) without being stopped.
-func startChild(argv, env []string, dir string, stdin *os.File) (*child, error) {
-	outR, outW, err := os.Pipe()
+// startChild starts argv in a new process group, its output into two
+// unlinked files in outDir that the launcher follows (see fileOutput), or
+// through two pipes when pipes is set or the files cannot be made. When
+// stdin is the terminal and the launcher is in the foreground, the child's
+// group becomes the terminal's foreground group: Ctrl-C reaches the job
+// directly and the job can read the terminal (a debugger prompt) without
+// being stopped.
+func startChild(argv, env []string, dir string, stdin *os.File, outDir string, pipes bool) (*child, error) {
+	outW, outR, err := openOutput(outDir, pipes)
 	if err != nil {
-		return nil, fmt.Errorf("create stdout pipe: %w", err)
+		return nil, fmt.Errorf("create the stdout of the job: %w", err)
 	}
-	errR, errW, err := os.Pipe()
+	errW, errR, err := openOutput(outDir, pipes)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("create stderr pipe: %w", err), outR.Close(), outW.Close())
+		return nil, errors.Join(fmt.Errorf("create the stderr of the job: %w", err), outR.Close(), outW.Close())
 	}
-	growPipe(outR)
-	growPipe(errR)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = dir
@@ -53,13 +53,30 @@ func startChild(argv, env []string, dir string, stdin *os.File) (*child, error) 
 	}
 	err = cmd.Start()
 	// The child has its own copies of the write ends; closing ours makes
-	// the pipes reach EOF once every process holding them is gone.
+	// pipes reach EOF once every process holding them is gone.
 	cerr := errors.Join(outW.Close(), errW.Close())
 	if err != nil {
 		return nil, errors.Join(err, cerr, outR.Close(), errR.Close())
 	}
 	c.pgid = cmd.Process.Pid
 	return c, nil
+}
+
+// openOutput returns the two ends of one output stream of the job: a
+// followed file unless pipes is set or the file cannot be made, else a
+// pipe.
+func openOutput(dir string, pipes bool) (w *os.File, r output, err error) {
+	if !pipes {
+		if w, r, err := openFileOutput(dir); err == nil {
+			return w, r, nil
+		}
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	growPipe(pr)
+	return pw, pipeOutput{pr}, nil
 }
 
 // signal sends sig to the child's whole process group.
