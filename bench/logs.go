@@ -220,8 +220,9 @@ func benchLogThroughput(ctx context.Context, servers map[string]*server, bin, ch
 			return nil, err
 		}
 		alone = append(alone, a)
-		// The floor of any capture: the child into a pipe that cat drains
-		// into a file.
+		// For comparison, the cheapest capture through a pipe: cat draining
+		// it into a file (sextant run gives the job files, not pipes, unless
+		// --output-pipes).
 		sh := exec.CommandContext(ctx, "/bin/sh", "-c", `"$0" -bytes "$1" -elapsed "$2" | cat > "$3"`, child, strconv.FormatInt(total, 10), elapsed, filepath.Join(dir, "cat.out"))
 		if err := sh.Run(); err != nil {
 			return nil, err
