@@ -83,6 +83,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errBodyTooLarge) {
 		status, wireCode = http.StatusRequestEntityTooLarge, "RESOURCE_LIMIT_EXCEEDED"
 	}
+	if re := (*routeError)(nil); errors.As(err, &re) {
+		// The mlflow client falls back to older endpoints on
+		// ENDPOINT_NOT_FOUND in a JSON body (a RestException), not on a
+		// bare 404; it has no code of its own for a wrong method.
+		status, wireCode, msg = re.status, "ENDPOINT_NOT_FOUND", re.msg
+	}
 	if errors.Is(err, errRange) {
 		status = http.StatusRequestedRangeNotSatisfiable
 	}

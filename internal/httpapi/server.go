@@ -176,6 +176,7 @@ func New(opts Options) *Server {
 	s.registerGPURoutes()
 	s.registerUIRoutes()
 	s.registerVolumeRoutes()
+	s.registerNoRoute()
 	s.handler = s.middleware(s.mux)
 	return s
 }

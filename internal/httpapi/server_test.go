@@ -123,9 +123,9 @@ func TestUIRoutes(t *testing.T) {
 			t.Fatalf("GET %s: no nosniff", p)
 		}
 	}
-	for _, p := range []string{"/api/2.0/mlflow/nope", "/api/2.0/sextant/nope", "/ajax-api/2.0/mlflow/nope", "/api", "/assets/app-MISSING.js"} {
+	for _, p := range []string{"/api/2.0/mlflow/nope", "/api/2.0/sextant/nope", "/ajax-api/2.0/mlflow/nope", "/api/", "/assets/app-MISSING.js"} {
 		if r := do(t, s, "GET", p, nil); r.status != 404 || strings.Contains(r.raw, "<html") {
-			t.Fatalf("GET %s: %d %.80q, want a plain 404", p, r.status, r.raw)
+			t.Fatalf("GET %s: %d %.80q, want a 404 that is not the UI", p, r.status, r.raw)
 		}
 	}
 	// The UI answers GET and HEAD only; writes to unknown paths stay refused.
@@ -180,8 +180,9 @@ func TestWireShapes(t *testing.T) {
 	if r.status != 404 || r.body["error_code"] != "RESOURCE_DOES_NOT_EXIST" {
 		t.Fatalf("get-by-name: %d %s", r.status, r.raw)
 	}
-	// Unknown routes: a plain 404, as MLflow (ENDPOINT_NOT_FOUND in the client).
-	if r := do(t, s, "GET", "/api/2.0/mlflow/nope", nil); r.status != 404 || r.body != nil {
+	// Unknown routes: 404 ENDPOINT_NOT_FOUND in a JSON body, which the
+	// client raises as a RestException (its endpoint fallbacks catch that).
+	if r := do(t, s, "GET", "/api/2.0/mlflow/nope", nil); r.status != 404 || r.body["error_code"] != "ENDPOINT_NOT_FOUND" {
 		t.Fatalf("unknown route: %d %q", r.status, r.raw)
 	}
 }
@@ -287,4 +288,42 @@ func FuzzRequests(f *testing.F) {
 			t.Fatalf("%s %s with body %q: %d %s", r.Method, target, body, rec.Code, rec.Body.String())
 		}
 	})
+}
+
+// TestUnknownAPIPathsAnswerJSON: a request under an API prefix that no
+// route takes gets the JSON error body every API error has: 404
+// ENDPOINT_NOT_FOUND, or 405 ENDPOINT_NOT_FOUND with Allow when the path is
+// served for other methods. The web UI's fallback and real routes are unaffected.
+func TestUnknownAPIPathsAnswerJSON(t *testing.T) {
+	s := MustServer(t)
+	for _, c := range []struct {
+		method, target string
+		status         int
+		code, allow    string
+	}{
+		{"GET", "/api/2.0/mlflow/nope", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/2.0/fs/create-download-url?path=/Volumes/a/b/c/d", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/api/2.0/fs/endpoints", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/.well-known/databricks-config", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"OPTIONS", "/ajax-api/2.0/mlflow/nope", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/2.0/mlflow/experiments/get", 405, "ENDPOINT_NOT_FOUND", "GET, HEAD"},
+		{"DELETE", "/ajax-api/2.0/mlflow/runs/create", 405, "ENDPOINT_NOT_FOUND", "POST"},
+	} {
+		r := do(t, s, c.method, c.target, nil)
+		if r.status != c.status || r.body["error_code"] != c.code || r.header.Get("Content-Type") != "application/json" || r.header.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d %v %q, Allow %q; want %d %s, Allow %q", c.method, c.target, r.status, r.header.Get("Content-Type"), r.raw, r.header.Get("Allow"), c.status, c.code, c.allow)
+		}
+		if msg, _ := r.body["message"].(string); !strings.Contains(msg, strings.SplitN(c.target, "?", 2)[0]) {
+			t.Errorf("%s %s: message %q does not name the path", c.method, c.target, msg)
+		}
+	}
+	if r := do(t, s, "HEAD", "/api/2.0/nope", nil); r.status != 404 {
+		t.Errorf("HEAD of an unknown API path: %d", r.status)
+	}
+	if r := do(t, s, "GET", "/experiments/1", nil); r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
+		t.Errorf("UI route: %d %q", r.status, r.header.Get("Content-Type"))
+	}
+	if r := do(t, s, "GET", "/api/2.0/mlflow/experiments/get?experiment_id=0", nil); r.status != 200 {
+		t.Errorf("a real route: %d %s", r.status, r.raw)
+	}
 }

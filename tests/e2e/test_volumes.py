@@ -8,6 +8,7 @@ its shards, concurrent overwrite=false, a volume deleted while written."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -363,3 +364,68 @@ def test_permissions_multi_user(start_server, sextant_bin, tmp_path):
     make_volume(srv, "main.vision.ckpt", auth=alice, catalog=False)
     assert_json_error(requests.get(srv.url + DIRS + vol, auth=bob, timeout=10), 403)
     assert listing(srv, vol, auth=carol) == []  # the schema grant still reaches the new volume
+
+
+# ---------------------------------------------------------------- the Databricks SDK
+
+
+def test_databricks_sdk_files(start_server):
+    """The stock Databricks SDK for Python (WorkspaceClient().files) against a
+    multi-user server with a personal access token: directories, a small file
+    and a 60 MiB one (the SDK tries its presigned multipart flow first, gets a
+    JSON 405 and falls back to one PUT), metadata, listings, downloads, and the
+    errors it maps to its own exception classes."""
+    from databricks.sdk import WorkspaceClient
+    from databricks.sdk.core import Config
+    from databricks.sdk.errors import AlreadyExists, NotFound, PermissionDenied, Unauthenticated
+
+    srv = start_server(auth="on", admin_email=ADMIN)
+    deadline = time.monotonic() + 5
+    while not (m := re.search(r"one-time password (\S+)", srv.stderr_tail(200))):
+        assert time.monotonic() < deadline, srv.stderr_tail()
+        time.sleep(0.05)
+    admin = (ADMIN, m.group(1))
+    vol = make_volume(srv, "main.sdk.files", auth=admin)
+    tok = requests.post(srv.url + "/api/2.0/sextant/tokens", json={"name": "sdk"}, auth=admin, timeout=10).json()["token"]["token"]
+    w = WorkspaceClient(config=Config(host=srv.url, token=tok, auth_type="pat"))
+
+    w.files.create_directory(vol + "/run1/ckpt")
+    w.files.get_directory_metadata(vol + "/run1/ckpt")
+    small = b"hello from the sdk\n"
+    big = os.urandom(60 << 20)
+    w.files.upload(vol + "/run1/small.txt", io.BytesIO(small), overwrite=True)
+    w.files.upload(vol + "/run1/ckpt/model.bin", io.BytesIO(big), overwrite=True)
+    assert w.files.download(vol + "/run1/small.txt").contents.read() == small
+    got = w.files.download(vol + "/run1/ckpt/model.bin").contents.read()
+    assert hashlib.sha256(got).digest() == hashlib.sha256(big).digest()
+    meta = w.files.get_metadata(vol + "/run1/ckpt/model.bin")
+    assert meta.content_length == len(big), meta
+    entries = {(e.name, e.is_directory) for e in w.files.list_directory_contents(vol + "/run1")}
+    assert entries == {("small.txt", False), ("ckpt", True)}, entries
+
+    with pytest.raises(AlreadyExists):
+        w.files.upload(vol + "/run1/small.txt", io.BytesIO(b"other"), overwrite=False)
+    assert w.files.download(vol + "/run1/small.txt").contents.read() == small
+    with pytest.raises(NotFound):
+        w.files.get_metadata(vol + "/run1/missing.bin")
+    with pytest.raises(NotFound):
+        w.files.download(vol + "/nope/missing.bin").contents.read()
+    w.files.delete(vol + "/run1/ckpt/model.bin")
+    with pytest.raises(NotFound):
+        w.files.get_metadata(vol + "/run1/ckpt/model.bin")
+    w.files.delete_directory(vol + "/run1/ckpt")
+    assert [e.name for e in w.files.list_directory_contents(vol + "/run1")] == ["small.txt"]
+
+    # Credentials: a wrong token, and a user without a grant on the volume.
+    bad = WorkspaceClient(config=Config(host=srv.url, token="dapi-not-a-token", auth_type="pat"))
+    with pytest.raises(Unauthenticated):
+        bad.files.get_metadata(vol + "/run1/small.txt")
+    assert requests.post(srv.url + "/api/2.0/sextant/users", json={"email": "eve@example.com", "password": "eve-password-1"},
+                         auth=admin, timeout=10).status_code == 200
+    eve_tok = requests.post(srv.url + "/api/2.0/sextant/tokens", json={"name": "sdk"}, auth=("eve@example.com", "eve-password-1"),
+                            timeout=10).json()["token"]["token"]
+    eve = WorkspaceClient(config=Config(host=srv.url, token=eve_tok, auth_type="pat"))
+    with pytest.raises(PermissionDenied):
+        eve.files.download(vol + "/run1/small.txt").contents.read()
+    with pytest.raises(PermissionDenied):
+        eve.files.upload(vol + "/run1/eve.txt", io.BytesIO(b"x"), overwrite=True)
