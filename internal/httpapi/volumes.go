@@ -468,17 +468,25 @@ func (s *Server) getVolumeFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	var offset, length int64
 	var partial bool
-	rc, info, err := s.opts.Volumes.OpenFile(ctx, sub, p, func(info volumes.FileInfo) (int64, int64, error) {
-		if err := unmodifiedSince(r, info); err != nil {
-			return 0, 0, err
-		}
-		var err error
-		offset, length, partial, err = parseRange(r.Header.Get("Range"), info.Size)
-		if err != nil {
-			h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
-		}
-		return offset, length, err
-	})
+	var rc io.ReadCloser
+	var info volumes.FileInfo
+	if r.Header.Get("Range") == "" {
+		// The whole file: one open, whichever version it finds.
+		rc, info, err = s.opts.Volumes.OpenWholeFile(ctx, sub, p, func(info volumes.FileInfo) error { return unmodifiedSince(r, info) })
+		length = info.Size
+	} else {
+		rc, info, err = s.opts.Volumes.OpenFile(ctx, sub, p, func(info volumes.FileInfo) (int64, int64, error) {
+			if err := unmodifiedSince(r, info); err != nil {
+				return 0, 0, err
+			}
+			var err error
+			offset, length, partial, err = parseRange(r.Header.Get("Range"), info.Size)
+			if err != nil {
+				h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+			}
+			return offset, length, err
+		})
+	}
 	if err != nil {
 		return err
 	}

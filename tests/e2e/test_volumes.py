@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -272,6 +273,53 @@ def test_overwrite_false_is_exclusive(server):
     assert first.finish()[0] == 204
     assert requests.get(server.url + FS + vol + "/lock", timeout=10).content == b"first" * 1000
     assert_json_error(requests.put(server.url + FS + vol + "/lock?overwrite=false", data=b"third", timeout=10), 409, "ALREADY_EXISTS")
+
+
+def test_reads_during_overwrites_see_whole_versions(server):
+    """Readers racing with writers of different-length versions of one file
+    get one whole version every time (whole-file GETs), or a slice of one
+    version (Range GETs, checked against Content-Range): never a 5xx, never
+    bytes of two versions. Runs on the local directory and on S3."""
+    vol = make_volume(server, "main.hot.v")
+    url = server.url + FS + vol + "/hot.bin"
+    payloads = [os.urandom(200_000 + 7919 * i) for i in range(6)]
+    by_len = {len(p): p for p in payloads}
+    assert requests.put(url, data=payloads[0], timeout=10).status_code == 204
+    stop = threading.Event()
+    errors: list[str] = []
+    reads = [0, 0]
+
+    def writer(i: int) -> None:
+        with requests.Session() as s:
+            n = 0
+            while not stop.is_set():
+                r = s.put(url, data=payloads[(i + n) % len(payloads)], timeout=30)
+                n += 1
+                if r.status_code != 204:
+                    errors.append(f"PUT -> {r.status_code} {r.text[:200]}")
+
+    def reader(ranged: bool) -> None:
+        with requests.Session() as s:
+            while not stop.is_set():
+                r = s.get(url, headers={"Range": "bytes=1000-150999"} if ranged else {}, timeout=30)
+                reads[ranged] += 1
+                if ranged:
+                    total = int(r.headers.get("Content-Range", "/0").rsplit("/", 1)[1])
+                    if r.status_code != 206 or total not in by_len or r.content != by_len[total][1000:151000]:
+                        errors.append(f"ranged GET -> {r.status_code} {r.headers.get('Content-Range')} {len(r.content)} bytes")
+                elif r.status_code != 200 or by_len.get(len(r.content)) != r.content:
+                    errors.append(f"GET -> {r.status_code}, {len(r.content)} bytes that are no whole version: {r.text[:200] if r.status_code != 200 else ''}")
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)] + \
+              [threading.Thread(target=reader, args=(ranged,)) for ranged in (False, False, True)]
+    for t in threads:
+        t.start()
+    time.sleep(4)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert reads[0] > 20 and reads[1] > 10, reads
+    assert not errors, errors[:5]
 
 
 def test_volume_deleted_while_writing(server):
