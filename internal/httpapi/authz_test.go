@@ -213,10 +213,11 @@ func routeCases() map[string]routeCase {
 	return map[string]routeCase{
 		"GET /health": {everyone, get("/health")},
 		// The web UI's pages and assets hold no data: anyone may load them.
-		"GET /":                           {everyone, get("/experiments/1")},
-		"GET /assets/{path...}":           {everyone, get("/assets/" + uiAsset())},
-		"GET /version":                    {everyone, get("/version")},
-		"GET /api/3.0/mlflow/server-info": {everyone, get("/api/3.0/mlflow/server-info")},
+		"GET /":                              {everyone, get("/experiments/1")},
+		"GET /assets/{path...}":              {everyone, get("/assets/" + uiAsset())},
+		"GET /version":                       {everyone, get("/version")},
+		"GET /.well-known/databricks-config": {everyone, get("/.well-known/databricks-config")},
+		"GET /api/3.0/mlflow/server-info":    {everyone, get("/api/3.0/mlflow/server-info")},
 		"POST " + ml + "/experiments/create": {managers, func(f fixture, u string) (string, string, any) {
 			return "POST", ml + "/experiments/create", map[string]any{"name": f.folder + "/new-" + strings.Split(u, "@")[0]}
 		}},

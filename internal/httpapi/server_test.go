@@ -304,7 +304,7 @@ func TestUnknownAPIPathsAnswerJSON(t *testing.T) {
 		{"GET", "/api/2.0/mlflow/nope", 404, "ENDPOINT_NOT_FOUND", ""},
 		{"POST", "/api/2.0/fs/create-download-url?path=/Volumes/a/b/c/d", 404, "ENDPOINT_NOT_FOUND", ""},
 		{"GET", "/api/2.0/fs/endpoints", 404, "ENDPOINT_NOT_FOUND", ""},
-		{"GET", "/.well-known/databricks-config", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/.well-known/nope", 404, "ENDPOINT_NOT_FOUND", ""},
 		{"OPTIONS", "/ajax-api/2.0/mlflow/nope", 404, "ENDPOINT_NOT_FOUND", ""},
 		{"POST", "/api/2.0/mlflow/experiments/get", 405, "ENDPOINT_NOT_FOUND", "GET, HEAD"},
 		{"DELETE", "/ajax-api/2.0/mlflow/runs/create", 405, "ENDPOINT_NOT_FOUND", "POST"},

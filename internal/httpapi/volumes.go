@@ -48,6 +48,13 @@ func (s *Server) registerVolumeRoutes() {
 	s.handle("GET", dirs, ReadVolume, s.listVolumeDir)
 	s.handle("HEAD", dirs, ReadVolume, s.volumePathOp(s.opts.Volumes.StatDir, http.StatusOK))
 	s.handle("DELETE", dirs, WriteVolume, s.volumePathOp(s.opts.Volumes.DeleteDir, http.StatusNoContent))
+
+	// The Databricks SDK reads this host's discovery metadata before its
+	// first call, without credentials, and warns when there is none: it
+	// has no OIDC issuer, account or cloud to declare.
+	s.handle("GET", "/.well-known/databricks-config", Public, func(w http.ResponseWriter, r *http.Request) error {
+		return writeRaw(w, []byte("{}"))
+	})
 }
 
 // volumePathOp serves a Files API request that names a path, takes no
