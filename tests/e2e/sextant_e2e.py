@@ -4,6 +4,7 @@ assertions shared by the test modules. Fixtures live in conftest.py."""
 from __future__ import annotations
 
 import hashlib
+import re
 import signal
 import socket
 import subprocess
@@ -313,6 +314,18 @@ class PostgresServer:
         import shutil
 
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def admin_password(server) -> str:
+    """The one-time password a server started with --auth on prints for its
+    first administrator."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        m = re.search(r"one-time password (\S+)", server.stderr_tail(200))
+        if m:
+            return m.group(1)
+        time.sleep(0.05)
+    pytest.fail("the server printed no one-time admin password:\n" + server.stderr_tail())
 
 
 def assert_json_error(resp, status: int | tuple, error_code: str | None = None, *mentions: str) -> dict:

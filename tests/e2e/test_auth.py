@@ -4,24 +4,15 @@ token revocation, and workspace-path rules."""
 
 from __future__ import annotations
 
-import re
 import time
 
 import pytest
 import requests
 
+from sextant_e2e import admin_password
+
 ADMIN = "admin@example.com"
 SEXTANT_SERVER_FLAGS = {"auth": "on", "admin_email": ADMIN}
-
-
-def admin_password(server) -> str:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        m = re.search(r"one-time password (\S+)", server.stderr_tail(200))
-        if m:
-            return m.group(1)
-        time.sleep(0.05)
-    pytest.fail("the server printed no one-time admin password:\n" + server.stderr_tail())
 
 
 @pytest.fixture(scope="module")

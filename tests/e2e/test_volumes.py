@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from sextant_e2e import REPO_ROOT, RssSampler, assert_json_error, raw_request, report_measurement
+from sextant_e2e import REPO_ROOT, RssSampler, admin_password, assert_json_error, raw_request, report_measurement
 
 FS = "/api/2.0/fs/files"
 DIRS = "/api/2.0/fs/directories"
@@ -340,11 +340,7 @@ ADMIN = "admin@example.com"
 
 def test_permissions_multi_user(start_server, sextant_bin, tmp_path):
     srv = start_server(auth="on", admin_email=ADMIN)
-    deadline = time.monotonic() + 5
-    while not (m := re.search(r"one-time password (\S+)", srv.stderr_tail(200))):
-        assert time.monotonic() < deadline, srv.stderr_tail()
-        time.sleep(0.05)
-    admin = (ADMIN, m.group(1))
+    admin = (ADMIN, admin_password(srv))
     users = {"alice@example.com": "alice-password-1", "bob@example.com": "bob-password-1", "carol@example.com": "carol-password-1"}
     for email, pw in users.items():
         assert requests.post(srv.url + "/api/2.0/sextant/users", json={"email": email, "password": pw}, auth=admin, timeout=10).status_code == 200
@@ -429,11 +425,7 @@ def test_databricks_sdk_files(start_server, caplog):
     from databricks.sdk.errors import AlreadyExists, NotFound, PermissionDenied, Unauthenticated
 
     srv = start_server(auth="on", admin_email=ADMIN)
-    deadline = time.monotonic() + 5
-    while not (m := re.search(r"one-time password (\S+)", srv.stderr_tail(200))):
-        assert time.monotonic() < deadline, srv.stderr_tail()
-        time.sleep(0.05)
-    admin = (ADMIN, m.group(1))
+    admin = (ADMIN, admin_password(srv))
     vol = make_volume(srv, "main.sdk.files", auth=admin)
     tok = requests.post(srv.url + "/api/2.0/sextant/tokens", json={"name": "sdk"}, auth=admin, timeout=10).json()["token"]["token"]
     with caplog.at_level(logging.WARNING, logger="databricks.sdk"):
