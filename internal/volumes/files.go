@@ -92,18 +92,20 @@ func (s *Service) PutFile(ctx context.Context, sub *workspace.Subject, p Path, r
 		return FileInfo{}, err
 	}
 	key := blobKey(v, p.Rel)
-	if !overwrite {
-		if _, err := s.blobs.Stat(ctx, key); err == nil {
-			return FileInfo{}, errs.Errorf(errs.AlreadyExists, "file %s already exists (overwrite=false)", p)
-		} else if !errs.Is(err, errs.NotFound) {
-			return FileInfo{}, err
-		}
+	if err := s.refuseExisting(ctx, v, p, overwrite); err != nil {
+		return FileInfo{}, err
 	}
 	if _, err := s.blobs.Put(ctx, key, r, size); err != nil {
 		return FileInfo{}, fileError(err, p)
 	}
-	// A volume deleted meanwhile has had its files removed, or is about to:
-	// either way this file must not stay.
+	return s.landed(ctx, v, p)
+}
+
+// landed checks a file just published: a volume deleted meanwhile has had
+// its files removed, or is about to, so the file must not stay. It returns
+// the file's Info.
+func (s *Service) landed(ctx context.Context, v *Volume, p Path) (FileInfo, error) {
+	key := blobKey(v, p.Rel)
 	cur, err := s.store.GetVolume(ctx, v.Catalog, v.Schema, v.Name)
 	if (err == nil && cur.ID != v.ID) || errs.Is(err, errs.NotFound) {
 		if derr := s.blobs.Delete(context.WithoutCancel(ctx), key); derr != nil {
@@ -119,6 +121,20 @@ func (s *Service) PutFile(ctx context.Context, sub *workspace.Subject, p Path, r
 		return FileInfo{}, fileError(err, p)
 	}
 	return FileInfo{Path: p, Size: info.Size, ModTime: info.ModTime, ETag: info.ETag}, nil
+}
+
+// refuseExisting is errs.AlreadyExists when p exists and overwrite is
+// false.
+func (s *Service) refuseExisting(ctx context.Context, v *Volume, p Path, overwrite bool) error {
+	if overwrite {
+		return nil
+	}
+	if _, err := s.blobs.Stat(ctx, blobKey(v, p.Rel)); err == nil {
+		return errs.Errorf(errs.AlreadyExists, "file %s already exists (overwrite=false)", p)
+	} else if !errs.Is(err, errs.NotFound) {
+		return err
+	}
+	return nil
 }
 
 // checkFileSlot refuses a file path that is a directory, or that has a
@@ -398,6 +414,35 @@ const uploadClaimTTL = 2 * time.Minute
 // upload of a file that is being uploaded already, whichever replica
 // serves them.
 func (s *Service) beginUpload(ctx context.Context, v *Volume, p Path, overwrite bool) (func(), error) {
+	u, err := s.claimUpload(ctx, v, p, overwrite)
+	if err != nil {
+		return nil, err
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(uploadClaimTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				s.renewClaim(ctx, v, p, u.ID)
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		s.releaseClaim(ctx, v, p, u.ID)
+	}, nil
+}
+
+// claimUpload records an upload of p in flight (see Store.ClaimUpload): a
+// .metadata waits for the other files of its directory, and with
+// overwrite false a second upload of one file is refused.
+func (s *Service) claimUpload(ctx context.Context, v *Volume, p Path, overwrite bool) (*Upload, error) {
 	name := p.Name()
 	u := &Upload{VolumeID: v.ID, Dir: p.Dir().Rel, Name: name, ExpiresMs: s.nowMs() + uploadClaimTTL.Milliseconds()}
 	err := s.store.ClaimUpload(ctx, u, s.nowMs(), func(inFlight []string) error {
@@ -424,27 +469,17 @@ func (s *Service) beginUpload(ctx context.Context, v *Volume, p Path, overwrite 
 	if err != nil {
 		return nil, err
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(uploadClaimTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if err := s.store.RenewUpload(context.WithoutCancel(ctx), u.ID, s.nowMs()+uploadClaimTTL.Milliseconds()); err != nil {
-					s.log.Warn("renew an upload's claim", "volume_id", v.ID, "path", p.String(), "err", err)
-				}
-			}
-		}
-	}()
-	return func() {
-		close(stop)
-		<-done
-		if err := s.store.ReleaseUpload(context.WithoutCancel(ctx), u.ID); err != nil {
-			s.log.Warn("release an upload's claim (it expires on its own)", "volume_id", v.ID, "path", p.String(), "err", err)
-		}
-	}, nil
+	return u, nil
+}
+
+func (s *Service) renewClaim(ctx context.Context, v *Volume, p Path, id int64) {
+	if err := s.store.RenewUpload(context.WithoutCancel(ctx), id, s.nowMs()+uploadClaimTTL.Milliseconds()); err != nil {
+		s.log.Warn("renew an upload's claim", "volume_id", v.ID, "path", p.String(), "err", err)
+	}
+}
+
+func (s *Service) releaseClaim(ctx context.Context, v *Volume, p Path, id int64) {
+	if err := s.store.ReleaseUpload(context.WithoutCancel(ctx), id); err != nil {
+		s.log.Warn("release an upload's claim (it expires on its own)", "volume_id", v.ID, "path", p.String(), "err", err)
+	}
 }
