@@ -537,6 +537,10 @@ func routeCases() map[string]routeCase {
 		"PUT /api/2.0/fs/files/Volumes/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
 			return "PUT", "/api/2.0/fs/files" + f.volumePath() + "/step_1/__0_0.distcp", "shard"
 		}},
+		"POST /api/2.0/fs/files/Volumes/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/fs/files" + f.volumePath() + "/big.bin?action=initiate-upload", nil
+		}},
+		"GET /api/2.0/fs/endpoints": {everyone, get("/api/2.0/fs/endpoints")},
 		"GET /api/2.0/fs/files/Volumes/{path...}": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", "/api/2.0/fs/files" + f.volumePath() + "/data.bin", nil
 		}},

@@ -41,6 +41,8 @@ func (s *Server) registerVolumeRoutes() {
 
 	const files, dirs = "/api/2.0/fs/files/Volumes/{path...}", "/api/2.0/fs/directories/Volumes/{path...}"
 	s.handle("PUT", files, WriteVolume, s.putVolumeFile)
+	s.handle("POST", files, WriteVolume, s.postVolumeFile)
+	s.handle("GET", "/api/2.0/fs/endpoints", Authenticated, s.fsEndpoints)
 	s.handle("GET", files, ReadVolume, s.getVolumeFile)
 	s.handle("HEAD", files, ReadVolume, s.getVolumeFile)
 	s.handle("DELETE", files, WriteVolume, s.volumePathOp(s.opts.Volumes.DeleteFile, http.StatusNoContent))
@@ -401,9 +403,12 @@ func volumePath(r *http.Request) (volumes.Path, error) {
 }
 
 func (s *Server) putVolumeFile(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "overwrite")
+	q, err := parseQuery(r, "overwrite", "upload_type", "session_token", "part_number")
 	if err != nil {
 		return err
+	}
+	if q.has("upload_type") || q.has("session_token") || q.has("part_number") {
+		return s.putVolumePart(w, r, q)
 	}
 	// As the Files API: true when unspecified.
 	overwrite, err := parseBool(q, "overwrite", true)

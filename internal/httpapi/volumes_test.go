@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,102 @@ func TestUnityCatalogWire(t *testing.T) {
 	}
 	if res := a.as(reader, "GET", uc+"/volumes/"+f.volume, nil); res.status != 403 {
 		t.Fatalf("the old grant reaches the new volume: %d", res.status)
+	}
+}
+
+// TestVolumeMultipartUpload walks the Files API multipart flow the
+// Databricks SDK uses: initiate, parts out of order, a refused complete
+// that leaves the upload open, complete, and the errors around it.
+func TestVolumeMultipartUpload(t *testing.T) {
+	a, f := volumeServer(t)
+	files := "/api/2.0/fs/files" + f.volumePath()
+	if r := a.as(editor, "GET", "/api/2.0/fs/endpoints", nil); r.status != 200 || !strings.Contains(r.raw, `"api":"FILES_API","api_version":"2.0"`) || !strings.Contains(r.raw, `"multipart_upload_supported":true`) {
+		t.Fatalf("endpoints: %d %s", r.status, r.raw)
+	}
+	initiate := func(path string) string {
+		t.Helper()
+		r := a.as(editor, "POST", files+path+"?action=initiate-upload", nil)
+		mu, _ := r.body["multipart_upload"].(map[string]any)
+		tok, _ := mu["session_token"].(string)
+		if r.status != 200 || tok == "" {
+			t.Fatalf("initiate %s: %d %s", path, r.status, r.raw)
+		}
+		return tok
+	}
+	tok := initiate("/step_1/big.distcp")
+	part1 := strings.Repeat("a", 5<<20)
+	part2 := "tail"
+	putTo := func(path, tok string, n int, body string) response {
+		t.Helper()
+		return a.as(editor, "PUT", files+path+"?upload_type=multipart&session_token="+tok+"&part_number="+strconv.Itoa(n), body)
+	}
+	put := func(tok string, n int, body string) response { return putTo("/step_1/big.distcp", tok, n, body) }
+	r2 := put(tok, 2, part2)
+	r1 := put(tok, 1, part1)
+	if r1.status != 200 || r2.status != 200 || r1.header.Get("ETag") == "" || r2.header.Get("ETag") == "" {
+		t.Fatalf("parts: %d %s / %d %s", r1.status, r1.raw, r2.status, r2.raw)
+	}
+	complete := func(tok string, parts ...any) response {
+		t.Helper()
+		return a.as(editor, "POST", files+"/step_1/big.distcp?action=complete-upload&upload_type=multipart&session_token="+tok, map[string]any{"parts": parts})
+	}
+	part := func(n int, etag string) map[string]any { return map[string]any{"part_number": n, "etag": etag} }
+
+	// While the upload is open, a .metadata beside it waits.
+	if r := a.as(editor, "PUT", files+"/step_1/.metadata", "meta"); r.status != 409 || r.body["error_code"] != "RESOURCE_CONFLICT" {
+		t.Fatalf(".metadata during a multipart upload: %d %s", r.status, r.raw)
+	}
+	if r := complete(tok, part(1, r1.header.Get("ETag")), part(2, "wrong")); r.status != 400 {
+		t.Fatalf("complete with a wrong ETag: %d %s", r.status, r.raw)
+	}
+	if r := a.as(editor, "GET", files+"/step_1/big.distcp", nil); r.status != 404 {
+		t.Fatalf("the file is visible before complete: %d", r.status)
+	}
+	if r := complete(tok, part(1, r1.header.Get("ETag")), part(2, r2.header.Get("ETag"))); r.status != 200 {
+		t.Fatalf("complete: %d %s", r.status, r.raw)
+	}
+	if r := a.as(editor, "GET", files+"/step_1/big.distcp", nil); r.status != 200 || r.raw != part1+part2 {
+		t.Fatalf("GET after complete: %d, %d bytes", r.status, len(r.raw))
+	}
+	if r := a.as(editor, "PUT", files+"/step_1/.metadata", "meta"); r.status != 204 {
+		t.Fatalf(".metadata after complete: %d %s", r.status, r.raw)
+	}
+	// The session is over.
+	if r := put(tok, 3, "x"); r.status != 404 || r.body["error_code"] != "NOT_FOUND" {
+		t.Fatalf("part after complete: %d %s", r.status, r.raw)
+	}
+
+	// Abort drops the upload.
+	tok = initiate("/gone.bin")
+	if r := putTo("/gone.bin", tok, 1, "x"); r.status != 200 {
+		t.Fatalf("part: %d %s", r.status, r.raw)
+	}
+	if r := a.as(editor, "POST", files+"/gone.bin?action=abort-upload&upload_type=multipart&session_token="+tok, nil); r.status != 200 {
+		t.Fatalf("abort: %d %s", r.status, r.raw)
+	}
+	if r := putTo("/gone.bin", tok, 1, "x"); r.status != 404 {
+		t.Fatalf("part after abort: %d %s", r.status, r.raw)
+	}
+
+	for name, c := range map[string]struct {
+		user, method, target string
+		body                 any
+		status               int
+		code                 string
+	}{
+		"ErrNoOverwrite":     {editor, "POST", files + "/data.bin?action=initiate-upload&overwrite=false", nil, 409, "ALREADY_EXISTS"},
+		"ErrReaderInitiates": {reader, "POST", files + "/x.bin?action=initiate-upload", nil, 403, "PERMISSION_DENIED"},
+		"ErrUnknownAction":   {editor, "POST", files + "/x.bin?action=explode", nil, 400, "INVALID_PARAMETER_VALUE"},
+		"ErrNoAction":        {editor, "POST", files + "/x.bin", nil, 400, "INVALID_PARAMETER_VALUE"},
+		"ErrBadToken":        {editor, "PUT", files + "/x.bin?upload_type=multipart&session_token=nonsense&part_number=1", "x", 400, "INVALID_PARAMETER_VALUE"},
+		"ErrNoToken":         {editor, "POST", files + "/x.bin?action=complete-upload&upload_type=multipart", map[string]any{"parts": []any{}}, 400, "INVALID_PARAMETER_VALUE"},
+		"ErrPartZero":        {editor, "PUT", files + "/step_1/big.distcp?upload_type=multipart&session_token=" + tok + "&part_number=0", "x", 400, "INVALID_PARAMETER_VALUE"},
+		"ErrUploadType":      {editor, "PUT", files + "/x.bin?upload_type=resumable&session_token=" + tok + "&part_number=1", "x", 400, "INVALID_PARAMETER_VALUE"},
+		"ErrNoParts":         {editor, "POST", files + "/gone.bin?action=complete-upload&upload_type=multipart&session_token=" + tok, map[string]any{"parts": []any{}}, 400, "INVALID_PARAMETER_VALUE"},
+		"ErrReaderPart":      {reader, "PUT", files + "/gone.bin?upload_type=multipart&session_token=" + tok + "&part_number=1", "x", 403, "PERMISSION_DENIED"},
+	} {
+		if r := a.as(c.user, c.method, c.target, c.body); r.status != c.status || r.body["error_code"] != c.code {
+			t.Errorf("%s: %d %s, want %d %s", name, r.status, r.raw, c.status, c.code)
+		}
 	}
 }

@@ -417,9 +417,10 @@ def test_permissions_multi_user(start_server, sextant_bin, tmp_path):
 def test_databricks_sdk_files(start_server, caplog):
     """The stock Databricks SDK for Python (WorkspaceClient().files) against a
     multi-user server with a personal access token: directories, a small file
-    and a 60 MiB one (the SDK tries its presigned multipart flow first, gets a
-    JSON 405 and falls back to one PUT), metadata, listings, downloads, and the
-    errors it maps to its own exception classes."""
+    (one PUT) and a 60 MiB one (the multipart flow this host announces at
+    /api/2.0/fs/endpoints: parts in parallel, then complete), metadata,
+    listings, downloads, and the errors it maps to its own exception
+    classes."""
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.core import Config
     from databricks.sdk.errors import AlreadyExists, NotFound, PermissionDenied, Unauthenticated
@@ -438,9 +439,16 @@ def test_databricks_sdk_files(start_server, caplog):
     small = b"hello from the sdk\n"
     big = os.urandom(60 << 20)
     w.files.upload(vol + "/run1/small.txt", io.BytesIO(small), overwrite=True)
-    w.files.upload(vol + "/run1/ckpt/model.bin", io.BytesIO(big), overwrite=True)
-    assert w.files.download(vol + "/run1/small.txt").contents.read() == small
-    got = w.files.download(vol + "/run1/ckpt/model.bin").contents.read()
+    with caplog.at_level(logging.DEBUG, logger="databricks.sdk"):
+        w.files.upload(vol + "/run1/ckpt/model.bin", io.BytesIO(big), overwrite=True)
+        assert w.files.download(vol + "/run1/small.txt").contents.read() == small
+        got = w.files.download(vol + "/run1/ckpt/model.bin").contents.read()
+    parts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Uploading part")]
+    assert len(parts) == 6, parts  # 10 MiB parts
+    assert "initiate-upload" in caplog.text and "complete-upload" in caplog.text
+    # Discovery sends downloads to the Files API directly, not to presigned URLs first.
+    assert "create-download-url" not in caplog.text and "GET /api/2.0/fs/files" + vol in caplog.text
+    caplog.clear()
     assert hashlib.sha256(got).digest() == hashlib.sha256(big).digest()
     meta = w.files.get_metadata(vol + "/run1/ckpt/model.bin")
     assert meta.content_length == len(big), meta
