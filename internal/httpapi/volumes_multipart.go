@@ -55,12 +55,10 @@ func (s *Server) postVolumeFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, sub := r.Context(), SubjectFromContext(r.Context())
 	action := q.str("action")
+	var token string
 	if action != "initiate-upload" {
-		if t := q.str("upload_type"); t != "multipart" {
-			return invalid("Invalid value '%s' for parameter 'upload_type': only multipart uploads are served", truncate(t, 40))
-		}
-		if q.str("session_token") == "" {
-			return invalid("Missing value for required parameter 'session_token'")
+		if token, err = sessionToken(q); err != nil {
+			return err
 		}
 	}
 	switch action {
@@ -89,13 +87,13 @@ func (s *Server) postVolumeFile(w http.ResponseWriter, r *http.Request) error {
 		for i, pt := range req.Parts {
 			parts[i] = blob.Part{Number: int(pt.PartNumber.V), ETag: pt.ETag}
 		}
-		if _, err := s.opts.Volumes.CompleteUpload(ctx, sub, p, q.str("session_token"), parts); err != nil {
+		if _, err := s.opts.Volumes.CompleteUpload(ctx, sub, p, token, parts); err != nil {
 			return err
 		}
 		checked(r)
 		return writeRaw(w, []byte("{}"))
 	case "abort-upload":
-		if err := s.opts.Volumes.AbortUpload(ctx, sub, p, q.str("session_token")); err != nil {
+		if err := s.opts.Volumes.AbortUpload(ctx, sub, p, token); err != nil {
 			return err
 		}
 		checked(r)
@@ -106,12 +104,9 @@ func (s *Server) postVolumeFile(w http.ResponseWriter, r *http.Request) error {
 
 // putVolumePart stores one part of a multipart upload.
 func (s *Server) putVolumePart(w http.ResponseWriter, r *http.Request, q query) error {
-	if t := q.str("upload_type"); t != "multipart" {
-		return invalid("Invalid value '%s' for parameter 'upload_type': only multipart uploads are served", truncate(t, 40))
-	}
-	token := q.str("session_token")
-	if token == "" {
-		return invalid("Missing value for required parameter 'session_token'")
+	token, err := sessionToken(q)
+	if err != nil {
+		return err
 	}
 	n, ok, err := q.int("part_number")
 	if err != nil {
@@ -133,4 +128,17 @@ func (s *Server) putVolumePart(w http.ResponseWriter, r *http.Request, q query) 
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// sessionToken returns the session_token of a request about an open
+// multipart upload (upload_type=multipart).
+func sessionToken(q query) (string, error) {
+	if t := q.str("upload_type"); t != "multipart" {
+		return "", invalid("Invalid value '%s' for parameter 'upload_type': only multipart uploads are served", truncate(t, 40))
+	}
+	token := q.str("session_token")
+	if token == "" {
+		return "", invalid("Missing value for required parameter 'session_token'")
+	}
+	return token, nil
 }
