@@ -357,14 +357,11 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request) error {
 	if err := s.art.CheckPartToken(clean, id, r.Header.Get(uploadTokenHeader)); err != nil {
 		return err
 	}
-	n, ok, err := q.int("part_number")
+	n, err := partNumber(q)
 	if err != nil {
 		return err
 	}
-	if !ok || n < 1 || n > blob.MaxPartNumber {
-		return invalid("part_number must be between 1 and %d", blob.MaxPartNumber)
-	}
-	etag, err := s.art.PutPart(r.Context(), clean, id, int(n), r.Body, r.ContentLength)
+	etag, err := s.art.PutPart(r.Context(), clean, id, n, r.Body, r.ContentLength)
 	if err != nil {
 		return bodyError(err)
 	}

@@ -108,18 +108,15 @@ func (s *Server) putVolumePart(w http.ResponseWriter, r *http.Request, q query) 
 	if err != nil {
 		return err
 	}
-	n, ok, err := q.int("part_number")
+	n, err := partNumber(q)
 	if err != nil {
 		return err
-	}
-	if !ok || n < 1 || n > blob.MaxPartNumber {
-		return invalid("part_number must be between 1 and %d", blob.MaxPartNumber)
 	}
 	p, err := volumePath(r)
 	if err != nil {
 		return err
 	}
-	etag, err := s.opts.Volumes.UploadPart(r.Context(), SubjectFromContext(r.Context()), p, token, int(n), r.Body, r.ContentLength)
+	etag, err := s.opts.Volumes.UploadPart(r.Context(), SubjectFromContext(r.Context()), p, token, n, r.Body, r.ContentLength)
 	if err != nil {
 		return bodyError(err)
 	}
@@ -141,4 +138,16 @@ func sessionToken(q query) (string, error) {
 		return "", invalid("Missing value for required parameter 'session_token'")
 	}
 	return token, nil
+}
+
+// partNumber reads a multipart request's part_number (1 to 10,000).
+func partNumber(q query) (int, error) {
+	n, ok, err := q.int("part_number")
+	if err != nil {
+		return 0, err
+	}
+	if !ok || n < 1 || n > blob.MaxPartNumber {
+		return 0, invalid("part_number must be between 1 and %d", blob.MaxPartNumber)
+	}
+	return int(n), nil
 }
