@@ -155,7 +155,13 @@ def mode_save(a, rank: int, world: int, out: Path) -> None:
                          process_group=ckpt_group)
     blocked = time.perf_counter() - t
     steps_during = 0
-    while not fut.done() and steps_during < 50:
+    # Training steps are collective (FSDP all-gathers): every rank must take
+    # the same number, so they go on while any rank's save is in flight.
+    while steps_during < 50:
+        busy = torch.tensor([0 if fut.done() else 1])
+        dist.all_reduce(busy, op=dist.ReduceOp.MAX)
+        if not busy.item():
+            break
         train_step(model, optim, batch_for(rank, 100 + steps_during, a.width))
         steps_during += 1
     fut.result()
