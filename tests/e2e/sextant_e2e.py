@@ -316,6 +316,16 @@ class PostgresServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def run_for(seconds: float, stop, threads) -> None:
+    """Starts threads, lets them run for seconds, sets stop and joins them."""
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+
+
 def admin_password(server) -> str:
     """The one-time password a server started with --auth on prints for its
     first administrator."""

@@ -30,6 +30,7 @@ from sextant_e2e import (
     artifact_store_dir,
     artifacts_url,
     assert_healthy,
+    run_for,
     assert_json_error,
     files_under,
     raw_request,
@@ -509,14 +510,8 @@ def test_reads_during_overwrites_see_whole_versions(client, server):
                     errors.append(f"GET returned {len(body)} bytes (Content-Length {r.headers.get('Content-Length')}) "
                                   "that are no whole version")
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)] + \
-              [threading.Thread(target=reader) for _ in range(3)]
-    for t in threads:
-        t.start()
-    time.sleep(4)
-    stop.set()
-    for t in threads:
-        t.join()
+    run_for(4, stop, [threading.Thread(target=writer, args=(i,)) for i in range(3)] +
+            [threading.Thread(target=reader) for _ in range(3)])
     assert reads[0] > 50, reads
     assert not errors, f"{len(errors)} bad reads/writes of {reads[0]} reads; first: {errors[:5]}"
 

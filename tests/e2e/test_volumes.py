@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from sextant_e2e import REPO_ROOT, RssSampler, admin_password, assert_json_error, raw_request, report_measurement
+from sextant_e2e import REPO_ROOT, RssSampler, admin_password, assert_json_error, raw_request, report_measurement, run_for
 
 FS = "/api/2.0/fs/files"
 DIRS = "/api/2.0/fs/directories"
@@ -311,14 +311,8 @@ def test_reads_during_overwrites_see_whole_versions(server):
                 elif r.status_code != 200 or by_len.get(len(r.content)) != r.content:
                     errors.append(f"GET -> {r.status_code}, {len(r.content)} bytes that are no whole version: {r.text[:200] if r.status_code != 200 else ''}")
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)] + \
-              [threading.Thread(target=reader, args=(ranged,)) for ranged in (False, False, True)]
-    for t in threads:
-        t.start()
-    time.sleep(4)
-    stop.set()
-    for t in threads:
-        t.join()
+    run_for(4, stop, [threading.Thread(target=writer, args=(i,)) for i in range(3)] +
+            [threading.Thread(target=reader, args=(ranged,)) for ranged in (False, False, True)])
     assert reads[0] > 20 and reads[1] > 10, reads
     assert not errors, errors[:5]
 
