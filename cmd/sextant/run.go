@@ -41,6 +41,7 @@ type RunConfig struct {
 	SpoolDir       string
 	SpoolMaxBytes  int64
 	MemoryMaxBytes int64
+	Nice           int
 	DeliverTimeout time.Duration
 	JoinTimeout    time.Duration
 	RankPrefix     string
@@ -61,6 +62,8 @@ func (c *RunConfig) Validate() error {
 		return &ConfigError{"flush", "must be at least 10ms"}
 	case c.RankPrefix != "auto" && c.RankPrefix != "on" && c.RankPrefix != "off":
 		return &ConfigError{"rank-prefix", fmt.Sprintf("must be auto, on or off, got %q", c.RankPrefix)}
+	case c.Nice < 0 || c.Nice > 19:
+		return &ConfigError{"nice", fmt.Sprintf("must be 0 to 19, got %d", c.Nice)}
 	case c.NodeRank < -1 || c.LocalRank < -1 || c.NNodes < 0:
 		return &ConfigError{"node-rank", "ranks must be 0 or more and --nnodes 1 or more"}
 	}
@@ -96,7 +99,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	cfg := RunConfig{
 		TrackingURI: getenv("MLFLOW_TRACKING_URI"), Resume: getenv("MLFLOW_RUN_ID"),
 		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
-		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 64 << 20,
+		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 256 << 20, Nice: 10,
 		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
 	}
 	fs := flag.NewFlagSet("sextant run", flag.ContinueOnError)
@@ -118,6 +121,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.OutputPipes, "output-pipes", false, "give COMMAND pipes for its output instead of files the launcher follows (through pipes COMMAND waits whenever the launcher falls behind)")
 	fs.Int64Var(&cfg.SpoolMaxBytes, "spool-max-bytes", cfg.SpoolMaxBytes, "largest spool on disk; output beyond it is dropped, and counted (negative: no spool)")
 	fs.Int64Var(&cfg.MemoryMaxBytes, "memory-max-bytes", cfg.MemoryMaxBytes, "output kept in memory while the server is behind, before it goes to the spool")
+	fs.IntVar(&cfg.Nice, "nice", cfg.Nice, "nice levels the launcher lowers its own CPU priority by once COMMAND runs, so that COMMAND goes first on busy cores (0: same priority; not with --output-pipes)")
 	fs.DurationVar(&cfg.DeliverTimeout, "deliver-timeout", cfg.DeliverTimeout, "after COMMAND exits, how long to keep trying to reach an unreachable server")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "how long a node other than 0 waits for node 0's run")
 	fs.StringVar(&cfg.RankPrefix, "rank-prefix", cfg.RankPrefix, "read local ranks from torchrun's \"[rank3]:\" line prefixes: auto (when COMMAND is torchrun), on or off")
@@ -183,7 +187,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		Experiment: expName, ExperimentExplicit: cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "",
 		RunName: cfg.RunName, User: userName, Resume: cfg.Resume, Job: job,
 		Grace: cfg.Grace, Drain: cfg.Drain, FlushInterval: cfg.Flush, PartialAfter: cfg.PartialAfter,
-		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes,
+		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes, Nice: cfg.Nice,
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,
 		Signals: sigs,
 		// TODO(gpu): sample the job's GPUs for the run. Plug the

@@ -65,6 +65,7 @@ func TestRunCommandErrors(t *testing.T) {
 		"NoServer":          {nil, []string{"run", "--", "true"}, "MLFLOW_TRACKING_URI"},
 		"RelativeEnvName":   {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1", "MLFLOW_EXPERIMENT_NAME": "exp"}, []string{"run", "--", "true"}, "absolute path"},
 		"NoJobID":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--node-rank", "1", "--nnodes", "2", "--", "true"}, "job id"},
+		"BadNice":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--nice", "-5", "--", "true"}, "nice"},
 		"BadRankPrefix":     {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--rank-prefix", "x", "--", "true"}, "rank-prefix"},
 		"LogsNoRun":         {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"logs"}, "one RUN_ID"},
 		"LogsBadStream":     {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"logs", "--stream", "stdin", "r"}, "stdout or stderr"},

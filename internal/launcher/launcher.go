@@ -121,6 +121,12 @@ type Options struct {
 	// the system's temporary directory). Through pipes, a job printing
 	// faster than the launcher reads waits for it.
 	PipeOutput bool
+	// Nice is how many nice levels the launcher lowers its own CPU
+	// priority by once the job runs, so that on cores the job keeps busy
+	// the job goes first: its output waits in the files the launcher
+	// follows, not in the job. Not with pipes, where the job would wait
+	// for the launcher. 0 keeps the launcher at the job's priority.
+	Nice int
 	// DeliverTimeout is how long, after the job exited, the launcher keeps
 	// trying to deliver the output and the run's final status to a server
 	// that does not answer; 0 means 10 minutes.
@@ -296,6 +302,11 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, fmt.Errorf("start %s: %w", o.Command[0], err)
 	}
 
+	if _, pipes := ch.stdout.(pipeOutput); !pipes {
+		if err := yieldCPU(o.Nice); err != nil {
+			l.say("could not lower the launcher's CPU priority: %v", err)
+		}
+	}
 	stopSampler := l.startSampler(bg, ch)
 	node, rank := int32(o.Job.NodeRank), int32(o.Job.LocalRank)
 	caps := []*capture{

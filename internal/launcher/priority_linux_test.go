@@ -1,0 +1,86 @@
+package launcher_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sextant/sextant/internal/launcher"
+)
+
+// TestLauncherYieldsCPUToJob runs the launcher in a child test process
+// (it lowers the priority of its whole process) with Nice 3: the job keeps
+// the priority the launcher started with, every thread of the launcher is
+// 3 levels below; with pipes the launcher does not yield.
+func TestLauncherYieldsCPUToJob(t *testing.T) {
+	if mode := os.Getenv("SEXTANT_TEST_YIELD"); mode != "" {
+		f := newFakeServer()
+		l := launch(t, f, []string{"awk", "{print $19}", "/proc/self/stat"}, func(o *launcher.Options) {
+			o.Nice, o.PipeOutput = 3, mode == "pipes"
+		})
+		if l.err != nil {
+			t.Fatal(l.err)
+		}
+		fmt.Printf("job=%s launcher=%s\n", strings.TrimSpace(l.stdout.String()), strings.Join(threadNices(t), ","))
+		return
+	}
+	base := nice(t, "/proc/self/stat")
+	for _, mode := range []string{"files", "pipes"} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestLauncherYieldsCPUToJob$", "-test.v")
+		cmd.Env = append(os.Environ(), "SEXTANT_TEST_YIELD="+mode)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out)
+		}
+		m := regexp.MustCompile(`job=(-?\d+) launcher=([-\d,]+)`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: no result in\n%s", mode, out)
+		}
+		want := min(base+3, 19)
+		if mode == "pipes" {
+			want = base
+		}
+		if job, _ := strconv.Atoi(string(m[1])); job != base {
+			t.Errorf("%s: the job ran at nice %d, want the launcher's own %d", mode, job, base)
+		}
+		for n := range strings.SplitSeq(string(m[2]), ",") {
+			if got, _ := strconv.Atoi(n); got != want {
+				t.Errorf("%s: launcher threads at nice %s, want all %d", mode, m[2], want)
+				break
+			}
+		}
+	}
+}
+
+// nice reads the nice value from a /proc stat file (field 19; the command
+// name in field 2 is in parentheses and may hold spaces).
+func nice(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	n, err := strconv.Atoi(fields[16])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func threadNices(t *testing.T) []string {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, task := range tasks {
+		out = append(out, strconv.Itoa(nice(t, "/proc/self/task/"+task.Name()+"/stat")))
+	}
+	return out
+}
