@@ -47,7 +47,7 @@ func benchLogs(ctx context.Context, c config, bin string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	outBytes, prefill, rounds := int64(200<<20), 10_000_000, 5
+	outBytes, prefill, rounds := int64(200<<20), 10_000_000, 7
 	if c.short {
 		outBytes, prefill, rounds = 40<<20, 1_000_000, 2
 	}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -124,8 +125,10 @@ type Options struct {
 	// Nice is how many nice levels the launcher lowers its own CPU
 	// priority by once the job runs, so that on cores the job keeps busy
 	// the job goes first: its output waits in the files the launcher
-	// follows, not in the job. Not with pipes, where the job would wait
-	// for the launcher. 0 keeps the launcher at the job's priority.
+	// follows, not in the job. The launcher then also runs Go code on at
+	// most two cores, and leaves one to the job (see yieldToJob). Not with
+	// pipes, where the job would wait for the launcher. 0: the launcher
+	// does not yield.
 	Nice int
 	// DeliverTimeout is how long, after the job exited, the launcher keeps
 	// trying to deliver the output and the run's final status to a server
@@ -302,10 +305,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, fmt.Errorf("start %s: %w", o.Command[0], err)
 	}
 
-	if _, pipes := ch.stdout.(pipeOutput); !pipes {
-		if err := yieldCPU(o.Nice); err != nil {
-			l.say("could not lower the launcher's CPU priority: %v", err)
-		}
+	if _, pipes := ch.stdout.(pipeOutput); !pipes && o.Nice > 0 {
+		l.yieldToJob(o.Nice)
 	}
 	stopSampler := l.startSampler(bg, ch)
 	node, rank := int32(o.Job.NodeRank), int32(o.Job.LocalRank)
@@ -505,4 +506,21 @@ func cutPrefix(s, p string) (string, bool) {
 		return s[len(p):], true
 	}
 	return "", false
+}
+
+// yieldToJob makes the launcher a side-car of the job it started: its
+// threads drop nice levels below the job, and it runs Go code on at most
+// two cores, leaving at least one to the job (unless GOMAXPROCS is set).
+// Both matter on a machine whose cores the job keeps busy: at a lower
+// priority alone, the runtime's spare threads still took turns on the
+// job's core (docs/run.md has the figures). One core reads, tees and
+// splits output far faster than a job prints it; what the launcher has
+// not read yet waits in the job's output files.
+func (l *launcher) yieldToJob(nice int) {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(max(1, min(2, runtime.NumCPU()-1)))
+	}
+	if err := yieldCPU(nice); err != nil {
+		l.say("could not lower the launcher's CPU priority: %v", err)
+	}
 }

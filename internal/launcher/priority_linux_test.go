@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // TestLauncherYieldsCPUToJob runs the launcher in a child test process
 // (it lowers the priority of its whole process) with Nice 3: the job keeps
 // the priority the launcher started with, every thread of the launcher is
-// 3 levels below; with pipes the launcher does not yield.
+// 3 levels below and runs Go code on at most 2 cores, leaving one to the
+// job; with pipes the launcher does not yield.
 func TestLauncherYieldsCPUToJob(t *testing.T) {
 	if mode := os.Getenv("SEXTANT_TEST_YIELD"); mode != "" {
 		f := newFakeServer()
@@ -26,10 +28,10 @@ func TestLauncherYieldsCPUToJob(t *testing.T) {
 		if l.err != nil {
 			t.Fatal(l.err)
 		}
-		fmt.Printf("job=%s launcher=%s\n", strings.TrimSpace(l.stdout.String()), strings.Join(threadNices(t), ","))
+		fmt.Printf("job=%s launcher=%s procs=%d\n", strings.TrimSpace(l.stdout.String()), strings.Join(threadNices(t), ","), runtime.GOMAXPROCS(0))
 		return
 	}
-	base := nice(t, "/proc/self/stat")
+	base, procs := nice(t, "/proc/self/stat"), runtime.GOMAXPROCS(0)
 	for _, mode := range []string{"files", "pipes"} {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestLauncherYieldsCPUToJob$", "-test.v")
 		cmd.Env = append(os.Environ(), "SEXTANT_TEST_YIELD="+mode)
@@ -37,13 +39,19 @@ func TestLauncherYieldsCPUToJob(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", mode, err, out)
 		}
-		m := regexp.MustCompile(`job=(-?\d+) launcher=([-\d,]+)`).FindSubmatch(out)
+		m := regexp.MustCompile(`job=(-?\d+) launcher=([-\d,]+) procs=(\d+)`).FindSubmatch(out)
 		if m == nil {
 			t.Fatalf("%s: no result in\n%s", mode, out)
 		}
-		want := min(base+3, 19)
+		want, wantProcs := min(base+3, 19), max(1, min(2, runtime.NumCPU()-1))
+		if mode == "pipes" || os.Getenv("GOMAXPROCS") != "" {
+			wantProcs = procs
+		}
 		if mode == "pipes" {
 			want = base
+		}
+		if got, _ := strconv.Atoi(string(m[3])); got != wantProcs {
+			t.Errorf("%s: the launcher ran Go code on %d cores, want %d", mode, got, wantProcs)
 		}
 		if job, _ := strconv.Atoi(string(m[1])); job != base {
 			t.Errorf("%s: the job ran at nice %d, want the launcher's own %d", mode, job, base)
