@@ -183,33 +183,46 @@ func (s *Service) statFile(ctx context.Context, v *Volume, p Path) (FileInfo, er
 // OpenFile opens a file for reading (CAN_READ on the volume): it stats the
 // file, asks pick which byte range to read given its Info (pick may refuse
 // with an error, such as an unsatisfiable range), and opens that range of
-// the same version of the file, even while it is being overwritten. The
-// caller closes the reader.
+// one version of the file, even while it is being overwritten. When the
+// open finds a newer version than the stat did, that version is kept if
+// pick chooses the same range for it (an overwrite of the same size), so
+// overwrites in a loop do not starve the reader; else the range is picked
+// again for the version the open found. The caller closes the reader.
 func (s *Service) OpenFile(ctx context.Context, sub *workspace.Subject, p Path, pick func(FileInfo) (offset, length int64, err error)) (io.ReadCloser, FileInfo, error) {
 	v, err := s.access(ctx, sub, p, workspace.CanRead)
 	if err != nil {
 		return nil, FileInfo{}, err
 	}
+	st, err := s.statFile(ctx, v, p)
+	if err != nil {
+		return nil, FileInfo{}, err
+	}
 	for range 5 {
-		st, err := s.statFile(ctx, v, p)
-		if err != nil {
-			return nil, FileInfo{}, err
-		}
 		off, n, err := pick(st)
 		if err != nil {
 			return nil, st, err
 		}
 		rc, info, err := s.blobs.Open(ctx, blobKey(v, p.Rel), off, n)
 		if err != nil {
-			if errs.Is(err, errs.NotFound) {
-				continue // deleted or replaced between the two
+			// Deleted, or replaced by a version shorter than the range's
+			// start, between the stat and the open: look again.
+			if !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Invalid) {
+				return nil, st, fileError(err, p)
 			}
-			return nil, st, fileError(err, p)
+			if st, err = s.statFile(ctx, v, p); err != nil {
+				return nil, FileInfo{}, err
+			}
+			continue
 		}
-		if info.ETag == st.ETag && info.Size == st.Size {
+		got := FileInfo{Path: p, Size: info.Size, ModTime: info.ModTime, ETag: info.ETag}
+		if got.ETag == st.ETag && got.Size == st.Size {
 			return rc, st, nil
 		}
+		if off2, n2, err := pick(got); err == nil && off2 == off && n2 == n {
+			return rc, got, nil
+		}
 		rc.Close()
+		st = got
 	}
 	return nil, FileInfo{}, errs.Errorf(errs.Unavailable, "%s is being rewritten, retry", p)
 }

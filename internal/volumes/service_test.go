@@ -446,15 +446,90 @@ func TestOpenFileSeesOneVersion(t *testing.T) {
 			_, _ = e.svc.PutFile(context.Background(), e.users["alice"], path(t, f), bytes.NewReader(data), int64(len(data)), true)
 		}
 	})
+	// Versions of one size: a read that opens a newer version than it
+	// stat'ed keeps it (the same range), so no read is refused.
 	for range 200 {
 		got, err := e.read(t, "alice", f, 100, 1000)
-		if err != nil && errs.CodeOf(err) != errs.Unavailable {
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err == nil && strings.Trim(got, string(got[0])) != "" {
+		if len(got) != 1000 || strings.Trim(got, string(got[0])) != "" {
 			t.Fatalf("mixed versions in one read")
 		}
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// rewritingStore overwrites a blob with the next of versions just before
+// each of the first opens of it, as a writer in a loop racing a reader's
+// stat and open would.
+type rewritingStore struct {
+	blob.Store
+	versions [][]byte
+	rewrites int // opens that rewrite first; the rest do not
+	opens    int
+}
+
+func (s *rewritingStore) Open(ctx context.Context, key string, off, n int64) (io.ReadCloser, blob.Info, error) {
+	if s.opens < s.rewrites && len(s.versions) > 0 {
+		v := s.versions[s.opens%len(s.versions)]
+		if _, err := s.Store.Put(ctx, key, bytes.NewReader(v), int64(len(v))); err != nil {
+			return nil, blob.Info{}, err
+		}
+	}
+	s.opens++
+	return s.Store.Open(ctx, key, off, n)
+}
+
+func TestOpenFileRacingOverwrites(t *testing.T) {
+	store := &rewritingStore{Store: mustDir(t)}
+	e := mustEnv(t, store)
+	e.world(t)
+	const f = "/Volumes/main/team/ckpt/v"
+	a, b := bytes.Repeat([]byte("a"), 3000), bytes.Repeat([]byte("b"), 3000)
+	must(t, "put", e.put(t, "alice", f, string(a), true))
+
+	// Every open finds a version newer than the stat's, of the same size:
+	// the range is the same for it, so it is read, whole.
+	store.versions, store.rewrites, store.opens = [][]byte{b, a}, 1<<30, 0
+	for i := range 10 {
+		got, err := e.read(t, "alice", f, 100, 1000)
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if len(got) != 1000 || strings.Trim(got, string(got[0])) != "" {
+			t.Fatalf("read %d: mixed versions", i)
+		}
+	}
+
+	// The open finds a longer version: a range that depends on the size
+	// (the last 100 bytes) is picked again for the version found.
+	c := bytes.Repeat([]byte("c"), 5000)
+	store.versions, store.rewrites, store.opens = [][]byte{c}, 1, 0
+	var picked []int64
+	rc, info, err := e.svc.OpenFile(t.Context(), e.users["alice"], path(t, f), func(fi volumes.FileInfo) (int64, int64, error) {
+		picked = append(picked, fi.Size)
+		return fi.Size - 100, 100, nil
+	})
+	must(t, "open the tail", err)
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	must(t, "read the tail", err)
+	if info.Size != 5000 || string(got) != strings.Repeat("c", 100) || len(picked) != 3 || picked[0] != 3000 || picked[2] != 5000 {
+		t.Fatalf("tail: info %+v, %q, picked for sizes %v", info, got, picked)
+	}
+
+	// The open finds a version shorter than the range's start: picked
+	// again, not refused as a bad range.
+	store.versions, store.rewrites, store.opens = [][]byte{[]byte("short")}, 1, 0
+	rc, _, err = e.svc.OpenFile(t.Context(), e.users["alice"], path(t, f), func(fi volumes.FileInfo) (int64, int64, error) {
+		return fi.Size - 5, 5, nil
+	})
+	must(t, "open after a shrink", err)
+	got, err = io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(got) != "short" {
+		t.Fatalf("after a shrink: %q %v", got, err)
+	}
 }
