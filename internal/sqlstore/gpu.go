@@ -271,6 +271,15 @@ func (g *GPUStore) AppendSamples(ctx context.Context, b *gpu.Batch) error {
 			if n, _ := res.RowsAffected(); n == 1 {
 				continue
 			}
+			if runID != nil {
+				// A node-wide agent (a DaemonSet) and the launcher of a
+				// run on the node sample at the same instants: a sample of
+				// no run stored first takes the run's labels, so the run's
+				// series has it whichever arrived first.
+				if err := adoptRun(tx, pk, p.ts, runID, rank, p.ts == latestTs); err != nil {
+					return err
+				}
+			}
 			merged, err := mergeStored(tx, pk, p)
 			if err != nil {
 				return err
@@ -284,6 +293,19 @@ func (g *GPUStore) AppendSamples(ctx context.Context, b *gpu.Batch) error {
 		}
 		return nil
 	})
+}
+
+// adoptRun gives the stored sample of (node, ts), when it has no run, the
+// run's labels; and the node's latest sample too when latest is set.
+func adoptRun(tx *wtx, pk, ts int64, runID, rank any, latest bool) error {
+	if _, err := tx.exec(`UPDATE gpu_samples SET run_id = ?, node_rank = ? WHERE node_pk = ? AND ts_ms = ? AND run_id IS NULL`, runID, rank, pk, ts); err != nil {
+		return sqlError(err, "label GPU sample")
+	}
+	if !latest {
+		return nil
+	}
+	_, err := tx.exec(`UPDATE gpu_nodes SET latest_run_id = ?, latest_node_rank = ? WHERE node_pk = ? AND latest_ts_ms = ? AND latest_run_id IS NULL`, runID, rank, pk, ts)
+	return sqlError(err, "label GPU node")
 }
 
 // mergeStored adds to the stored sample of (node, p.ts) the GPUs of p it

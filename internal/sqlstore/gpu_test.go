@@ -28,6 +28,7 @@ func TestGPUStore(t *testing.T) {
 	tests := map[string]func(*testing.T, func(testing.TB, sqlstore.Options) *sqlstore.Store){
 		"AppendIsIdempotentAndMerges": testGPUStoreAppendIsIdempotentAndMerges,
 		"Selections":                  testGPUStoreSelections,
+		"RunLabelsWinAtOneInstant":    testGPUStoreRunLabelsWinAtOneInstant,
 		"Prune":                       testGPUStorePrune,
 		"ConcurrentIngestAndPrune":    testGPUStoreConcurrentIngestAndPrune,
 	}
@@ -253,4 +254,36 @@ func TestGPUStorePrunesInTheBackground(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("background pruning did not trim to the window: %d samples left", len(mustScan(t, g, gpu.Selection{}, 0, 1<<62)))
+}
+
+// testGPUStoreRunLabelsWinAtOneInstant: a node-wide agent (no run) and the
+// launcher of a run on the node sample at the same instants; whichever
+// arrives first, the stored sample is the run's. A sample of another run
+// does not take it over.
+func testGPUStoreRunLabelsWinAtOneInstant(t *testing.T, open func(testing.TB, sqlstore.Options) *sqlstore.Store) {
+	g := MustOpenGPU(t, open)
+	mustAppend(t, g, "n1", "", gpuSample(1000, "GPU-a"), gpuSample(2000, "GPU-a"))
+	mustAppend(t, g, "n1", "run1", gpuSample(2000, "GPU-a"), gpuSample(1000, "GPU-a"))
+	mustAppend(t, g, "n1", "run1", gpuSample(3000, "GPU-a"))
+	mustAppend(t, g, "n1", "", gpuSample(3000, "GPU-a"))
+	mustAppend(t, g, "n1", "run2", gpuSample(3000, "GPU-a"))
+	got := mustScan(t, g, gpu.Selection{RunID: "run1"}, 0, 1<<62)
+	if len(got) != 3 || got[0].ts != 1000 || got[2].ts != 3000 {
+		t.Fatalf("run1's samples: %+v, want those at 1000, 2000 and 3000", got)
+	}
+	if got := mustScan(t, g, gpu.Selection{RunID: "run2"}, 0, 1<<62); len(got) != 0 {
+		t.Fatalf("run2 took over run1's samples: %+v", got)
+	}
+	latest, err := g.Latest(t.Context(), gpu.Selection{RunID: "run1"})
+	if err != nil || len(latest) != 1 || latest[0].TimestampMs != 3000 || latest[0].RunID != "run1" {
+		t.Fatalf("latest of run1: %+v, %v", latest, err)
+	}
+	// The latest sample of the node, stored first without a run, becomes
+	// the run's too.
+	mustAppend(t, g, "n2", "", gpuSample(5000, "GPU-b"))
+	mustAppend(t, g, "n2", "run1", gpuSample(5000, "GPU-b"))
+	latest, err = g.Latest(t.Context(), gpu.Selection{Nodes: []string{"n2"}})
+	if err != nil || len(latest) != 1 || latest[0].RunID != "run1" {
+		t.Fatalf("latest of n2: %+v, %v", latest, err)
+	}
 }
