@@ -13,7 +13,9 @@
 #     SM clock agree within tolerances (the two reads are not simultaneous);
 #   - under the load, GPU 0's utilisation is high in both, on average;
 #   - the server received the agent's samples: the latest sample is fresh
-#     and the history has one point per 2 s interval.
+#     and the history has one point per 2 s interval;
+#   - a CUDA job under `sextant run` with CUDA_VISIBLE_DEVICES=0 gets GPU 0
+#     (only) sampled for its run, as the run's MLflow system metrics too.
 # It exits 0 when all checks pass, 1 when one fails, and 2 (with a message)
 # when there is no NVIDIA GPU or driver here.
 set -uo pipefail
@@ -91,6 +93,35 @@ for i in $(seq 1 "$n"); do
 done
 sleep 3 # the agent's last send
 
+echo "== a CUDA job under sextant run (GPU 0 only, sampled every 2 s)"
+cat >"$work/job.py" <<'EOF'
+import sys, time
+end = time.time() + 14
+try:
+    import torch
+    cuda = torch.cuda.is_available()
+except ImportError:
+    cuda = False
+if cuda:
+    a = torch.randn(8192, 8192, device="cuda:0")
+    b = torch.randn(8192, 8192, device="cuda:0")
+    while time.time() < end:
+        for _ in range(20):
+            c = a @ b
+        torch.cuda.synchronize()
+    print("job done on", torch.cuda.get_device_name(0))
+else:
+    time.sleep(14)
+    print("job done without CUDA")
+EOF
+CUDA_VISIBLE_DEVICES=0 MLFLOW_TRACKING_URI="http://127.0.0.1:$port" "$work/sextant" run --experiment /Shared/gpu-check \
+	--gpu-source "$SOURCE" --gpu-interval 2s -- "$PYTHON" "$work/job.py" >"$work/job.out" 2>"$work/job.err" \
+	|| { echo "gpu-check: sextant run failed:"; cat "$work/job.out" "$work/job.err"; exit 1; }
+run_id=$(sed -n 's/^sextant: run \([0-9a-f]\{32\}\) .*/\1/p' "$work/job.err" | head -1)
+[ -n "$run_id" ] || { echo "gpu-check: no run id from sextant run:"; cat "$work/job.err"; exit 1; }
+curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?run_id=$run_id&points=0&fields=util" >"$work/run-series.json" || { echo "gpu-check: the run's /gpu/series failed"; exit 1; }
+curl -sf "http://127.0.0.1:$port/api/2.0/mlflow/metrics/get-history?run_id=$run_id&metric_key=system/gpu_0_utilization_percentage" >"$work/run-util.json" || { echo "gpu-check: the run's system metric failed"; exit 1; }
+
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/latest?node=gpu-check" >"$work/latest.json" || { echo "gpu-check: /gpu/latest failed"; cat "$work/agent.log"; exit 1; }
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?node=gpu-check&points=0&fields=util,mem_used&from_ms=$start_ms" >"$work/series.json" || { echo "gpu-check: /gpu/series failed"; exit 1; }
 
@@ -166,6 +197,19 @@ check(len(series) == len(pairs[0]["agent"]["gpus"]), f"history for {len(series)}
 for g in series:
     n = len(g["series"]["mem_used"])
     check(n >= seconds // 2 - 2, f"GPU {g['index']}: {n} samples in {seconds}s at 2 s")
+
+# The job under sextant run: GPU 0 only (CUDA_VISIBLE_DEVICES=0), about 7
+# samples in 14 s, logged to the run as MLflow system metrics.
+run_gpus = json.load(open(f"{work}/run-series.json"))["gpus"]
+check([g["index"] for g in run_gpus] == [0], f"the run's GPUs: {[g['index'] for g in run_gpus]} (want [0])")
+if run_gpus:
+    n = len(run_gpus[0]["series"]["util"])
+    check(n >= 5, f"the run has {n} samples of GPU 0 in 14 s at 2 s")
+hist = json.load(open(f"{work}/run-util.json")).get("metrics", [])
+check(len(hist) >= 5, f"the run's system/gpu_0_utilization_percentage has {len(hist)} points")
+if load == "torch" and hist:
+    mean = sum(m["value"] for m in hist) / len(hist)
+    check(mean >= 50, f"GPU 0 under the job: mean utilisation {mean:.0f}% in the run's system metrics (>= 50%)")
 
 print()
 if failures:

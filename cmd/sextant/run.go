@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/httpapi"
 	"os"
 	"os/signal"
 	"os/user"
@@ -47,6 +49,8 @@ type RunConfig struct {
 	RankPrefix     string
 	Quiet          bool
 	OutputPipes    bool
+	GPUSource      string
+	GPUInterval    time.Duration
 }
 
 // Validate checks the configuration and names the bad field.
@@ -62,6 +66,10 @@ func (c *RunConfig) Validate() error {
 		return &ConfigError{"flush", "must be at least 10ms"}
 	case c.RankPrefix != "auto" && c.RankPrefix != "on" && c.RankPrefix != "off":
 		return &ConfigError{"rank-prefix", fmt.Sprintf("must be auto, on or off, got %q", c.RankPrefix)}
+	case !gpu.ValidSourceSpec(c.GPUSource):
+		return &ConfigError{"gpu-source", fmt.Sprintf("must be auto, nvml, nvidia-smi, sim:N (1 to 64) or none, got %q", c.GPUSource)}
+	case c.GPUInterval < 100*time.Millisecond:
+		return &ConfigError{"gpu-interval", fmt.Sprintf("must be at least 100ms, got %s", c.GPUInterval)}
 	case c.Nice < 0 || c.Nice > 19:
 		return &ConfigError{"nice", fmt.Sprintf("must be 0 to 19, got %d", c.Nice)}
 	case c.NodeRank < -1 || c.LocalRank < -1 || c.NNodes < 0:
@@ -101,6 +109,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
 		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 256 << 20, Nice: 10,
 		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
+		GPUSource: "auto", GPUInterval: 10 * time.Second,
 	}
 	fs := flag.NewFlagSet("sextant run", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
@@ -125,6 +134,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.DeliverTimeout, "deliver-timeout", cfg.DeliverTimeout, "after COMMAND exits, how long to keep trying to reach an unreachable server")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "how long a node other than 0 waits for node 0's run")
 	fs.StringVar(&cfg.RankPrefix, "rank-prefix", cfg.RankPrefix, "read local ranks from torchrun's \"[rank3]:\" line prefixes: auto (when COMMAND is torchrun), on or off")
+	fs.StringVar(&cfg.GPUSource, "gpu-source", cfg.GPUSource, "where the job's GPUs are sampled from for the run: auto (NVML, else nvidia-smi, else none), nvml, nvidia-smi, sim:N (N simulated GPUs) or none")
+	fs.DurationVar(&cfg.GPUInterval, "gpu-interval", cfg.GPUInterval, "time between two GPU samples")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "print only the job's output, not the launcher's messages")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -190,12 +201,14 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes, Nice: cfg.Nice,
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,
 		Signals: sigs,
-		// TODO(gpu): sample the job's GPUs for the run. Plug the
-		// internal/gpu collector in here as a launcher.Sampler: Start
-		// runs a gpu.Agent (Labels{Node: host, RunID: job.RunID,
-		// NodeRank: job.NodeRank}, a Selector from job.VisibleDevices,
-		// a Sink to this server) until stop is called.
-		Sampler: launcher.NopSampler{},
+		Sampler: &gpuSampler{
+			source: cfg.GPUSource, interval: cfg.GPUInterval, server: tracker.URL(), spoolDir: cfg.SpoolDir, numNodes: job.NNodes,
+			client: httpapi.GPUClientOptions{
+				Token: copts.Token, Username: copts.Username, Password: copts.Password,
+				UserAgent: "sextant-run/" + version, HTTPClient: gpuHTTPClient(copts.InsecureTLS),
+			},
+			log: launcherLog(messages),
+		},
 	})
 	if err != nil {
 		return &exitError{code: max(res.ExitCode, 1), err: err}

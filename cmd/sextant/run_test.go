@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -65,6 +66,7 @@ func TestRunCommandErrors(t *testing.T) {
 		"NoServer":          {nil, []string{"run", "--", "true"}, "MLFLOW_TRACKING_URI"},
 		"RelativeEnvName":   {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1", "MLFLOW_EXPERIMENT_NAME": "exp"}, []string{"run", "--", "true"}, "absolute path"},
 		"NoJobID":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--node-rank", "1", "--nnodes", "2", "--", "true"}, "job id"},
+		"BadGPUSource":      {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--gpu-source", "cuda", "--", "true"}, "gpu-source"},
 		"BadNice":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--nice", "-5", "--", "true"}, "nice"},
 		"BadRankPrefix":     {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--rank-prefix", "x", "--", "true"}, "rank-prefix"},
 		"LogsNoRun":         {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"logs"}, "one RUN_ID"},
@@ -96,5 +98,80 @@ func TestParseSince(t *testing.T) {
 	f("2026-12-01T10:00:00Z", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	if _, err := parseSince("-5m", now); err == nil {
 		t.Error("negative duration accepted")
+	}
+}
+
+// TestRunSamplesGPUs: sextant run samples the GPUs the job can see (a
+// simulated node of 4, CUDA_VISIBLE_DEVICES=1,3) for the run while it runs:
+// the GPU pane's series of the run has this host's GPUs 1 and 3 only,
+// sampled every interval, and the run has them as MLflow system metrics.
+// With --gpu-source none the run gets no samples.
+func TestRunSamplesGPUs(t *testing.T) {
+	addr, stop := runServer(t, map[string]string{"SEXTANT_DATA_DIR": t.TempDir()}, "--port", "0")
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	base := "http://" + addr
+	env := map[string]string{"MLFLOW_TRACKING_URI": base}
+	launch := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.Run(ctx, append([]string{"run", "--experiment", "/Shared/gpu"}, args...)); err != nil {
+			t.Fatalf("run: %v\n%s", err, errb.String())
+		}
+		m2 := regexp.MustCompile(`sextant: run ([0-9a-f]{32})`).FindStringSubmatch(errb.String())
+		if m2 == nil {
+			t.Fatalf("no run id in %q", errb.String())
+		}
+		return m2[1]
+	}
+	host, _ := os.Hostname()
+	// The job sees GPUs 1 and 3 only (CUDA_VISIBLE_DEVICES reaches it from
+	// the launcher's environment, as it would from the shell's).
+	t.Setenv("CUDA_VISIBLE_DEVICES", "1,3")
+
+	runID := launch("--gpu-source", "sim:4", "--gpu-interval", "100ms", "--", "/bin/sh", "-c", "sleep 1")
+	var series seriesBody
+	getJSON(t, base+"/api/2.0/sextant/gpu/series?run_id="+runID+"&points=0&fields=util", &series)
+	indexes := map[int]int{}
+	for _, g := range series.GPUs {
+		if g.Node != host || g.RunID != runID || g.NodeRank == nil || *g.NodeRank != 0 {
+			t.Fatalf("GPU of node %q, run %q, rank %v; want %q, %q, 0", g.Node, g.RunID, g.NodeRank, host, runID)
+		}
+		indexes[g.Index] = len(g.Series["util"])
+	}
+	// About 10 samples in the second the job ran; a loaded machine may
+	// take fewer.
+	if len(indexes) != 2 || indexes[1] < 3 || indexes[3] < 3 {
+		t.Fatalf("samples per GPU index: %v, want GPUs 1 and 3 with a sample every 100ms", indexes)
+	}
+	var run struct {
+		Run struct {
+			Data struct {
+				Metrics []struct {
+					Key string `json:"key"`
+				} `json:"metrics"`
+			} `json:"data"`
+		} `json:"run"`
+	}
+	getJSON(t, base+"/api/2.0/mlflow/runs/get?run_id="+runID, &run)
+	keys := map[string]bool{}
+	for _, m := range run.Run.Data.Metrics {
+		keys[m.Key] = true
+	}
+	if !keys["system/gpu_1_utilization_percentage"] || !keys["system/gpu_3_memory_usage_megabytes"] || keys["system/gpu_0_utilization_percentage"] {
+		t.Fatalf("system metrics of the run: %v", keys)
+	}
+
+	runID = launch("--gpu-source", "none", "--", "/bin/sh", "-c", "sleep 0.3")
+	series = seriesBody{}
+	getJSON(t, base+"/api/2.0/sextant/gpu/series?run_id="+runID+"&points=0&fields=util", &series)
+	if len(series.GPUs) != 0 {
+		t.Fatalf("--gpu-source none: %d GPUs sampled", len(series.GPUs))
 	}
 }
