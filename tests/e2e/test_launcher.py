@@ -6,7 +6,8 @@ code's own run_name winning, metrics landing in the launcher's run, the
 captured lines (order, streams, raw tee), exit statuses (0, 3, SIGTERM),
 resuming, two launchers of one multi-node job sharing a run, a server
 killed (SIGKILL) and restarted while a job prints, and `sextant logs`
-(follow, grep, node filter, save as artifact)."""
+(follow, grep, node filter, save as artifact), and the job's GPUs sampled
+for the run (a simulated source) as the run's MLflow system metrics."""
 
 from __future__ import annotations
 
@@ -134,6 +135,32 @@ def test_default_names_metrics_and_lines(sextant_bin, server, tmp_path):
     stdout_lines = [l["text"] for l in lines if l["stream"] == "stdout"]
     assert p.stdout == "".join(t + "\n" for t in stdout_lines).encode()
     assert b"a warning on stderr\ndone\n" in p.stderr
+
+
+def test_gpus_sampled_for_the_run(sextant_bin, server, tmp_path):
+    """The launcher samples the GPUs the job can see (a simulated node of 4,
+    CUDA_VISIBLE_DEVICES=1) while it runs; the mlflow client reads them as
+    the run's system metrics, next to the training code's own metrics."""
+    script = write_script(tmp_path, "train.py", """
+        import time, mlflow
+        with mlflow.start_run():
+            mlflow.log_metric("loss", 0.5)
+            time.sleep(2)
+    """)
+    p = run_launcher(sextant_bin, server, script, "--gpu-source", "sim:4", "--gpu-interval", "200ms",
+                     env_extra={"CUDA_VISIBLE_DEVICES": "1"})
+    assert p.returncode == 0, p.stderr.decode()
+    run_id = run_id_of(p.stderr)
+    client = MlflowClient(server.url)
+    keys = set(client.get_run(run_id).data.metrics)
+    assert "loss" in keys
+    assert {"system/gpu_1_utilization_percentage", "system/gpu_1_memory_usage_megabytes",
+            "system/gpu_1_memory_usage_percentage", "system/gpu_1_power_usage_watts"} <= keys, keys
+    assert not [k for k in keys if k.startswith("system/gpu_") and not k.startswith("system/gpu_1_")], keys
+    util = client.get_metric_history(run_id, "system/gpu_1_utilization_percentage")
+    assert len(util) >= 5, util  # about 10 in the 2 s the job ran
+    assert all(0 <= m.value <= 100 for m in util)
+    assert [m.step for m in util] == sorted(m.step for m in util)
 
 
 def test_user_from_tracking_username(sextant_bin, server, tmp_path):
