@@ -51,6 +51,7 @@ type RunConfig struct {
 	OutputPipes    bool
 	GPUSource      string
 	GPUInterval    time.Duration
+	GPUNode        string
 }
 
 // Validate checks the configuration and names the bad field.
@@ -68,6 +69,8 @@ func (c *RunConfig) Validate() error {
 		return &ConfigError{"rank-prefix", fmt.Sprintf("must be auto, on or off, got %q", c.RankPrefix)}
 	case !gpu.ValidSourceSpec(c.GPUSource):
 		return &ConfigError{"gpu-source", fmt.Sprintf("must be auto, nvml, nvidia-smi, sim:N (1 to 64) or none, got %q", c.GPUSource)}
+	case c.GPUNode != "" && gpu.ValidateNode(c.GPUNode) != nil:
+		return &ConfigError{"node", gpu.ValidateNode(c.GPUNode).Error()}
 	case c.GPUInterval < 100*time.Millisecond:
 		return &ConfigError{"gpu-interval", fmt.Sprintf("must be at least 100ms, got %s", c.GPUInterval)}
 	case c.Nice < 0 || c.Nice > 19:
@@ -109,7 +112,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
 		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 256 << 20, Nice: 10,
 		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
-		GPUSource: "auto", GPUInterval: 10 * time.Second,
+		GPUSource: "auto", GPUInterval: 10 * time.Second, GPUNode: getenv("SEXTANT_NODE"),
 	}
 	fs := flag.NewFlagSet("sextant run", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
@@ -136,6 +139,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.RankPrefix, "rank-prefix", cfg.RankPrefix, "read local ranks from torchrun's \"[rank3]:\" line prefixes: auto (when COMMAND is torchrun), on or off")
 	fs.StringVar(&cfg.GPUSource, "gpu-source", cfg.GPUSource, "where the job's GPUs are sampled from for the run: auto (NVML, else nvidia-smi, else none), nvml, nvidia-smi, sim:N (N simulated GPUs) or none")
 	fs.DurationVar(&cfg.GPUInterval, "gpu-interval", cfg.GPUInterval, "time between two GPU samples")
+	fs.StringVar(&cfg.GPUNode, "node", cfg.GPUNode, "this node's name in the GPU pane, as sextant agent names it (default $SEXTANT_NODE, else the host name)")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "print only the job's output, not the launcher's messages")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -202,7 +206,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,
 		Signals: sigs,
 		Sampler: &gpuSampler{
-			source: cfg.GPUSource, interval: cfg.GPUInterval, server: tracker.URL(), spoolDir: cfg.SpoolDir, numNodes: job.NNodes,
+			source: cfg.GPUSource, interval: cfg.GPUInterval, node: cfg.GPUNode, server: tracker.URL(), spoolDir: cfg.SpoolDir, numNodes: job.NNodes,
 			client: httpapi.GPUClientOptions{
 				Token: copts.Token, Username: copts.Username, Password: copts.Password,
 				UserAgent: "sextant-run/" + version, HTTPClient: gpuHTTPClient(copts.InsecureTLS),

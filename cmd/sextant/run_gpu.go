@@ -24,6 +24,7 @@ import (
 // system metrics (system/gpu_0_utilization_percentage, ...).
 type gpuSampler struct {
 	source   string // gpu.OpenSource's spec
+	node     string // the node's name; "" means the host name
 	interval time.Duration
 	server   string
 	client   httpapi.GPUClientOptions
@@ -40,9 +41,13 @@ func (g *gpuSampler) Start(ctx context.Context, job launcher.SampledJob) (func(c
 		// the node: the others would send the same samples again.
 		return nop, nil
 	}
-	node, err := os.Hostname()
-	if err != nil {
-		return nil, fmt.Errorf("read the host name: %w", err)
+	node := g.node
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("read the host name: %w", err)
+		}
+		node = h
 	}
 	if err := gpu.ValidateNode(node); err != nil {
 		return nil, err

@@ -67,6 +67,7 @@ func TestRunCommandErrors(t *testing.T) {
 		"RelativeEnvName":   {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1", "MLFLOW_EXPERIMENT_NAME": "exp"}, []string{"run", "--", "true"}, "absolute path"},
 		"NoJobID":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--node-rank", "1", "--nnodes", "2", "--", "true"}, "job id"},
 		"BadGPUSource":      {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--gpu-source", "cuda", "--", "true"}, "gpu-source"},
+		"BadNode":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--node", "a\tb", "--", "true"}, "node"},
 		"BadNice":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--nice", "-5", "--", "true"}, "nice"},
 		"BadRankPrefix":     {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--rank-prefix", "x", "--", "true"}, "rank-prefix"},
 		"LogsNoRun":         {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"logs"}, "one RUN_ID"},
@@ -105,7 +106,7 @@ func TestParseSince(t *testing.T) {
 // simulated node of 4, CUDA_VISIBLE_DEVICES=1,3) for the run while it runs:
 // the GPU pane's series of the run has this host's GPUs 1 and 3 only,
 // sampled every interval, and the run has them as MLflow system metrics.
-// With --gpu-source none the run gets no samples.
+// --node names the node; with --gpu-source none the run gets no samples.
 func TestRunSamplesGPUs(t *testing.T) {
 	addr, stop := runServer(t, map[string]string{"SEXTANT_DATA_DIR": t.TempDir()}, "--port", "0")
 	defer func() {
@@ -166,6 +167,15 @@ func TestRunSamplesGPUs(t *testing.T) {
 	}
 	if !keys["system/gpu_1_utilization_percentage"] || !keys["system/gpu_3_memory_usage_megabytes"] || keys["system/gpu_0_utilization_percentage"] {
 		t.Fatalf("system metrics of the run: %v", keys)
+	}
+
+	// --node names the node as a node-wide agent does (Kubernetes: the
+	// node's name, not the pod's host name).
+	runID = launch("--gpu-source", "sim:4", "--gpu-interval", "100ms", "--node", "gpu-node-7", "--", "/bin/sh", "-c", "sleep 0.3")
+	series = seriesBody{}
+	getJSON(t, base+"/api/2.0/sextant/gpu/series?run_id="+runID+"&points=0&fields=util", &series)
+	if len(series.GPUs) != 2 || series.GPUs[0].Node != "gpu-node-7" {
+		t.Fatalf("--node: %+v", series.GPUs)
 	}
 
 	runID = launch("--gpu-source", "none", "--", "/bin/sh", "-c", "sleep 0.3")
