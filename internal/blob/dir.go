@@ -177,7 +177,14 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64) (int
 	}
 	defer d.discard(tmp, f)
 	body := newBodyReader(ctx, r, size)
-	n, rerr, werr := copyBody(f, body)
+	var n int64
+	var rerr, werr error
+	if size >= 0 && size < copyBufSize {
+		// Small: one write through the page cache is cheapest.
+		n, rerr, werr = copyBody(f, body)
+	} else {
+		n, rerr, werr = copyBodyDirect(f, body)
+	}
 	switch {
 	case rerr != nil:
 		return 0, rerr
