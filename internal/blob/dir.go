@@ -25,7 +25,7 @@ import (
 //
 //	blobs/<key>           each blob, a regular file at its key's path
 //	tmp/                  files being written (Put, PutPart, CompleteMultipart)
-//	                      and trees being deleted (DeleteAll, AbortMultipart)
+//	                      and blobs and trees being deleted (del-*)
 //	uploads/<id>/key      a multipart upload: the key it is for
 //	uploads/<id>/<n>.<etag>  its part n, named by its MD5
 //
@@ -38,13 +38,16 @@ import (
 //
 // Files are reached through an os.Root: no key and no symbolic link planted
 // under the root can make Dir touch a file outside it. Directories that a
-// Delete leaves empty are removed, up to blobs/. Deletes are not fsynced: a
-// deleted blob may come back after a power failure.
+// Delete leaves empty are removed, up to blobs/. A Delete renames the blob
+// into tmp/ and returns; a background reaper frees its blocks (see reaper).
+// Deletes are not fsynced: a deleted blob may come back after a power
+// failure.
 type Dir struct {
 	root *os.Root
 	path string
 	opts DirOptions
 	log  *slog.Logger
+	reap reaper
 }
 
 var _ Store = (*Dir)(nil)
@@ -116,13 +119,18 @@ func OpenDir(root string, opts DirOptions) (*Dir, error) {
 	return d, nil
 }
 
-// Close releases the directory. Calls in flight may fail.
-func (d *Dir) Close() error { return d.root.Close() }
+// Close waits for the removal of deleted blobs to finish and releases the
+// directory. Calls in flight may fail.
+func (d *Dir) Close() error {
+	d.waitReaped()
+	return d.root.Close()
+}
 
 // Path returns the root directory Dir was opened with.
 func (d *Dir) Path() string { return d.path }
 
-// RemoveStale removes files in tmp/ older than DirOptions.TempMaxAge and
+// RemoveStale removes files in tmp/ older than DirOptions.TempMaxAge, the
+// deleted blobs and trees a crash left in tmp/ (whatever their age), and
 // multipart uploads without a new part for DirOptions.UploadMaxAge. OpenDir
 // calls it; a long-running server may call it now and then.
 func (d *Dir) RemoveStale(ctx context.Context) error {
@@ -149,7 +157,7 @@ func (d *Dir) RemoveStale(ctx context.Context) error {
 				return err
 			}
 			fi, err := e.Info()
-			if err != nil || now.Sub(fi.ModTime()) < c.maxAge {
+			if err != nil || now.Sub(fi.ModTime()) < c.maxAge && !(c.dir == dirTmp && isTrash(e.Name())) {
 				continue
 			}
 			name := c.dir + "/" + e.Name()
@@ -326,7 +334,7 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	if fi.IsDir() {
 		return nil // a directory of other keys, not a blob
 	}
-	if err := d.root.Remove(p); err != nil && !isMissing(err) {
+	if err := d.trash(p); err != nil && !isMissing(err) {
 		return fsError(err, "delete blob "+key)
 	}
 	d.removeEmptyDirs(path.Dir(p))
@@ -363,17 +371,13 @@ func (d *Dir) DeleteAll(ctx context.Context, prefix string) error {
 	return nil
 }
 
-// removeTree renames the tree at name into tmp/ and removes it there. A tree
-// that vanished meanwhile is not an error.
+// removeTree renames the tree at name into tmp/, where the reaper removes
+// it. A tree that vanished meanwhile is not an error.
 func (d *Dir) removeTree(name string) error {
-	trash := dirTmp + "/del-" + randomHex(8)
-	if err := d.root.Rename(name, trash); err != nil {
-		if isMissing(err) {
-			return nil
-		}
+	if err := d.trash(name); err != nil && !isMissing(err) {
 		return err
 	}
-	return d.root.RemoveAll(trash)
+	return nil
 }
 
 // createTemp creates a new empty file in tmp/.

@@ -56,6 +56,7 @@ func TestDirLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every write went through tmp/ and left nothing there.
+	d.WaitReaped()
 	for _, dir := range []string{"tmp", "uploads"} {
 		if des, err := os.ReadDir(filepath.Join(root, dir)); err != nil || len(des) != 0 {
 			t.Errorf("%s/ holds %v (%v), want nothing", dir, des, err)
@@ -71,6 +72,7 @@ func TestDirRemoveStale(t *testing.T) {
 	files := map[string]time.Time{
 		"tmp/put-old":          old,
 		"tmp/put-fresh":        time.Now(),
+		"tmp/del-fresh/a/b":    time.Now(),
 		"uploads/old/key":      veryOld,
 		"uploads/recent/key":   old,
 		"blobs/keep/untouched": veryOld,
@@ -91,7 +93,7 @@ func TestDirRemoveStale(t *testing.T) {
 	}
 	MustOpenDir(t, root)
 	for name, wantGone := range map[string]bool{
-		"tmp/put-old": true, "tmp/put-fresh": false, "uploads/old": true, "uploads/recent": false, "blobs/keep/untouched": false,
+		"tmp/put-old": true, "tmp/put-fresh": false, "tmp/del-fresh": true, "uploads/old": true, "uploads/recent": false, "blobs/keep/untouched": false,
 	} {
 		_, err := os.Stat(filepath.Join(root, filepath.FromSlash(name)))
 		if gone := errors.Is(err, fs.ErrNotExist); gone != wantGone {
@@ -336,5 +338,52 @@ func TestDirConcurrentDelete(t *testing.T) {
 	wg.Wait()
 	if got := blobtest.MustList(t, d, "", "", 0); len(got) != 0 {
 		t.Errorf("List after all deletes = %v", got)
+	}
+}
+
+// A Delete moves the blob out of the way at once and frees it in the
+// background: a reader that has it open still reads it whole, and once the
+// reaper is done (Close waits for it) nothing is left in tmp/.
+func TestDirDeleteReapsInBackground(t *testing.T) {
+	root := t.TempDir()
+	d, err := blob.OpenDir(root, blob.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	blobtest.MustPut(t, d, "ckpt/step_1/a.distcp", data)
+	rc, _, err := d.Open(ctx, "ckpt/step_1/a.distcp", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	for i := range 20 {
+		blobtest.MustPut(t, d, fmt.Sprintf("ckpt/step_1/%d", i), data)
+	}
+	if err := d.Delete(ctx, "ckpt/step_1/a.distcp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Stat(ctx, "ckpt/step_1/a.distcp"); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("Stat after Delete: %v, want NotFound", err)
+	}
+	for i := range 20 {
+		if err := d.Delete(ctx, fmt.Sprintf("ckpt/step_1/%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := blobtest.MustList(t, d, "", "", 0); len(got) != 0 {
+		t.Errorf("List after the deletes = %v", got)
+	}
+	if got, err := io.ReadAll(rc); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("reading a blob deleted while open: %d bytes, %v", len(got), err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"tmp", "blobs"} {
+		if des, err := os.ReadDir(filepath.Join(root, dir)); err != nil || len(des) != 0 {
+			t.Errorf("%s/ holds %v (%v) after Close, want nothing", dir, des, err)
+		}
 	}
 }

@@ -17,3 +17,7 @@ func IncompleteUploads(ctx context.Context, s *S3, key string) ([]string, error)
 	}
 	return ids, nil
 }
+
+// WaitReaped returns once the blobs and trees deleted so far are removed
+// from tmp/.
+func (d *Dir) WaitReaped() { d.waitReaped() }
