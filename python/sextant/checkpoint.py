@@ -116,15 +116,20 @@ def _rmtree(path: str | os.PathLike[str]) -> None:
 
 
 class _StagingFileSystem(FileSystem):
-    """The local file system of the staging directory, calling on_written
-    with each file written completely while it is set."""
+    """The local file system of the staging directory. While they are set,
+    before_write is called before a file is opened for writing (it may wait)
+    and on_written with each file written completely."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.before_write: Any = None
         self.on_written: Any = None
 
     @contextmanager
     def create_stream(self, path: str | os.PathLike[str], mode: str) -> Generator[IO[bytes], None, None]:
+        before = self.before_write
+        if before is not None and "w" in mode:
+            before()
         with super().create_stream(path, mode) as stream:
             yield cast(IO[bytes], stream)
         cb = self.on_written
@@ -171,7 +176,8 @@ class VolumeWriter(FileSystemWriter):
             (one directory per checkpoint, such as ``.../run1/step_100``).
         staging_dir: where shards are written before upload (default
             ``$SEXTANT_STAGING_DIR`` or the temporary directory). Each rank
-            needs room for its shards; they are deleted once uploaded.
+            needs room for ``max_staged_files`` files of about ``file_bytes``
+            (or one tensor, when larger); each is deleted once uploaded.
         client: the :class:`sextant.client.Client` to use (default: from the
             environment, as the mlflow client).
         step: the training step, for the run's tags (default: the number that
@@ -180,6 +186,10 @@ class VolumeWriter(FileSystemWriter):
         file_bytes: a rank's shards are cut into files of about this size
             (a tensor is never split), written one after the other: each file
             uploads while the next is being written.
+        max_staged_files: at most this many of a rank's files are in the
+            staging directory at once, written and not yet uploaded (default
+            ``upload_threads + 1``): writing waits for uploads, and the
+            staging directory needs room for this many files only.
         thread_count: threads writing files to the staging directory.
         overwrite: replace an existing checkpoint at path (the new one
             becomes visible at once when its .metadata lands); False refuses.
@@ -205,6 +215,7 @@ class VolumeWriter(FileSystemWriter):
         step: int | None = None,
         upload_threads: int = 4,
         file_bytes: int = 64 << 20,
+        max_staged_files: int | None = None,
         thread_count: int = 1,
         single_file_per_rank: bool = True,
         sync_files: bool = False,
@@ -230,6 +241,7 @@ class VolumeWriter(FileSystemWriter):
         self.step = step
         self.upload_threads = max(1, upload_threads)
         self.file_bytes = max(1, file_bytes)
+        self.max_staged_files = max(1, max_staged_files if max_staged_files is not None else self.upload_threads + 1)
         self.lease_seconds = lease_seconds
         self.keep_staging = keep_staging
         self.writer_id = uuid.uuid4().hex
@@ -299,13 +311,35 @@ class VolumeWriter(FileSystemWriter):
         pool = ThreadPoolExecutor(self.upload_threads, thread_name_prefix="sextant-upload")
         uploads: dict[str, _CFuture[int]] = {}
         mu = threading.Lock()
+        # A file is written only when fewer than max_staged_files of this
+        # rank are staged and not yet uploaded: the staging directory needs
+        # room for that many, and the pages an upload frees are the next
+        # file's (fresh memory is slow to touch in many VMs).
+        slots = threading.Semaphore(self.max_staged_files)
+
+        def upload(p: Path) -> int:
+            try:
+                return self._upload(p)
+            finally:
+                slots.release()
 
         def on_written(p: Path) -> None:
             with mu:
                 if p.name not in uploads:
-                    uploads[p.name] = pool.submit(self._upload, p)
+                    uploads[p.name] = pool.submit(upload, p)
 
-        self.fs.on_written = on_written
+        def before_write() -> None:
+            slots.acquire()
+
+        def on_staged(p: Path) -> None:
+            with mu:
+                if p.name in uploads:  # written twice: its first upload holds the slot
+                    slots.release()
+                    return
+            on_written(p)
+
+        self.fs.before_write = before_write
+        self.fs.on_written = on_staged
         try:
             files: queue.Queue[tuple[Any, str, list[WriteItem]]] = queue.Queue()
             for i, bucket in enumerate(_cut(plan.items, self.file_bytes)):
@@ -315,10 +349,15 @@ class VolumeWriter(FileSystemWriter):
             fut.wait()
             results = fut.value()
             for name in sorted({r.storage_data.relative_path for r in results}):
+                with mu:
+                    if name in uploads:
+                        continue
+                slots.acquire()  # a file written by other means: its upload releases it
                 on_written(cast(Path, self.path) / name)
             for f in list(uploads.values()):
                 f.result()
         finally:
+            self.fs.before_write = None
             self.fs.on_written = None
             pool.shutdown(wait=True, cancel_futures=True)
             self._stop_heartbeat()
@@ -349,9 +388,10 @@ class VolumeWriter(FileSystemWriter):
                     raise
                 time.sleep(0.5)
         # Shards of earlier saves into this directory are garbage now.
-        for name in sorted(present):
-            if name.endswith(".distcp") and name not in names:
-                self.client.delete(self._remote + "/" + name, missing_ok=True)
+        stale = [self._remote + "/" + n for n in sorted(present) if n.endswith(".distcp") and n not in names]
+        if stale:
+            with ThreadPoolExecutor(min(8, len(stale)), thread_name_prefix="sextant-delete") as ex:
+                list(ex.map(lambda p: self.client.delete(p, missing_ok=True), stale))
         self._release_lock()
         self._tag_run()
         self._drop_staging()

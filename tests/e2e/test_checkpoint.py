@@ -404,6 +404,39 @@ def test_two_writers_on_one_directory(proxied, tmp_path):
     assert len({n.split("_")[3] for n in names if n.endswith(".distcp")}) == 1, names  # A's shards went with it
 
 
+def test_staging_holds_at_most_max_staged_files(server, tmp_path):
+    """Writing waits for uploads: a rank never has more than max_staged_files
+    files staged and not yet uploaded, so the staging directory needs room for
+    that many only; the checkpoint still loads exactly."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    from sextant.checkpoint import VolumeReader, VolumeWriter
+    from sextant.client import Client
+
+    make_volume(server)
+    staging = tmp_path / "window"
+    seen: list[int] = []
+
+    class SlowClient(Client):
+        def upload_file(self, path, local, *, overwrite=True):
+            if str(path).endswith(".distcp"):
+                seen.append(len(list(staging.rglob("*.distcp"))))
+                time.sleep(0.05)
+            return super().upload_file(path, local, overwrite=overwrite)
+
+    state = {f"t{i}": torch.randn(1 << 18) for i in range(12)}  # 1 MiB each: one file each
+    path = VOL + "/window/step_1"
+    w = VolumeWriter(path, staging, client=SlowClient(server.url), file_bytes=1 << 20, upload_threads=2, max_staged_files=3)
+    dcp.save(state, storage_writer=w, no_dist=True)
+    assert len(seen) == 12, seen
+    assert max(seen) == 3, seen  # the window was used, and never exceeded
+    got = {k: torch.empty_like(v) for k, v in state.items()}
+    dcp.load(got, storage_reader=VolumeReader(path, client=Client(server.url)), no_dist=True)
+    assert all(torch.equal(got[k], state[k]) for k in state)
+    assert not list(staging.rglob("*.distcp"))
+
+
 # ---------------------------------------------------------------- resume
 
 
