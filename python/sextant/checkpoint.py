@@ -44,6 +44,7 @@ import time
 import uuid
 import warnings
 import weakref
+from collections import deque
 from collections.abc import Generator
 from concurrent.futures import Future as _CFuture
 from concurrent.futures import ThreadPoolExecutor
@@ -508,6 +509,8 @@ class VolumeReader(FileSystemReader):
         download_threads: parallel range downloads per rank.
         coalesce_bytes: ranges of one file closer than this are fetched as one.
         chunk_bytes: ranges longer than this are split across threads.
+        max_staged_files: shard files staged at once (default 4): the next
+            ones download while one is read.
 
     A checkpoint without .metadata is refused with
     :class:`IncompleteCheckpointError`.
@@ -522,6 +525,7 @@ class VolumeReader(FileSystemReader):
         download_threads: int = 8,
         coalesce_bytes: int = 1 << 20,
         chunk_bytes: int = 64 << 20,
+        max_staged_files: int = 4,
         keep_staging: bool = False,
     ) -> None:
         self._remote = volume_path(path)
@@ -531,6 +535,7 @@ class VolumeReader(FileSystemReader):
         self.download_threads = max(1, download_threads)
         self.coalesce_bytes = coalesce_bytes
         self.chunk_bytes = max(1 << 20, chunk_bytes)
+        self.max_staged_files = max(1, max_staged_files)
         self.keep_staging = keep_staging
         self._staged_dirs: list[str] = []
         weakref.finalize(self, _cleanup_dirs, self._staged_dirs)
@@ -570,31 +575,39 @@ class VolumeReader(FileSystemReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         # Per file: the ranges its items need, merged when close, cut into
-        # chunks. Every chunk downloads in the pool; files are read (and
-        # their staged copy deleted) in order as soon as their chunks landed,
-        # while later files are still downloading.
+        # chunks that download in the pool. Files are read (and their staged
+        # copy deleted) in order as soon as their chunks landed, while the
+        # next max_staged_files - 1 files download: staging holds that many
+        # files at most, which the page cache keeps without writing them out.
         per_file: dict[str, list[Any]] = {}
         for item in plan.items:
             per_file.setdefault(self.storage_data[item.storage_index].relative_path, []).append(item)
         pool = ThreadPoolExecutor(self.download_threads, thread_name_prefix="sextant-download")
         fds: dict[str, int] = {}
+        todo = list(per_file.items())
+        pending: deque[tuple[str, list[_CFuture[None]], list[Any]]] = deque()
+
+        def start(name: str, items: list[Any]) -> None:
+            ranges = sorted((self.storage_data[i.storage_index].offset, self.storage_data[i.storage_index].length)
+                            for i in items)
+            merged: list[list[int]] = []
+            for off, n in ranges:
+                if merged and off <= merged[-1][1] + self.coalesce_bytes:
+                    merged[-1][1] = max(merged[-1][1], off + n)
+                else:
+                    merged.append([off, off + n])
+            fd = fds[name] = os.open(cast(Path, self.path) / name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.ftruncate(fd, merged[-1][1])  # sparse: only the ranges are written
+            futs = [pool.submit(self._fetch, name, fd, off, min(self.chunk_bytes, end - off))
+                    for begin, end in merged for off in range(begin, end, self.chunk_bytes)]
+            pending.append((name, futs, items))
+
         try:
-            pending: list[tuple[str, int, list[_CFuture[None]], list[Any]]] = []
-            for name, items in per_file.items():
-                ranges = sorted((self.storage_data[i.storage_index].offset, self.storage_data[i.storage_index].length)
-                                for i in items)
-                merged: list[list[int]] = []
-                for off, n in ranges:
-                    if merged and off <= merged[-1][1] + self.coalesce_bytes:
-                        merged[-1][1] = max(merged[-1][1], off + n)
-                    else:
-                        merged.append([off, off + n])
-                fd = fds[name] = os.open(cast(Path, self.path) / name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-                os.ftruncate(fd, merged[-1][1])  # sparse: only the ranges are written
-                futs = [pool.submit(self._fetch, name, fd, off, min(self.chunk_bytes, end - off))
-                        for start, end in merged for off in range(start, end, self.chunk_bytes)]
-                pending.append((name, fd, futs, items))
-            for name, fd, futs, items in pending:
+            for name, items in todo[:self.max_staged_files]:
+                start(name, items)
+            nxt = self.max_staged_files
+            while pending:
+                name, futs, items = pending.popleft()
                 for f in futs:
                     f.result()
                 os.close(fds.pop(name))
@@ -603,6 +616,9 @@ class VolumeReader(FileSystemReader):
                 finally:
                     if not self.keep_staging:
                         (cast(Path, self.path) / name).unlink(missing_ok=True)
+                if nxt < len(todo):
+                    start(*todo[nxt])
+                    nxt += 1
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             for fd in fds.values():

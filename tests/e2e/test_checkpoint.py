@@ -407,7 +407,8 @@ def test_two_writers_on_one_directory(proxied, tmp_path):
 def test_staging_holds_at_most_max_staged_files(server, tmp_path):
     """Writing waits for uploads: a rank never has more than max_staged_files
     files staged and not yet uploaded, so the staging directory needs room for
-    that many only; the checkpoint still loads exactly."""
+    that many only. Loading likewise downloads only max_staged_files files
+    ahead of the one being read; the checkpoint loads exactly."""
     import torch
     import torch.distributed.checkpoint as dcp
 
@@ -431,9 +432,22 @@ def test_staging_holds_at_most_max_staged_files(server, tmp_path):
     dcp.save(state, storage_writer=w, no_dist=True)
     assert len(seen) == 12, seen
     assert max(seen) == 3, seen  # the window was used, and never exceeded
+    assert not list(staging.rglob("*.distcp"))
+
+    # The reader too: at most max_staged_files shard files downloaded ahead.
+    loads: list[int] = []
+
+    class SlowReadClient(Client):
+        def download_range_into(self, path, offset, length, fd, file_offset):
+            loads.append(len(list(staging.rglob("*.distcp"))))
+            time.sleep(0.02)
+            return super().download_range_into(path, offset, length, fd, file_offset)
+
     got = {k: torch.empty_like(v) for k, v in state.items()}
-    dcp.load(got, storage_reader=VolumeReader(path, client=Client(server.url)), no_dist=True)
+    r = VolumeReader(path, staging, client=SlowReadClient(server.url), download_threads=4, max_staged_files=2)
+    dcp.load(got, storage_reader=r, no_dist=True)
     assert all(torch.equal(got[k], state[k]) for k in state)
+    assert len(loads) == 12 and max(loads) == 2, loads
     assert not list(staging.rglob("*.distcp"))
 
 
