@@ -9,19 +9,23 @@ directory, which should be on the disk under test), and measures, in one run:
 - dcp: a checkpoint of --size-gib GiB (float32 tensors) from --ranks ranks
   (torch.multiprocessing, gloo): dcp.save with torch's FileSystemWriter to
   the local disk, dcp.save with sextant's VolumeWriter (staging on the same
-  disk, upload included), and dcp.async_save with VolumeWriter: the time
+  disk, upload included), each round into a new directory (step_N) and
+  with the page cache warmed first (as before every timed phase: see
+  warm_page_cache), and dcp.async_save with VolumeWriter: the time
   training is blocked (async_save returning) against a plain CPU copy of the
   state, and the time until the checkpoint has landed; dcp.load with
-  VolumeReader against FileSystemReader.
+  VolumeReader against FileSystemReader, both from cold files (the local
+  checkpoint's and the server's pages dropped from the page cache first).
 - files: one file of size/ranks uploaded and downloaded through the Files
   API (one stream, and --ranks streams at once) against the raw disk: writing
   the same bytes with fsync (what an upload must do on the server), and
   without (what a download to a local file must do), best of two each.
 - the server's peak RSS (VmHWM) over the whole run.
 
-Each measurement is the best of --reps (2) runs, saves and loads alternating
-between the two writers/readers, with dirty pages flushed before each. --short
-uses 512 MiB.
+Each DCP measurement is the median of --reps (5) rounds, in each of which the
+slowest rank decides; the two writers (readers) alternate, each going first in
+every other round, with dirty pages flushed before each. dcp_runs_s has every
+round. --short uses 512 MiB.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,6 +70,32 @@ def gbps(nbytes: int, seconds: float) -> float:
 # ---------------------------------------------------------------- ranks
 
 
+def warm_page_cache(path: Path, n: int) -> None:
+    """Writes n bytes to path and deletes it, so that the next n bytes
+    written to the page cache land in memory the VM holds. A VM that gives
+    freed memory back to its host (this one does: virtio-balloon free page
+    reporting) makes the first touch of such memory about 6x as slow as that
+    of memory freed a moment ago; without this, whichever writer reuses the
+    other's freed pages wins, whatever its own cost."""
+    buf = bytes(64 << 20)
+    with open(path, "wb") as f:
+        for _ in range(0, n, len(buf)):
+            f.write(buf)
+    path.unlink()
+
+
+def evict(*dirs: Path) -> None:
+    """Drops the (clean) pages of the files under dirs from the page cache."""
+    for d in dirs:
+        for p in d.rglob("*"):
+            if p.is_file():
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+
 def rank_main(rank: int, a: argparse.Namespace, url: str, port: int, out: str) -> None:
     import torch
     import torch.distributed as dist
@@ -83,45 +114,53 @@ def rank_main(rank: int, a: argparse.Namespace, url: str, port: int, out: str) -
     g = torch.Generator().manual_seed(rank)
     state = {f"r{rank}.t{i}": torch.randn(per_rank // 4 // n_tensors, generator=g) for i in range(n_tensors)}
     client = Client(url)
-    times: dict[str, float] = {}
+    times: dict[str, list[float]] = {}
 
     def timed(name: str, fn) -> None:
-        # Best of --reps; dirty pages of the previous phase are flushed
-        # first, so that no phase pays for another's writeback.
-        for _ in range(a.reps):
-            os.sync()
-            dist.barrier()
-            t = time.perf_counter()
-            fn()
-            dist.barrier()
-            times[name] = min(times.get(name, float("inf")), time.perf_counter() - t)
+        # Dirty pages of the previous phase are flushed first, so that no
+        # phase pays for another's writeback. Loads start cold: neither the
+        # local checkpoint nor the server's files are in the page cache.
+        os.sync()
+        if rank == 0 and name.endswith("_load_s"):
+            evict(Path(a.dir) / "fs_ckpt", Path(a.dir) / "data")
+        warm_page_cache(Path(a.dir) / f"warm{rank}", per_rank + (256 << 20))
+        dist.barrier()
+        t = time.perf_counter()
+        fn()
+        dist.barrier()
+        times.setdefault(name, []).append(time.perf_counter() - t)
 
     local = Path(a.dir) / "fs_ckpt"
-    blocked: list[float] = []
 
     def run_async() -> None:
         t = time.perf_counter()
         fut = dcp.async_save(state, storage_writer=VolumeWriter(a.vol + "/async", client=client), process_group=ckpt_pg)
-        blocked.append(time.perf_counter() - t)
+        times.setdefault("volume_async_blocked_s", []).append(time.perf_counter() - t)
         fut.result()
 
-    for _ in range(a.reps):  # alternated, so that neither side always goes first
-        timed("fs_save_s", lambda: dcp.save(state, storage_writer=FileSystemWriter(str(local))))
-        timed("volume_save_s", lambda: dcp.save(state, storage_writer=VolumeWriter(a.vol + "/sync", client=client)))
+    def alternate(rep: int, *phases) -> None:
+        # Each side goes first in every other round.
+        for name, fn in (phases if rep % 2 == 0 else phases[::-1]):
+            timed(name, fn)
+
+    # Each round saves into a new directory, as a training job does (step_N).
+    for rep in range(a.reps):
+        alternate(rep, ("fs_save_s", lambda: dcp.save(state, storage_writer=FileSystemWriter(str(local / f"step_{rep}")))),
+                  ("volume_save_s", lambda: dcp.save(state, storage_writer=VolumeWriter(f"{a.vol}/sync/step_{rep}", client=client))))
     # What async_save blocks on should be the CPU copy alone.
-    timed("cpu_copy_s", lambda: {k: v.clone() for k, v in state.items()})
-    timed("volume_async_landed_s", run_async)
-    times["volume_async_blocked_s"] = min(blocked)
+    for rep in range(a.reps):
+        alternate(rep, ("cpu_copy_s", lambda: {k: v.clone() for k, v in state.items()}), ("volume_async_landed_s", run_async))
     target = {k: torch.empty_like(v) for k, v in state.items()}
-    for _ in range(a.reps):
-        timed("fs_load_s", lambda: dcp.load(target, storage_reader=FileSystemReader(str(local))))
-        timed("volume_load_s", lambda: dcp.load(target, storage_reader=VolumeReader(a.vol + "/sync", client=client)))
+    for rep in range(a.reps):
+        alternate(rep, ("fs_load_s", lambda: dcp.load(target, storage_reader=FileSystemReader(str(local / f"step_{rep}")))),
+                  ("volume_load_s", lambda: dcp.load(target, storage_reader=VolumeReader(f"{a.vol}/sync/step_{rep}", client=client))))
     assert all(torch.equal(target[k], state[k]) for k in state)
-    # The slowest rank decides.
-    t = torch.tensor([times[k] for k in sorted(times)], dtype=torch.float64)
+    # In each round the slowest rank decides.
+    names = sorted(times)
+    t = torch.tensor([times[k] for k in names], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     if rank == 0:
-        Path(out).write_text(json.dumps(dict(zip(sorted(times), t.tolist()))))
+        Path(out).write_text(json.dumps(dict(zip(names, t.tolist()))))
     dist.destroy_process_group()
 
 
@@ -154,9 +193,11 @@ def bench_files(a: argparse.Namespace, url: str) -> dict:
     disk_write = min(write(d / "plain.bin", False) for _ in range(2))
     (d / "plain.bin").unlink()
     c = Client(url)
+    warm = d / "warm.bin"
     t = time.perf_counter()
     c.upload_file(a.vol + "/files/one.bin", src)
     up1 = time.perf_counter() - t
+    warm_page_cache(warm, size + (256 << 20))
     t = time.perf_counter()
     c.download_file(a.vol + "/files/one.bin", d / "down.bin")
     down1 = time.perf_counter() - t
@@ -169,6 +210,7 @@ def bench_files(a: argparse.Namespace, url: str) -> dict:
         t = time.perf_counter()
         list(ex.map(lambda i: c.upload_file(f"{a.vol}/files/p{i}.bin", src), range(n)))
         upn = time.perf_counter() - t
+        warm_page_cache(warm, n * size + (256 << 20))
         t = time.perf_counter()
         list(ex.map(lambda i: c.download_file(f"{a.vol}/files/p{i}.bin", d / f"d{i}.bin"), range(n)))
         downn = time.perf_counter() - t
@@ -196,7 +238,7 @@ def main() -> None:
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--bin", default=os.environ.get("SEXTANT_BIN", ""))
     p.add_argument("--dir", default="")
-    p.add_argument("--reps", type=int, default=2, help="runs of each measurement; the best counts")
+    p.add_argument("--reps", type=int, default=5, help="rounds of the DCP measurements; the median counts")
     a = p.parse_args()
     a.bytes = int((0.5 if a.short else a.size_gib) * (1 << 30))
     tmp = tempfile.mkdtemp(prefix="sextant-vbench-", dir=a.dir or None)
@@ -234,8 +276,9 @@ def main() -> None:
 
         out = str(Path(tmp) / "dcp.json")
         mp.start_processes(rank_main, args=(a, url, free_port(), out), nprocs=a.ranks, start_method="fork")
-        d = json.loads(Path(out).read_text())
+        runs = json.loads(Path(out).read_text())
         stop.set()
+        d = {k: statistics.median(v) for k, v in runs.items()}
         dcp = {k: round(v, 3) for k, v in d.items()}
         dcp["bytes"] = a.bytes
         dcp["ranks"] = a.ranks
@@ -243,6 +286,7 @@ def main() -> None:
         dcp["async_blocked_vs_cpu_copy"] = round(d["volume_async_blocked_s"] / d["cpu_copy_s"], 2)
         dcp["volume_load_vs_fs_load"] = round(d["volume_load_s"] / d["fs_load_s"], 2)
         result = {"benchmark": "volumes", "short": a.short, "cpus": os.cpu_count(), "reps": a.reps, "dcp": dcp, "files": files,
+                  "dcp_runs_s": {k: [round(x, 3) for x in v] for k, v in runs.items()},
                   "server_peak_rss_mb": round(max(peak[0], rss_kib(srv.pid)) / 1024, 1)}
         print(json.dumps(result, indent=2))
     finally:
