@@ -183,14 +183,20 @@ class VolumeWriter(FileSystemWriter):
             environment, as the mlflow client).
         step: the training step, for the run's tags (default: the number that
             ends the path's last segment, as in ``step_100``).
-        upload_threads: parallel uploads per rank.
+        upload_threads: parallel uploads per rank (2: more streams per rank
+            did not upload faster on loopback, and each holds a staged file).
         file_bytes: a rank's shards are cut into files of about this size
             (a tensor is never split), written one after the other: each file
             uploads while the next is being written.
         max_staged_files: at most this many of a rank's files are in the
             staging directory at once, written and not yet uploaded (default
             ``upload_threads + 1``): writing waits for uploads, and the
-            staging directory needs room for this many files only.
+            staging directory needs room for this many files only. Staged
+            files are deleted before the kernel writes them out, as long as
+            all ranks' staged bytes stay under its background writeback
+            threshold (``vm.dirty_background_ratio``, 10% of memory by
+            default); past it, the disk writes the staged files too, and the
+            saves that measured 1.3x of FileSystemWriter's time took 1.7x.
         thread_count: threads writing files to the staging directory.
         overwrite: replace an existing checkpoint at path (the new one
             becomes visible at once when its .metadata lands); False refuses.
@@ -214,7 +220,7 @@ class VolumeWriter(FileSystemWriter):
         *,
         client: Client | None = None,
         step: int | None = None,
-        upload_threads: int = 4,
+        upload_threads: int = 2,
         file_bytes: int = 64 << 20,
         max_staged_files: int | None = None,
         thread_count: int = 1,
@@ -509,7 +515,7 @@ class VolumeReader(FileSystemReader):
         download_threads: parallel range downloads per rank.
         coalesce_bytes: ranges of one file closer than this are fetched as one.
         chunk_bytes: ranges longer than this are split across threads.
-        max_staged_files: shard files staged at once (default 4): the next
+        max_staged_files: shard files staged at once (default 3): the next
             ones download while one is read.
 
     A checkpoint without .metadata is refused with
@@ -525,7 +531,7 @@ class VolumeReader(FileSystemReader):
         download_threads: int = 8,
         coalesce_bytes: int = 1 << 20,
         chunk_bytes: int = 64 << 20,
-        max_staged_files: int = 4,
+        max_staged_files: int = 3,
         keep_staging: bool = False,
     ) -> None:
         self._remote = volume_path(path)
