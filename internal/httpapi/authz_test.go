@@ -534,6 +534,15 @@ func routeCases() map[string]routeCase {
 		}},
 		"GET " + uc + "/volumes/{full_name}":    {readers, func(f fixture, _ string) (string, string, any) { return "GET", uc + "/volumes/" + f.volume, nil }},
 		"DELETE " + uc + "/volumes/{full_name}": {managers, func(f fixture, _ string) (string, string, any) { return "DELETE", uc + "/volumes/" + f.volume, nil }},
+		"PATCH " + uc + "/catalogs/{name}": {adminOnly, func(f fixture, u string) (string, string, any) {
+			return "PATCH", uc + "/catalogs/" + f.catalog, map[string]any{"comment": "by " + u}
+		}},
+		"PATCH " + uc + "/schemas/{full_name}": {managers, func(f fixture, u string) (string, string, any) {
+			return "PATCH", uc + "/schemas/" + f.schema, map[string]any{"comment": "by " + u}
+		}},
+		"PATCH " + uc + "/volumes/{full_name}": {managers, func(f fixture, u string) (string, string, any) {
+			return "PATCH", uc + "/volumes/" + f.volume, map[string]any{"comment": "by " + u, "new_name": "ckpt"}
+		}},
 		"PUT /api/2.0/fs/files/Volumes/{path...}": {editors, func(f fixture, _ string) (string, string, any) {
 			return "PUT", "/api/2.0/fs/files" + f.volumePath() + "/step_1/__0_0.distcp", "shard"
 		}},

@@ -30,14 +30,17 @@ func (s *Server) registerVolumeRoutes() {
 	s.handle("GET", ucPrefix+"/catalogs", Authenticated, s.listCatalogs)
 	s.handle("GET", ucPrefix+"/catalogs/{name}", ReadVolume, s.getCatalog)
 	s.handle("DELETE", ucPrefix+"/catalogs/{name}", ManageVolume, s.deleteCatalog)
+	s.handle("PATCH", ucPrefix+"/catalogs/{name}", ManageVolume, s.updateCatalog)
 	s.handle("POST", ucPrefix+"/schemas", WriteVolume, s.createSchema)
 	s.handle("GET", ucPrefix+"/schemas", ReadVolume, s.listSchemas)
 	s.handle("GET", ucPrefix+"/schemas/{full_name}", ReadVolume, s.getSchema)
 	s.handle("DELETE", ucPrefix+"/schemas/{full_name}", ManageVolume, s.deleteSchema)
+	s.handle("PATCH", ucPrefix+"/schemas/{full_name}", ManageVolume, s.updateSchema)
 	s.handle("POST", ucPrefix+"/volumes", WriteVolume, s.createVolume)
 	s.handle("GET", ucPrefix+"/volumes", ReadVolume, s.listVolumes)
 	s.handle("GET", ucPrefix+"/volumes/{full_name}", ReadVolume, s.getVolume)
 	s.handle("DELETE", ucPrefix+"/volumes/{full_name}", ManageVolume, s.deleteVolume)
+	s.handle("PATCH", ucPrefix+"/volumes/{full_name}", ManageVolume, s.updateVolume)
 
 	const files, dirs = "/api/2.0/fs/files/Volumes/{path...}", "/api/2.0/fs/directories/Volumes/{path...}"
 	s.handle("PUT", files, WriteVolume, s.putVolumeFile)
@@ -392,6 +395,69 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) error {
 	}
 	checked(r)
 	return writeRaw(w, emptyObject)
+}
+
+// ---- updates (PATCH) ----
+
+// decodeUpdate reads the body of a Unity Catalog PATCH: new_name, comment
+// and owner, each optional.
+func (s *Server) decodeUpdate(w http.ResponseWriter, r *http.Request) (volumes.Update, error) {
+	var req struct {
+		NewName *string `json:"new_name"`
+		Comment *string `json:"comment"`
+		Owner   *string `json:"owner"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		return volumes.Update{}, err
+	}
+	return volumes.Update{NewName: req.NewName, Comment: req.Comment, Owner: req.Owner}, nil
+}
+
+func (s *Server) updateCatalog(w http.ResponseWriter, r *http.Request) error {
+	u, err := s.decodeUpdate(w, r)
+	if err != nil {
+		return err
+	}
+	c, err := s.opts.Volumes.UpdateCatalog(r.Context(), SubjectFromContext(r.Context()), r.PathValue("name"), u)
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireCatalog(c))
+}
+
+func (s *Server) updateSchema(w http.ResponseWriter, r *http.Request) error {
+	names, err := volumes.SplitFullName("schema", r.PathValue("full_name"), 2)
+	if err != nil {
+		return err
+	}
+	u, err := s.decodeUpdate(w, r)
+	if err != nil {
+		return err
+	}
+	sc, err := s.opts.Volumes.UpdateSchema(r.Context(), SubjectFromContext(r.Context()), names[0], names[1], u)
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireSchema(sc))
+}
+
+func (s *Server) updateVolume(w http.ResponseWriter, r *http.Request) error {
+	names, err := volumes.SplitFullName("volume", r.PathValue("full_name"), 3)
+	if err != nil {
+		return err
+	}
+	u, err := s.decodeUpdate(w, r)
+	if err != nil {
+		return err
+	}
+	v, err := s.opts.Volumes.UpdateVolume(r.Context(), SubjectFromContext(r.Context()), names[0], names[1], names[2], u)
+	if err != nil {
+		return err
+	}
+	checked(r)
+	return writeJSON(w, toWireVolume(v))
 }
 
 // ---- the Files API ----

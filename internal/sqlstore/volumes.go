@@ -295,3 +295,34 @@ func (s *Store) ReleaseUpload(ctx context.Context, id int64) error {
 		return sqlError(err, "release upload claim")
 	})
 }
+
+// UpdateCatalog implements volumes.Store.
+func (s *Store) UpdateCatalog(ctx context.Context, c *volumes.Catalog) error {
+	return s.updateSecurable(ctx, "catalog "+c.Name, `UPDATE uc_catalogs SET comment = ?, owner_id = ?, owner = ?, updated_time = ? WHERE name = ?`,
+		c.Comment, c.OwnerID, c.Owner, c.UpdatedMs, c.Name)
+}
+
+// UpdateSchema implements volumes.Store.
+func (s *Store) UpdateSchema(ctx context.Context, sc *volumes.Schema) error {
+	return s.updateSecurable(ctx, "schema "+sc.FullName(), `UPDATE uc_schemas SET comment = ?, owner_id = ?, owner = ?, updated_time = ? WHERE catalog = ? AND name = ?`,
+		sc.Comment, sc.OwnerID, sc.Owner, sc.UpdatedMs, sc.Catalog, sc.Name)
+}
+
+// UpdateVolume implements volumes.Store.
+func (s *Store) UpdateVolume(ctx context.Context, v *volumes.Volume) error {
+	return s.updateSecurable(ctx, "volume "+v.FullName(), `UPDATE uc_volumes SET comment = ?, owner_id = ?, owner = ?, updated_time = ? WHERE volume_id = ?`,
+		v.Comment, v.OwnerID, v.Owner, v.UpdatedMs, v.ID)
+}
+
+func (s *Store) updateSecurable(ctx context.Context, what, query string, args ...any) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return sqlError(err, "update "+what)
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return errs.Errorf(errs.NotFound, "%s does not exist", what)
+		}
+		return nil
+	})
+}

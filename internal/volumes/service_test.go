@@ -533,3 +533,56 @@ func TestOpenFileRacingOverwrites(t *testing.T) {
 		t.Fatalf("after a shrink: %q %v", got, err)
 	}
 }
+
+func TestUpdate(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	ctx := t.Context()
+	e.world(t) // alice owns main.team and main.team.ckpt, with CAN_EDIT on main
+	str := func(s string) *string { return &s }
+
+	_, err := e.svc.UpdateVolume(ctx, e.users["bob"], "main", "team", "ckpt", volumes.Update{Comment: str("x")})
+	wantCode(t, "bob updates without CAN_MANAGE", err, errs.PermissionDenied)
+	_, err = e.svc.UpdateCatalog(ctx, e.users["alice"], "main", volumes.Update{Comment: str("x")})
+	wantCode(t, "alice updates the catalog with CAN_EDIT only", err, errs.PermissionDenied)
+	v, err := e.svc.UpdateVolume(ctx, e.users["alice"], "main", "team", "ckpt", volumes.Update{Comment: str("checkpoints of run 42")})
+	must(t, "owner sets the comment", err)
+	if v.Comment != "checkpoints of run 42" || v.Owner != "alice@example.com" {
+		t.Fatalf("after the comment: %+v", v)
+	}
+	for _, u := range []volumes.Update{
+		{NewName: str("ckpt2")}, {Owner: str("nobody@example.com")}, {NewName: str("../x")},
+	} {
+		_, err = e.svc.UpdateVolume(ctx, e.users["alice"], "main", "team", "ckpt", u)
+		wantCode(t, fmt.Sprintf("update %+v", u), err, errs.Invalid)
+	}
+	// Alice owns the schema too, which gives her CAN_MANAGE on its volumes:
+	// the administrator gives it to carol.
+	sc, err := e.svc.UpdateSchema(ctx, e.users["admin"], "main", "team", volumes.Update{Owner: str("carol@example.com"), Comment: str("team")})
+	must(t, "admin gives the schema to carol", err)
+	if sc.Owner != "carol@example.com" || sc.Comment != "team" {
+		t.Fatalf("schema: %+v", sc)
+	}
+	// The same name is no rename; the owner moves to bob, who now manages
+	// the volume, and alice no longer does (her catalog grant is CAN_EDIT).
+	v, err = e.svc.UpdateVolume(ctx, e.users["alice"], "main", "team", "ckpt", volumes.Update{NewName: str("ckpt"), Owner: str("bob@example.com")})
+	must(t, "owner gives the volume to bob", err)
+	if v.Owner != "bob@example.com" || v.Comment != "checkpoints of run 42" {
+		t.Fatalf("after the owner: %+v", v)
+	}
+	got, err := e.svc.GetVolume(ctx, e.users["bob"], "main", "team", "ckpt")
+	must(t, "bob reads the volume", err)
+	if got.Owner != "bob@example.com" || got.Comment != "checkpoints of run 42" || got.UpdatedMs < got.CreatedMs {
+		t.Fatalf("stored: %+v", got)
+	}
+	_, err = e.svc.UpdateVolume(ctx, e.users["alice"], "main", "team", "ckpt", volumes.Update{Comment: str("mine")})
+	wantCode(t, "alice, no longer the owner", err, errs.PermissionDenied)
+	must(t, "bob, the new owner, deletes", e.svc.DeleteVolume(ctx, e.users["bob"], "main", "team", "ckpt"))
+
+	c, err := e.svc.UpdateCatalog(ctx, e.users["admin"], "main", volumes.Update{Comment: str("")})
+	must(t, "admin clears the catalog's comment", err)
+	if c.Comment != "" || c.Owner != "admin@example.com" {
+		t.Fatalf("catalog: %+v", c)
+	}
+	_, err = e.svc.UpdateCatalog(ctx, e.users["admin"], "nope", volumes.Update{Comment: str("x")})
+	wantCode(t, "missing catalog", err, errs.NotFound)
+}

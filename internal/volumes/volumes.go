@@ -89,6 +89,9 @@ type Store interface {
 	// DeleteCatalog removes a catalog and the grants on it. A catalog that
 	// still holds schemas is errs.Conflict.
 	DeleteCatalog(ctx context.Context, name string) error
+	// UpdateCatalog stores the comment, owner and update time of the
+	// catalog named c.Name.
+	UpdateCatalog(ctx context.Context, c *Catalog) error
 
 	// CreateSchema stores a new schema; a missing catalog is errs.NotFound.
 	CreateSchema(ctx context.Context, s *Schema) error
@@ -100,6 +103,9 @@ type Store interface {
 	// DeleteSchema removes a schema and the grants on it. A schema that
 	// still holds volumes is errs.Conflict.
 	DeleteSchema(ctx context.Context, catalog, name string) error
+	// UpdateSchema stores the comment, owner and update time of the schema
+	// s.Catalog.s.Name.
+	UpdateSchema(ctx context.Context, s *Schema) error
 
 	// CreateVolume stores a new volume (v.ID set by the caller); a missing
 	// schema is errs.NotFound.
@@ -111,8 +117,14 @@ type Store interface {
 	ListVolumes(ctx context.Context, catalog, schema string) ([]*Volume, error)
 	// DeleteVolume removes the volume with this id and the grants on it.
 	DeleteVolume(ctx context.Context, id string) error
+	// UpdateVolume stores the comment, owner and update time of the volume
+	// with id v.ID.
+	UpdateVolume(ctx context.Context, v *Volume) error
 	// VolumeIDs returns the ids of every volume.
 	VolumeIDs(ctx context.Context) (map[string]bool, error)
+
+	// GetUserByEmail returns a user (see workspace.Store), for a new owner.
+	GetUserByEmail(ctx context.Context, email string) (*workspace.User, string, error)
 
 	// Grants returns the grants on each resource (the workspace's grants;
 	// see workspace.Store).

@@ -206,6 +206,18 @@ def test_unity_catalog_shapes(server):
     assert_json_error(requests.post(server.url + UC + "/volumes", json={"catalog_name": "shapes", "schema_name": "s", "name": "x", "bogus": 1}, timeout=10),
                       400, None, "bogus")
     assert [s["full_name"] for s in requests.get(server.url + UC + "/schemas", params={"catalog_name": "shapes"}, timeout=10).json()["schemas"]] == ["shapes.s"]
+    # PATCH: comment and owner; a rename is refused, saying what to do instead.
+    r = requests.patch(server.url + UC + "/volumes/shapes.s.v", json={"comment": "run 42"}, timeout=10)
+    assert r.status_code == 200 and r.json()["comment"] == "run 42" and r.json()["updated_at"] >= v["updated_at"], r.text
+    assert requests.get(server.url + UC + "/volumes/shapes.s.v", timeout=10).json()["comment"] == "run 42"
+    assert requests.patch(server.url + UC + "/schemas/shapes.s", json={"comment": "team"}, timeout=10).json()["comment"] == "team"
+    assert requests.patch(server.url + UC + "/catalogs/shapes", json={"comment": "all"}, timeout=10).json()["comment"] == "all"
+    assert_json_error(requests.patch(server.url + UC + "/volumes/shapes.s.v", json={"new_name": "w"}, timeout=10),
+                      400, "INVALID_PARAMETER_VALUE", "renaming a volume is not supported", "volumes cp")
+    assert_json_error(requests.patch(server.url + UC + "/volumes/shapes.s.v", json={"owner": "nobody@example.com"}, timeout=10),
+                      400, "INVALID_PARAMETER_VALUE", "nobody@example.com")
+    assert_json_error(requests.patch(server.url + UC + "/volumes/shapes.s.v", json={"bogus": 1}, timeout=10), 400, None, "bogus")
+    assert_json_error(requests.patch(server.url + UC + "/volumes/shapes.s.nope", json={"comment": "x"}, timeout=10), 404)
     assert_json_error(requests.delete(server.url + UC + "/catalogs/shapes", timeout=10), 409, "RESOURCE_CONFLICT", "force=true")
     assert requests.delete(server.url + UC + "/catalogs/shapes", params={"force": "true"}, timeout=10).status_code == 200
     assert_json_error(requests.get(server.url + UC + "/volumes/shapes.s.v", timeout=10), 404)

@@ -28,6 +28,36 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Volumes", func(t *testing.T) { testVolumes(t, open(t)) })
 	t.Run("DeleteDropsGrants", func(t *testing.T) { testDeleteDropsGrants(t, open(t)) })
 	t.Run("UploadClaims", func(t *testing.T) { testUploadClaims(t, open(t)) })
+	t.Run("Update", func(t *testing.T) { testUpdate(t, open(t)) })
+}
+
+func testUpdate(t *testing.T, s Store) {
+	ctx := t.Context()
+	must(t, "create catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main", Comment: "a", OwnerID: 1, Owner: "a@x", CreatedMs: 1, UpdatedMs: 1}))
+	must(t, "create schema", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "team", Comment: "a", OwnerID: 1, Owner: "a@x", CreatedMs: 1, UpdatedMs: 1}))
+	must(t, "create volume", s.CreateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "main", Schema: "team", Name: "ckpt", Comment: "a", OwnerID: 1, Owner: "a@x", CreatedMs: 1, UpdatedMs: 1}))
+	must(t, "update catalog", s.UpdateCatalog(ctx, &volumes.Catalog{Name: "main", Comment: "b", OwnerID: 2, Owner: "b@x", CreatedMs: 99, UpdatedMs: 5}))
+	must(t, "update schema", s.UpdateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "team", Comment: "c", OwnerID: 3, Owner: "c@x", UpdatedMs: 6}))
+	must(t, "update volume", s.UpdateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "other", Name: "other", Comment: "d", OwnerID: 4, Owner: "d@x", UpdatedMs: 7}))
+	c, err := s.GetCatalog(ctx, "main")
+	must(t, "get catalog", err)
+	if c.Comment != "b" || c.OwnerID != 2 || c.Owner != "b@x" || c.CreatedMs != 1 || c.UpdatedMs != 5 {
+		t.Fatalf("catalog: %+v", c)
+	}
+	sc, err := s.GetSchema(ctx, "main", "team")
+	must(t, "get schema", err)
+	if sc.Comment != "c" || sc.OwnerID != 3 || sc.Owner != "c@x" || sc.CreatedMs != 1 || sc.UpdatedMs != 6 {
+		t.Fatalf("schema: %+v", sc)
+	}
+	// A volume is updated by id; its names stay.
+	v, err := s.GetVolume(ctx, "main", "team", "ckpt")
+	must(t, "get volume", err)
+	if v.ID != "v1" || v.Comment != "d" || v.OwnerID != 4 || v.Owner != "d@x" || v.CreatedMs != 1 || v.UpdatedMs != 7 {
+		t.Fatalf("volume: %+v", v)
+	}
+	wantCode(t, "update missing catalog", s.UpdateCatalog(ctx, &volumes.Catalog{Name: "nope"}), errs.NotFound)
+	wantCode(t, "update missing schema", s.UpdateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "nope"}), errs.NotFound)
+	wantCode(t, "update missing volume", s.UpdateVolume(ctx, &volumes.Volume{ID: "nope"}), errs.NotFound)
 }
 
 func wantCode(t *testing.T, what string, err error, code errs.Code) {
