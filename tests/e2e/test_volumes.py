@@ -440,6 +440,11 @@ def test_databricks_sdk_files(start_server, caplog):
     # Its host-metadata probe finds an answer: no warning on every start.
     assert not [r.getMessage() for r in caplog.records if r.name.startswith("databricks")], caplog.text
 
+    # Unity Catalog through the SDK: read and update the volume.
+    assert w.volumes.read("main.sdk.files").volume_type.value == "MANAGED"
+    assert w.volumes.update("main.sdk.files", comment="sdk files").comment == "sdk files"
+    assert w.volumes.read("main.sdk.files").comment == "sdk files"
+
     w.files.create_directory(vol + "/run1/ckpt")
     w.files.get_directory_metadata(vol + "/run1/ckpt")
     small = b"hello from the sdk\n"
