@@ -320,8 +320,8 @@ class VolumeWriter(FileSystemWriter):
         mu = threading.Lock()
         # A file is written only when fewer than max_staged_files of this
         # rank are staged and not yet uploaded: the staging directory needs
-        # room for that many, and the pages an upload frees are the next
-        # file's (fresh memory is slow to touch in many VMs).
+        # room for that many, the kernel deletes them before it would write
+        # them out, and the pages an upload frees are the next file's.
         slots = threading.Semaphore(self.max_staged_files)
 
         def upload(p: Path) -> int:
