@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/sqlstore"
 )
 
@@ -39,7 +41,7 @@ func storeTarget(cfg Config) string {
 }
 
 // openStore opens the configured database, applying pending migrations.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlstore.Store, error) {
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*sqlstore.Store, error) {
 	if cfg.DB == "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("create data directory: %w", err)
@@ -50,6 +52,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlstore.Sto
 		Synchronous: cfg.Synchronous,
 		ReadConns:   cfg.DBPool,
 		Logger:      log,
+		Metrics:     reg,
 	})
 }
 

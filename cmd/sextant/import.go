@@ -87,7 +87,7 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer src.Close()
 
-	store, err := openStore(ctx, cfg, log)
+	store, err := openStore(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, cfg, newLogger(m.Stderr, cfg))
+	store, err := openStore(ctx, cfg, newLogger(m.Stderr, cfg), nil)
 	if err != nil {
 		return err
 	}
