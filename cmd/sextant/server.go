@@ -312,6 +312,16 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	vols := volumes.NewService(store, volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
+	// Releases the upload claims of a server killed before this one (or of
+	// a replica that is gone), which would hold back checkpoints' .metadata.
+	if err := vols.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if err := vols.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("release this server's upload claims (they go when its next start, or another replica, finds it gone)", "err", err)
+		}
+	}()
 	if err := vols.RemoveOrphans(ctx); err != nil {
 		log.Warn("removing the files of deleted volumes", "err", err)
 	}
