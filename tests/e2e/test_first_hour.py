@@ -117,6 +117,9 @@ def test_sextant_run_on_a_multi_user_server(sextant_bin, multi_user, tmp_path, c
     assert run.data.tags["mlflow.user"] == ALICE[0]
     # The banner links the run's page.
     assert f"sextant: view it at {srv.url}/runs/{run_id}\n" in p.stderr
+    # logs --last: the newest run this user started.
+    last = sextant(sextant_bin, "logs", "--last", env=env)
+    assert f"trained {run_id}\n" in last.stdout and run_id in last.stderr, last.stdout + last.stderr
 
 
 def test_naming_rule_on_a_multi_user_server(sextant_bin, multi_user, tmp_path, monkeypatch):
