@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -129,7 +130,7 @@ func agentsEndToEnd(t *testing.T, store ...string) {
 		m := &Main{Stdout: io.Discard, Stderr: logs[rank], Getenv: func(string) string { return "" }}
 		cmd := &AgentCommand{main: m, clock: clock}
 		wg.Go(func() {
-			err := cmd.Run(ctx, []string{
+			err := cmd.Run(ctx, flag.NewFlagSet("sextant agent", flag.ContinueOnError), []string{
 				"--server", base, "--node", fmt.Sprintf("node-%d", rank), "--gpu-source", "sim:4",
 				"--run-id", runID, "--node-rank", strconv.Itoa(rank), "--num-nodes", "2",
 				"--spool-dir", filepath.Join(dir, fmt.Sprintf("spool-%d", rank)), "--log-level", "debug",
