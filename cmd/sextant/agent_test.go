@@ -302,7 +302,7 @@ func agentAndRunOnOneNode(t *testing.T, store ...string) {
 	agentDone := make(chan error, 1)
 	go func() {
 		m := &Main{Stdout: io.Discard, Stderr: &agentLog, Getenv: func(string) string { return "" }}
-		agentDone <- (&AgentCommand{main: m}).Run(ctx, []string{"--server", base, "--node", "shared-node", "--gpu-source", "sim:2",
+		agentDone <- m.Run(ctx, []string{"agent", "--server", base, "--node", "shared-node", "--gpu-source", "sim:2",
 			"--interval", interval.String(), "--spool-dir", filepath.Join(dir, "agent-spool")})
 	}()
 	// The agent samples before the job, and after it.
