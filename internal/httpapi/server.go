@@ -158,6 +158,7 @@ type route struct {
 	method string
 	path   string
 	access Access
+	refs   []Ref
 	h      handlerFunc
 }
 
@@ -166,6 +167,59 @@ type Route struct {
 	Method string
 	Path   string
 	Access Access
+	// Refs are the references the route's requests may carry to objects
+	// other than the one the route acts on.
+	Refs []Ref
+}
+
+// RefKind says what kind of object a reference names, and so how the
+// server resolves it to the experiment whose grants decide.
+type RefKind int
+
+// The reference kinds.
+const (
+	// RefRun is a run id; its experiment decides.
+	RefRun RefKind = iota + 1
+	// RefModel is a logged model id ("m-..."); its experiment decides.
+	RefModel
+	// RefExperiment is an experiment id.
+	RefExperiment
+	// RefFolder is a workspace path (an experiment's new name); the folder
+	// that would hold it decides.
+	RefFolder
+	// RefRunURI is a runs:/<run id>/<path> URI; the run's experiment decides.
+	RefRunURI
+	// RefModelURI is a models:/<logged model id> URI; the model's
+	// experiment decides.
+	RefModelURI
+	// RefArtifactURI is an mlflow-artifacts:/<experiment id>/... URI: a
+	// place in this server's artifact store; the experiment decides.
+	RefArtifactURI
+)
+
+// Ref declares a reference a route's request may carry to an object other
+// than the one the route acts on: the logged model a metric is logged to,
+// a run's parent, a model version's source, an experiment's new folder.
+// The route's own level is checked on the object it acts on; a reference
+// needs Need on the object it names, checked by the handler with allowRef.
+// Every route declares its references in the route table (handle), and the
+// permission matrix sends each one pointing at an object the caller may
+// not use (internal/httpapi/authz_test.go).
+type Ref struct {
+	// Field is where the reference is in the request, as the matrix and
+	// error messages name it: a body field ("model_id",
+	// "metrics[].model_id"), a tag ("tags[mlflow.parentRunId]") or a query
+	// parameter.
+	Field string
+	// Kind is what the reference names.
+	Kind RefKind
+	// Need is the level needed on the object named: CAN_READ to point at
+	// something, CAN_EDIT to write into it.
+	Need workspace.Level
+	// Filtered marks a listing's selector (runs/search experiment_ids):
+	// what the caller may not read is left out of the answer rather than
+	// refused.
+	Filtered bool
 }
 
 // New returns a Server with every route registered.
@@ -201,15 +255,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 func (s *Server) Routes() []Route {
 	out := make([]Route, len(s.routes))
 	for i, rt := range s.routes {
-		out[i] = Route{Method: rt.method, Path: rt.path, Access: rt.access}
+		out[i] = Route{Method: rt.method, Path: rt.path, Access: rt.access, Refs: rt.refs}
 	}
 	return out
 }
 
-// handle registers h for method and path. MLflow paths (starting with
-// /mlflow/) are served under both /api/2.0 and /ajax-api/2.0, as the MLflow
-// server does; other paths are registered as given.
-func (s *Server) handle(method, path string, access Access, h handlerFunc) {
+// handle registers h for method and path, with the references its
+// requests may carry (see Ref). MLflow paths (starting with /mlflow/) are
+// served under both /api/2.0 and /ajax-api/2.0, as the MLflow server does;
+// other paths are registered as given.
+func (s *Server) handle(method, path string, access Access, h handlerFunc, refs ...Ref) {
 	if access == accessUndeclared {
 		panic(fmt.Sprintf("httpapi: route %s %s declares no access level", method, path))
 	}
@@ -218,7 +273,7 @@ func (s *Server) handle(method, path string, access Access, h handlerFunc) {
 		paths = []string{"/api/2.0" + path, "/ajax-api/2.0" + path}
 	}
 	for _, p := range paths {
-		rt := route{method: method, path: p, access: access, h: h}
+		rt := route{method: method, path: p, access: access, refs: refs, h: h}
 		s.routes = append(s.routes, rt)
 		s.mux.Handle(method+" "+p, s.wrap(rt))
 	}

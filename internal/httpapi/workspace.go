@@ -88,6 +88,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
+	var req struct{}
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		if err := s.ws.Logout(r.Context(), c.Value); err != nil {
 			return err

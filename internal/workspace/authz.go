@@ -314,8 +314,41 @@ func (s *Service) ExperimentCreated(ctx context.Context, sub *Subject, id string
 	return nil
 }
 
-// ExperimentRenamed forgets what was cached about an experiment's place.
-func (s *Service) ExperimentRenamed(id string) { s.forgetExperiment(id) }
+// ExperimentRenamed records that an experiment was renamed from one name
+// to another: it forgets what was cached about the experiment's place and
+// writes the change to the audit log ("experiment.move" when the folder
+// changed, "experiment.rename" otherwise).
+func (s *Service) ExperimentRenamed(ctx context.Context, sub *Subject, id, from, to string) {
+	s.forgetExperiment(id)
+	action := "experiment.rename"
+	if Parent(CanonicalName(from)) != Parent(CanonicalName(to)) {
+		action = "experiment.move"
+	}
+	s.audit(ctx, sub, action, "experiment:"+id, from+" -> "+to)
+}
+
+// DefaultExperimentID is the id of the Default experiment, where clients
+// that name no experiment log.
+const DefaultExperimentID = "0"
+
+// IsDefaultExperiment reports whether id names the Default experiment
+// (ids are compared as numbers: "00" is the Default too).
+func IsDefaultExperiment(id string) bool {
+	n, err := strconv.ParseInt(id, 10, 64)
+	return err == nil && n == 0
+}
+
+// CheckDefaultChange refuses a change to the Default experiment (its name,
+// its lifecycle, its permissions) by anyone but an administrator: every
+// user logs there with CAN_EDIT, and a user who could move it into their
+// folder or revoke the others would take it from everyone. what names the
+// change for the message.
+func CheckDefaultChange(sub *Subject, id, what string) error {
+	if !IsDefaultExperiment(id) {
+		return nil
+	}
+	return requireAdmin(sub, what+" the Default experiment (id 0), which every user logs to")
+}
 
 func (s *Service) forgetExperiment(id string) {
 	s.mu.Lock()
@@ -389,6 +422,11 @@ func (s *Service) check(ctx context.Context, sub *Subject, r Resource, need Leve
 // "group:<name>"), or removes the grant with NoAccess. The subject needs
 // CAN_MANAGE on r. The change is audited.
 func (s *Service) SetPermission(ctx context.Context, sub *Subject, r Resource, principal string, level Level) error {
+	if r.Kind == ResourceExperiment {
+		if err := CheckDefaultChange(sub, r.Key, "change the permissions of"); err != nil {
+			return err
+		}
+	}
 	if err := s.check(ctx, sub, r, CanManage); err != nil {
 		return err
 	}
