@@ -14,6 +14,9 @@
 #   SEXTANT_FUZZTIME   time per fuzz target (default 10s; 0 skips fuzzing)
 #   SEXTANT_MLFLOW_VERSIONS  mlflow versions to test against
 #                     (default: the oldest supported and the newest)
+#   SEXTANT_TEST_TMPFS  "required" (the default as root, as in CI): the
+#                     full-disk tests, which mount a small tmpfs, fail
+#                     instead of skipping when they cannot mount one
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,6 +26,9 @@ CACHE=${SEXTANT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sextant}
 FUZZTIME=${SEXTANT_FUZZTIME:-10s}
 MLFLOW_VERSIONS=${SEXTANT_MLFLOW_VERSIONS:-"3.7.0 3.17.2"}
 PYTHON=${PYTHON:-python3}
+if [ "$(id -u)" = 0 ]; then
+	export SEXTANT_TEST_TMPFS=${SEXTANT_TEST_TMPFS:-required}
+fi
 
 failed=()
 step() { printf '\n=== %s\n' "$*"; }
@@ -248,7 +254,11 @@ run_ui() {
 
 	step "ui: browser tests (chromium, screenshots in ${SEXTANT_SCREENSHOTS:-web/test-results/screenshots})"
 	go build -o "$tmp/sextant" ./cmd/sextant || { fail "build"; rm -rf "$tmp"; return; }
-	(cd web && SEXTANT_BIN="$tmp/sextant" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
+	# mlflow-links.test.mjs runs the real mlflow client (the newest version's
+	# cached environment) to print the links it opens.
+	local mlflow_py
+	mlflow_py=$(venv_for "${MLFLOW_VERSIONS##* }")/bin/python || { fail "install mlflow for the browser tests"; mlflow_py=; }
+	(cd web && SEXTANT_BIN="$tmp/sextant" SEXTANT_MLFLOW_PYTHON="$mlflow_py" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
 	rm -rf "$tmp"
 }
 

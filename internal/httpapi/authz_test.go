@@ -373,7 +373,9 @@ func routeCases() map[string]routeCase {
 			return "DELETE", ml + "/model-versions/delete", map[string]any{"name": f.registered, "version": "1"}
 		}},
 		"GET " + ml + "/model-versions/search": {everyone, get(ml + "/model-versions/search")},
-		"GET " + ml + "/model-versions/get-download-uri": {everyone, func(f fixture, _ string) (string, string, any) {
+		// The download URI names where the version's files are: for those
+		// who can read the logged model or run it was registered from.
+		"GET " + ml + "/model-versions/get-download-uri": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", ml + "/model-versions/get-download-uri?name=" + f.registered + "&version=1", nil
 		}},
 		"POST " + ml + "/model-versions/transition-stage": {everyone, func(f fixture, _ string) (string, string, any) {
@@ -582,6 +584,14 @@ func routeCases() map[string]routeCase {
 	}
 }
 
+// routeKey names a route as routeCases does: /ajax-api folded into /api.
+func routeKey(r httpapi.Route) string {
+	if r.Path == "/ajax-api/2.0/mlflow/metrics/get-history-bulk" {
+		return r.Method + " " + r.Path
+	}
+	return r.Method + " " + strings.Replace(r.Path, "/ajax-api/", "/api/", 1)
+}
+
 // uiAsset names one asset of the embedded UI build.
 func uiAsset() string {
 	for p := range ui.MustNew().Sizes() {
@@ -613,10 +623,7 @@ func TestPermissionMatrix(t *testing.T) {
 	seen := map[string]bool{}
 	var routes []httpapi.Route
 	for _, r := range a.h.Routes() {
-		key := r.Method + " " + strings.Replace(r.Path, "/ajax-api/", "/api/", 1)
-		if r.Path == "/ajax-api/2.0/mlflow/metrics/get-history-bulk" {
-			key = r.Method + " " + r.Path
-		}
+		key := routeKey(r)
 		if seen[key] {
 			continue
 		}
