@@ -55,8 +55,8 @@ def pytest_terminal_summary(terminalreporter):
     tr.section("docs blocks")
     verbose = tr.config.getoption("verbose") > 0
     for r in RESULTS:
-        if r.status == "not run":
-            tr.write_line(f"not run: {r.block.where}: {r.detail}")
+        if r.status in ("not run", "failed"):
+            tr.write_line(f"{r.status}: {r.block.where}: {r.detail}")
         elif verbose:
             extra = f" ({r.detail})" if r.detail else ""
             tr.write_line(f"{r.status}: {r.block.where} {r.block.lang}{extra} {r.seconds:.1f}s")

@@ -1,7 +1,7 @@
 """Extracts the command blocks of the user docs and runs them as a reader would.
 
 A page's command blocks are its fenced blocks tagged sh, bash, shell, console
-or python (README.md and tests/docs/README.md say how to write them). They
+or python (tests/docs/README.md says how to write them). They
 run top to bottom in one working directory, against the page's own server,
 as one reader at one terminal would run them:
 
@@ -190,6 +190,8 @@ def _parse_not_run(b: Block) -> None:
         raise DocError(f"{b.where}: a block that is not run cannot also be a server or a file")
     if b.kind == "console" and not b.not_run and not any(s.startswith("$ ") for s in content):
         raise DocError(f"{b.where}: a console block needs its commands after '$ ' prompts")
+    if b.kind == "shell" and any(s.startswith("$ ") for s in content):
+        raise DocError(f"{b.where}: '$ ' prompts in a {b.lang} block: tag it console, whose output lines are checked")
 
 
 def script_and_expected(b: Block, text: str) -> tuple[str, list[str]]:
@@ -316,13 +318,13 @@ def make_tools(sextant: Path, repo: Path, work: Path, base_prefix: Path) -> Tool
                  stand_ins=Path(__file__).parent / "workdir")
 
 
-def make_venv(base_prefix: Path, python: str, venv: Path) -> None:
+def make_venv(base_prefix: Path, venv: Path) -> None:
     """A fresh virtual environment over the runner's own (a .pth names its
     site-packages), standing for the one the docs tell the reader to make:
     `pip install` in it installs into it, finds what the runner's
     environment has, and never downloads (PIP_NO_INDEX); the runner's
     environment is never changed."""
-    subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([str(base_prefix / "bin" / "python"), "-m", "venv", "--without-pip", str(venv)], check=True)
     code = "import sysconfig, sys; p = sysconfig.get_paths(); print(p['purelib']); print(p['platlib'])"
     paths = subprocess.run([str(base_prefix / "bin" / "python"), "-c", code], capture_output=True, text=True,
                            check=True).stdout.split()
@@ -378,7 +380,7 @@ class Page:
         shutil.copytree(self.tools.repo / "python", self.cwd / "python",
                         ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
         venv = self.root / "venv"
-        make_venv(self.tools.base_prefix, str(self.tools.base_prefix / "bin" / "python"), venv)
+        make_venv(self.tools.base_prefix, venv)
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("MLFLOW_TRACKING", "MLFLOW_EXPERIMENT", "MLFLOW_RUN", "SEXTANT_", "PIP_",
                                     "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "DOCS_"))}
@@ -478,6 +480,8 @@ class Page:
 
     def _fail(self, b: Block | None, why: str, output: Path | None) -> None:
         where = b.where if b else self.blocks[0].path
+        if b:
+            self.results.append(Result(b, "failed", why.splitlines()[0]))
         msg = [f"{where}: {b.kind + ' block' if b else 'page'} failed: {why}"]
         if b:
             msg += ["", b.listing()]

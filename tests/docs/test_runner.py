@@ -87,6 +87,7 @@ def test_extract_kinds_lines_and_markers():
     ("```sh\ntrue\n# not run by the docs test: late\n```\n", "p.md:1: '# not run by the docs test: <why>' must be the block's first line"),
     ("```sh\n# not run by the docs test:\ntrue\n```\n", "p.md:1: 'not run by the docs test:' must say why"),
     ("```console\nls\n```\n", "p.md:1: a console block needs its commands after '$ ' prompts"),
+    ("```sh\n$ ls\n```\n", "p.md:1: '$ ' prompts in a sh block: tag it console"),
     ("text\n```sh\ntrue\n", "p.md:2: the block opened here is never closed"),
 ])
 def test_extract_refuses_what_would_skip_silently(text, error):
