@@ -92,9 +92,49 @@ func outputModes(t *testing.T, test func(t *testing.T, pipes bool)) {
 
 func TestRunCapturesOutput(t *testing.T) { outputModes(t, testRunCapturesOutput) }
 
+// afterStored returns a shell command that waits until the fake server
+// has been sent a line with text. Between stdout and stderr the launcher
+// keeps the order it reads them in, which is the job's only when the
+// launcher reads the first stream before the job writes the second
+// (docs/run.md, "Order"); a job that waits for its line to reach the
+// server orders its streams however slow the machine.
+func afterStored(t *testing.T, f *fakeServer, text string) string {
+	t.Helper()
+	// Polling for an event, not a margin; the bound (10 min at least) only
+	// turns a line that never arrives into a failure instead of a hang.
+	return fmt.Sprintf(`i=0; until [ -e %q ]; do i=$((i+1)); [ $i -gt 60000 ] && exit 99; sleep 0.01; done`, storedMarker(t, f, text))
+}
+
+// storedMarker returns the path of a file that f creates once it has been
+// sent a line with text.
+func storedMarker(t *testing.T, f *fakeServer, text string) string {
+	t.Helper()
+	marker := filepath.Join(t.TempDir(), "stored")
+	var once sync.Once
+	prev := f.AppendHook
+	f.AppendHook = func(b runlogs.Batch) (bool, error) {
+		for _, l := range b.Lines {
+			if l.Text == text {
+				once.Do(func() {
+					if err := os.WriteFile(marker, nil, 0o600); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		if prev != nil {
+			return prev(b)
+		}
+		return false, nil
+	}
+	return marker
+}
+
 func testRunCapturesOutput(t *testing.T, pipes bool) {
 	f := newFakeServer()
-	l := launch(t, f, sh(`echo "out 1"; sleep 0.05; echo "err 1" >&2; sleep 0.05; printf 'a\033[31mred\033[0m\r\nlast'`), func(o *launcher.Options) {
+	script := `echo "out 1"; ` + afterStored(t, f, "out 1") + `; echo "err 1" >&2; ` + afterStored(t, f, "err 1") +
+		`; printf 'a\033[31mred\033[0m\r\nlast'`
+	l := launch(t, f, sh(script), func(o *launcher.Options) {
 		o.PipeOutput = pipes
 	})
 	if l.err != nil || l.res.ExitCode != 0 || l.res.Status != tracking.StatusFinished {
