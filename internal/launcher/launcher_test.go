@@ -68,6 +68,18 @@ func launch(t *testing.T, f *fakeServer, command []string, edit func(*launcher.O
 
 func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
 
+// patience returns when a wait for something that must happen gives up:
+// shortly before the test binary's deadline, so that a wait in vain is
+// reported as a failure instead of a killed binary, and never on a margin
+// that a slow machine could miss.
+func patience(t *testing.T) time.Time {
+	d, ok := t.Deadline()
+	if !ok {
+		return time.Now().Add(time.Hour)
+	}
+	return d.Add(-time.Until(d) / 10)
+}
+
 func texts(ls []runlogs.Line) []string {
 	out := make([]string, len(ls))
 	for i, l := range ls {
@@ -359,16 +371,23 @@ func TestJobNeverWaitsForLauncher(t *testing.T) {
 			done <- launch(t, f, sh(`seq 1 `+strconv.Itoa(lines)+` | sed 's/$/ 0123456789/'; touch `+marker), func(o *launcher.Options) {
 				o.PipeOutput = pipes
 				o.Stdout = tee
+				// sed writes 4 KiB blocks that end inside a line; on a
+				// loaded machine it may stop between two for longer than
+				// the 2 s after which a line is sent as partial records,
+				// rightly. Partial records are TestPartialLines' and
+				// TestCapturePartialWaitsFromTheLineStart's business.
+				o.PartialAfter = time.Hour
 			})
 		}()
-		// Files: the job finishes within seconds. Pipes: it is still
-		// waiting after 3 s, a long time for 40 MB.
-		wait := 20 * time.Second
-		if pipes {
-			wait = 3 * time.Second
+		// Files: the job finishes, however slow the machine. Pipes:
+		// it is still waiting after 3 s; it cannot finish, since the pipe
+		// and the launcher's buffer hold less than half of its output.
+		end := time.Now().Add(3 * time.Second)
+		if !pipes {
+			end = patience(t)
 		}
 		finished := false
-		for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		for ; time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 			if _, err := os.Stat(marker); err == nil {
 				finished = true
 				break
