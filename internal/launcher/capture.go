@@ -31,6 +31,7 @@ type capture struct {
 	split        *runlogs.Splitter
 	ts           int64     // timestamp of the bytes being split
 	pendingSince time.Time // when the unfinished line started waiting
+	records      int64     // records emitted so far
 	busy         bool      // a chunk read is being teed and split
 	teeErr       error
 }
@@ -42,6 +43,7 @@ func newCapture(stream runlogs.Stream, r output, tee io.Writer, q *queue, node, 
 }
 
 func (c *capture) emit(text []byte, f runlogs.Flags) {
+	c.records++
 	rank := c.rank
 	if c.prefix {
 		if r := prefixRank(text); r >= 0 {
@@ -75,10 +77,15 @@ func (c *capture) run() {
 			c.read.Add(int64(n))
 			c.mu.Lock()
 			c.ts = now.UnixMilli()
+			before := c.records
 			c.split.Write(buf[:n])
-			if c.split.Pending() == 0 {
+			switch {
+			case c.split.Pending() == 0:
 				c.pendingSince = time.Time{}
-			} else if c.pendingSince.IsZero() {
+			case c.pendingSince.IsZero() || c.records != before:
+				// The unfinished line started in these bytes: a job
+				// writing in blocks ends most reads inside a new line,
+				// and the wait starts again with each.
 				c.pendingSince = now
 			}
 			c.busy = false

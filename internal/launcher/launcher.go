@@ -97,10 +97,11 @@ type Options struct {
 	// Grace is how long the job has to exit after a forwarded SIGINT or
 	// SIGTERM before it gets SIGKILL; 0 means 30 s.
 	Grace time.Duration
-	// Drain is how long the launcher keeps reading the job's output after
-	// the job's process has exited (processes it left behind may still
-	// hold the pipes); 0 means 2 s. Then what is left of the job's process
-	// group gets SIGTERM, and SIGKILL 2 s later.
+	// Drain is how long the launcher waits for more of the job's output
+	// after the job's process has exited (processes it left behind may
+	// still hold the pipes); 0 means 2 s. Output written by then is read
+	// in full, however long that takes. Then what is left of the job's
+	// process group gets SIGTERM, and SIGKILL 2 s later.
 	Drain time.Duration
 	// FlushInterval is how long a line may wait to be sent with others;
 	// 0 means 200 ms.
@@ -316,7 +317,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, fmt.Errorf("start %s: %w", o.Command[0], err)
 	}
 
-	if _, pipes := ch.stdout.(pipeOutput); !pipes && o.Nice > 0 {
+	if _, pipes := ch.stdout.(*pipeOutput); !pipes && o.Nice > 0 {
 		l.yieldToJob(o.Nice)
 	}
 	stopSampler := l.startSampler(bg, ch)

@@ -26,15 +26,32 @@ func growPipe(f *os.File) {
 	})
 }
 
-// unread reports whether the pipe holds bytes (FIONREAD).
-func (p pipeOutput) unread() bool {
+// unread reports whether the pipe holds bytes.
+func (p *pipeOutput) unread() bool { return p.buffered() > 0 }
+
+// buffered returns how many bytes the pipe holds (FIONREAD).
+func (p *pipeOutput) buffered() int {
 	rc, err := p.SyscallConn()
 	if err != nil {
-		return false
+		return 0
 	}
 	var n int32
 	_ = rc.Control(func(fd uintptr) {
 		_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
 	})
-	return n > 0
+	return int(n)
+}
+
+// readBuffered reads what the pipe holds without waiting and whatever the
+// read deadline: one read(2) on the non-blocking descriptor, which returns
+// 0 and no error at EOF.
+func (p *pipeOutput) readBuffered(b []byte) (n int, err error) {
+	rc, err := p.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	if cerr := rc.Control(func(fd uintptr) { n, err = syscall.Read(int(fd), b) }); cerr != nil {
+		return 0, cerr
+	}
+	return max(n, 0), err
 }

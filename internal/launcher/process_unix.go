@@ -76,7 +76,7 @@ func openOutput(dir string, pipes bool) (w *os.File, r output, err error) {
 		return nil, nil, err
 	}
 	growPipe(pr)
-	return pw, pipeOutput{pr}, nil
+	return pw, &pipeOutput{File: pr}, nil
 }
 
 // signal sends sig to the child's whole process group.

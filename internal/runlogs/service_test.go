@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -178,68 +179,80 @@ func TestSearchWorkBound(t *testing.T) {
 	}
 }
 
+// TestTail runs each case in a synctest bubble: the clock moves only
+// when every goroutine waits, so the times checked are exact, not
+// margins a loaded machine could miss.
 func TestTail(t *testing.T) {
 	ctx := context.Background()
 	t.Run("WakesOnAppend", func(t *testing.T) {
-		// A long poll interval: only the append's wake-up can answer fast.
-		s, _ := MustService(t, runlogs.Options{PollInterval: time.Hour})
-		appendText(t, s, "s", 0, 0, runlogs.Stdout, "old")
-		done := make(chan runlogs.Page, 1)
-		go func() {
-			p, err := s.Tail(ctx, runlogs.Query{RunID: runID, FromLine: 2}, 10*time.Second)
-			if err != nil {
-				t.Error(err)
-			}
-			done <- p
-		}()
-		time.Sleep(50 * time.Millisecond)
-		start := time.Now()
-		appendText(t, s, "s", 1, 0, runlogs.Stdout, "new")
-		select {
-		case p := <-done:
+		synctest.Test(t, func(t *testing.T) {
+			// A long poll interval: only the append's wake-up can answer
+			// before the wait runs out.
+			s, _ := MustService(t, runlogs.Options{PollInterval: time.Hour})
+			appendText(t, s, "s", 0, 0, runlogs.Stdout, "old")
+			done := make(chan runlogs.Page, 1)
+			go func() {
+				p, err := s.Tail(ctx, runlogs.Query{RunID: runID, FromLine: 2}, 10*time.Second)
+				if err != nil {
+					t.Error(err)
+				}
+				done <- p
+			}()
+			synctest.Wait() // the tail is waiting
+			start := time.Now()
+			appendText(t, s, "s", 1, 0, runlogs.Stdout, "new")
+			p := <-done
 			if got := texts(p.Lines); len(got) != 1 || got[0] != "new" || p.NextLine != 3 {
 				t.Fatalf("tail: %q next %d", got, p.NextLine)
 			}
-			if d := time.Since(start); d > time.Second {
-				t.Fatalf("woke after %v", d)
+			if d := time.Since(start); d != 0 {
+				t.Fatalf("woke after %v, want at once", d)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("tail did not wake")
-		}
+		})
 	})
 	t.Run("PollsTheStore", func(t *testing.T) {
-		// Lines written by another replica reach the store, not this
-		// Service: the tail finds them by polling.
-		s, m := MustService(t, runlogs.Options{PollInterval: 20 * time.Millisecond})
-		other := runlogs.NewService(m, runlogs.Options{})
-		go func() {
-			time.Sleep(100 * time.Millisecond)
-			appendText(t, other, "s", 0, 0, runlogs.Stdout, "from elsewhere")
-		}()
-		p, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 5*time.Second)
-		if err != nil || len(p.Lines) != 1 {
-			t.Fatalf("tail: %v, %d lines", err, len(p.Lines))
-		}
+		synctest.Test(t, func(t *testing.T) {
+			// Lines written by another replica reach the store, not this
+			// Service: the tail finds them by polling.
+			s, m := MustService(t, runlogs.Options{PollInterval: 20 * time.Millisecond})
+			other := runlogs.NewService(m, runlogs.Options{})
+			start := time.Now()
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				appendText(t, other, "s", 0, 0, runlogs.Stdout, "from elsewhere")
+			}()
+			p, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 5*time.Second)
+			if err != nil || len(p.Lines) != 1 {
+				t.Fatalf("tail: %v, %d lines", err, len(p.Lines))
+			}
+			if d := time.Since(start); d < 100*time.Millisecond || d > 120*time.Millisecond {
+				t.Fatalf("found after %v, want at the first poll after 100ms", d)
+			}
+		})
 	})
 	t.Run("TimesOut", func(t *testing.T) {
-		s, _ := MustService(t, runlogs.Options{PollInterval: 10 * time.Millisecond})
-		start := time.Now()
-		p, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 150*time.Millisecond)
-		if err != nil || len(p.Lines) != 0 || p.NextLine != 1 {
-			t.Fatalf("tail: %v, %+v", err, p)
-		}
-		if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
-			t.Fatalf("returned after %v", d)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s, _ := MustService(t, runlogs.Options{PollInterval: 10 * time.Millisecond})
+			start := time.Now()
+			p, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 150*time.Millisecond)
+			if err != nil || len(p.Lines) != 0 || p.NextLine != 1 {
+				t.Fatalf("tail: %v, %+v", err, p)
+			}
+			if d := time.Since(start); d != 150*time.Millisecond {
+				t.Fatalf("returned after %v, want 150ms", d)
+			}
+		})
 	})
 	t.Run("EndedRunReturnsAtOnce", func(t *testing.T) {
-		s, m := MustService(t, runlogs.Options{})
-		m.SetStatus(runID, tracking.StatusFinished)
-		start := time.Now()
-		p, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 10*time.Second)
-		if err != nil || len(p.Lines) != 0 || time.Since(start) > time.Second {
-			t.Fatalf("tail of an ended run: %v, %+v after %v", err, p, time.Since(start))
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s, m := MustService(t, runlogs.Options{})
+			m.SetStatus(runID, tracking.StatusFinished)
+			start := time.Now()
+			p, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 10*time.Second)
+			if err != nil || len(p.Lines) != 0 || time.Since(start) != 0 {
+				t.Fatalf("tail of an ended run: %v, %+v after %v", err, p, time.Since(start))
+			}
+		})
 	})
 	t.Run("FilterSkipsAhead", func(t *testing.T) {
 		s, _ := MustService(t, runlogs.Options{PollInterval: 10 * time.Millisecond})
@@ -250,23 +263,27 @@ func TestTail(t *testing.T) {
 		}
 	})
 	t.Run("CloseEndsWaits", func(t *testing.T) {
-		s, _ := MustService(t, runlogs.Options{PollInterval: time.Hour})
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			s.Close()
-		}()
-		start := time.Now()
-		if _, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 10*time.Second); err != nil || time.Since(start) > 2*time.Second {
-			t.Fatalf("tail after close: %v after %v", err, time.Since(start))
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s, _ := MustService(t, runlogs.Options{PollInterval: time.Hour})
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				s.Close()
+			}()
+			start := time.Now()
+			if _, err := s.Tail(ctx, runlogs.Query{RunID: runID}, 10*time.Second); err != nil || time.Since(start) != 50*time.Millisecond {
+				t.Fatalf("tail after close: %v after %v, want 50ms", err, time.Since(start))
+			}
+		})
 	})
 	t.Run("ContextCancelled", func(t *testing.T) {
-		s, _ := MustService(t, runlogs.Options{PollInterval: time.Hour})
-		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		if _, err := s.Tail(cctx, runlogs.Query{RunID: runID}, 10*time.Second); time.Since(start) > 2*time.Second {
-			t.Fatalf("tail ignored its context: %v", err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s, _ := MustService(t, runlogs.Options{PollInterval: time.Hour})
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if _, err := s.Tail(cctx, runlogs.Query{RunID: runID}, 10*time.Second); time.Since(start) != 50*time.Millisecond {
+				t.Fatalf("tail ignored its context: %v after %v", err, time.Since(start))
+			}
+		})
 	})
 }

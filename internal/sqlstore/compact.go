@@ -129,16 +129,28 @@ type compactGroup struct {
 	pts []metrics.Point
 }
 
+// replacement is the new chunks for some small chunks of a series.
+type replacement struct {
+	old    []int64
+	chunks []*slice
+	small  int64 // small chunks among the new ones
+}
+
 // compactSeries merges the small chunks of one series, context by context.
 func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
-	groups, err := s.readSmallChunks(ctx, seriesID)
-	if err != nil {
+	reps, err := s.planCompaction(ctx, seriesID)
+	if err != nil || len(reps) == 0 {
 		return err
 	}
-	type replacement struct {
-		old    []int64
-		chunks []*slice
-		small  int64 // small chunks among the new ones
+	return s.swapChunks(ctx, seriesID, reps)
+}
+
+// planCompaction reads the small chunks of a series and encodes their
+// replacements, off the writer.
+func (s *Store) planCompaction(ctx context.Context, seriesID int64) ([]replacement, error) {
+	groups, err := s.readSmallChunks(ctx, seriesID)
+	if err != nil {
+		return nil, err
 	}
 	var reps []replacement
 	for _, g := range groups {
@@ -152,7 +164,7 @@ func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
 			part := g.pts[start:min(start+s.opts.ChunkPoints, len(g.pts))]
 			sl := &slice{ctx: g.ctx, pts: part, sum: metrics.Summarize(part)}
 			if sl.data, err = metrics.AppendChunk(nil, part); err != nil {
-				return errs.Wrap(errs.Internal, err, "compaction: encode")
+				return nil, errs.Wrap(errs.Internal, err, "compaction: encode")
 			}
 			r.chunks = append(r.chunks, sl)
 			if len(part) < s.opts.ChunkPoints {
@@ -161,24 +173,24 @@ func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
 		}
 		reps = append(reps, r)
 	}
-	if len(reps) == 0 {
-		return nil
-	}
-	err = s.w.do(ctx, func(tx *wtx) error {
+	return reps, nil
+}
+
+// swapChunks replaces chunks in one writer op, unless some of them are
+// gone (another compaction replaced them first): then it changes nothing.
+//
+// The new chunks go in before the old ones are deleted. SQLite numbers a
+// new row one past the largest chunk_id left, so deleting first could
+// hand the new chunks the ids just deleted; a compaction that had read
+// those ids before would then find "its" chunks all there and delete
+// chunks holding points it never read (TestCompactionRaceKeepsPoints).
+// Inserted first, new chunks are numbered past every chunk that exists,
+// and a deleted id is never given again while a chunk above it lives.
+func (s *Store) swapChunks(ctx context.Context, seriesID int64, reps []replacement) error {
+	err := s.w.do(ctx, func(tx *wtx) error {
 		var removed int64
 		var rows []chunkRow
 		for _, r := range reps {
-			args := make([]any, len(r.old))
-			for i, id := range r.old {
-				args[i] = id
-			}
-			res, err := tx.exec(`DELETE FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(args))+`)`, args...)
-			if err != nil {
-				return sqlError(err, "compaction: delete chunks")
-			}
-			if n, _ := res.RowsAffected(); n != int64(len(r.old)) {
-				return errCompactionRace
-			}
 			for _, sl := range r.chunks {
 				rows = append(rows, chunkRow{seriesID: seriesID, sl: sl})
 			}
@@ -186,6 +198,20 @@ func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
 		}
 		if err := insertChunks(tx, rows); err != nil {
 			return err
+		}
+		for _, r := range reps {
+			args := make([]any, 0, len(r.old)+1)
+			for _, id := range r.old {
+				args = append(args, id)
+			}
+			args = append(args, seriesID)
+			res, err := tx.exec(`DELETE FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(r.old))+`) AND series_id = ?`, args...)
+			if err != nil {
+				return sqlError(err, "compaction: delete chunks")
+			}
+			if n, _ := res.RowsAffected(); n != int64(len(r.old)) {
+				return errCompactionRace
+			}
 		}
 		_, err := tx.exec(`UPDATE metric_series SET small_chunks = small_chunks - ? WHERE series_id = ?`, removed, seriesID)
 		return sqlError(err, "compaction: update series")

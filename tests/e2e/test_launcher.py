@@ -86,19 +86,49 @@ def get_logs(srv, run_id: str, **params) -> list[dict]:
         from_line = body["next_line"]
 
 
-TRAIN = """
-    import sys, time, mlflow
+# Between stdout and stderr the launcher keeps the order it reads them in,
+# which is the job's only when the launcher reads one stream before the job
+# writes the other (docs/run.md, "Order"). A job that calls wait_stored
+# before it changes streams waits until its line has reached the server,
+# and so orders its streams however slow the machine, where sleeping 50 ms
+# between them does not.
+WAIT_STORED = """
+    import json as _json, os as _os, time as _time, urllib.request as _request
+
+    # Read now: the mlflow client drops MLFLOW_RUN_ID from the environment
+    # when its run ends.
+    _LOGS = _request.Request(
+        _os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/sextant/logs/get?limit=10000&run_id=" + _os.environ["MLFLOW_RUN_ID"],
+        headers={"Authorization": "Bearer " + _os.environ["MLFLOW_TRACKING_TOKEN"]} if _os.environ.get("MLFLOW_TRACKING_TOKEN") else {})
+
+
+    def wait_stored(match):
+        \"\"\"Waits until the run's log on the server has a line for which match(text) is true.\"\"\"
+        while not any(match(l["text"]) for l in _json.load(_request.urlopen(_LOGS, timeout=30))["lines"]):
+            _time.sleep(0.02)
+"""
+
+
+def with_wait_stored(body: str) -> str:
+    """A job script's body with wait_stored defined before it."""
+    return textwrap.dedent(WAIT_STORED) + textwrap.dedent(body)
+
+
+TRAIN = with_wait_stored("""
+    import sys, mlflow
     print("starting", flush=True)
-    time.sleep(0.05)
+    wait_stored(lambda t: t == "starting")
     print("a warning on stderr", file=sys.stderr, flush=True)
-    time.sleep(0.05)
+    wait_stored(lambda t: t == "a warning on stderr")
     with mlflow.start_run() as run:
         for step in range(5):
             mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
         print("logged to", run.info.run_id, flush=True)
-    time.sleep(0.05)
+    # The mlflow client prints its links when the run ends; the second is
+    # its last line.
+    wait_stored(lambda t: "View experiment at" in t)
     print("done", file=sys.stderr, flush=True)
-"""
+""")
 
 
 def test_default_names_metrics_and_lines(sextant_bin, server, tmp_path):
@@ -233,13 +263,13 @@ def test_training_code_run_name_wins(sextant_bin, server, tmp_path):
 
 
 def test_exit_code_3(sextant_bin, server, tmp_path):
-    script = write_script(tmp_path, "fail.py", """
-        import sys, time
+    script = write_script(tmp_path, "fail.py", with_wait_stored("""
+        import sys
         print("about to fail", flush=True)
-        time.sleep(0.05)  # order across the two streams is the order they were read
+        wait_stored(lambda t: t == "about to fail")
         print("Traceback: something broke", file=sys.stderr, flush=True)
         sys.exit(3)
-    """)
+    """))
     p = run_launcher(sextant_bin, server, script, "--experiment", "/Shared/launcher/exit")
     assert p.returncode == 3, p.stderr.decode()
     run = MlflowClient(server.url).get_run(run_id_of(p.stderr))
@@ -363,16 +393,29 @@ def test_server_restart_while_printing(sextant_bin, start_server, tmp_path, monk
     argv = [sextant_bin, "run", "--experiment", "/Shared/launcher/restart", "--", sys.executable, str(script)]
     proc = subprocess.Popen(argv, env=launcher_env(srv), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Read both pipes all along, so that the launcher's tee never waits.
-    outs: dict[str, bytes] = {}
-    readers = [threading.Thread(target=lambda k=k, f=f: outs.__setitem__(k, f.read()), daemon=True)
+    # Read both pipes all along, so that the launcher's tee never waits,
+    # and note the events the test goes by (not times a slow machine could
+    # let pass first): the job's first line, then the launcher finding the
+    # server gone.
+    got = {"out": bytearray(), "err": bytearray()}
+    printing, complained = threading.Event(), threading.Event()
+
+    def read(k, f):
+        while chunk := f.read1(1 << 16):
+            got[k] += chunk
+            if k == "out" and b"\n" in got[k]:
+                printing.set()
+            if k == "err" and b"cannot send output to the server" in got[k]:
+                complained.set()
+
+    readers = [threading.Thread(target=read, args=(k, f), daemon=True)
                for k, f in (("out", proc.stdout), ("err", proc.stderr))]
     for r in readers:
         r.start()
     try:
-        time.sleep(1.5)
+        assert printing.wait(LAUNCH_TIMEOUT_S), "the job printed nothing"
         srv.kill()  # SIGKILL while the job prints
-        time.sleep(1.5)
+        assert complained.wait(LAUNCH_TIMEOUT_S), bytes(got["err"]).decode()
         port = srv.port
         monkeypatch.setattr(sextant_e2e, "free_port", lambda: port)
         srv.start()  # same data directory, same port
@@ -382,10 +425,9 @@ def test_server_restart_while_printing(sextant_bin, start_server, tmp_path, monk
         if proc.poll() is None:
             proc.kill()
     for r in readers:
-        r.join(timeout=10)
-    err = outs["err"]
+        r.join(timeout=60)
+    err = bytes(got["err"])
     assert proc.returncode == 0, err.decode()
-    assert b"cannot send output to the server" in err, err.decode()
     run_id = run_id_of(err)
     lines = get_logs(srv, run_id)
     texts = [l["text"] for l in lines]
@@ -396,7 +438,7 @@ def test_server_restart_while_printing(sextant_bin, start_server, tmp_path, monk
     assert texts == want
     assert [l["line"] for l in lines] == list(range(1, 2501))
     assert MlflowClient(srv.url).get_run(run_id).info.status == "FINISHED"
-    assert outs["out"] == "".join(w + "\n" for w in want).encode()
+    assert bytes(got["out"]) == "".join(w + "\n" for w in want).encode()
 
 
 def test_raw_output_kept_and_stored(sextant_bin, server, tmp_path):
@@ -435,16 +477,17 @@ def test_raw_output_kept_and_stored(sextant_bin, server, tmp_path):
 
 
 def test_logs_command(sextant_bin, server, tmp_path):
-    script = write_script(tmp_path, "slow.py", """
+    script = write_script(tmp_path, "slow.py", with_wait_stored("""
         import os, sys, time
         print("RUN", os.environ["MLFLOW_RUN_ID"], flush=True)
         for i in range(40):
             print(f"step {i}", flush=True)
             if i % 10 == 9:
-                time.sleep(0.03)
+                wait_stored(lambda t: t == f"step {i}")
                 print(f"WARN at {i}", file=sys.stderr, flush=True)
+                wait_stored(lambda t: t == f"WARN at {i}")
             time.sleep(0.03)
-    """)
+    """))
     argv = [sextant_bin, "run", "--experiment", "/Shared/launcher/logs", "--", sys.executable, str(script)]
     job = subprocess.Popen(argv, env=launcher_env(server), stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -506,21 +549,25 @@ def test_tail_across_replicas(sextant_bin, tmp_path, postgres_db):
     a = SextantServer(sextant_bin, tmp_path / "a", tmp_path / "a.log", shared=shared).start()
     b = SextantServer(sextant_bin, tmp_path / "b", tmp_path / "b.log", shared=shared).start()
     try:
+        # The job prints "second" once the test says so, a second after it
+        # sent the tail to b: the tail is waiting by then on any machine.
+        go = tmp_path / "go"
         script = write_script(tmp_path, "replicated.py", """
-            import time
+            import os, time
             print("first", flush=True)
-            time.sleep(3)
+            while not os.path.exists(os.environ["GO"]):
+                time.sleep(0.02)
             print("second", flush=True)
             time.sleep(0.5)
         """)
         argv = [sextant_bin, "run", "--experiment", "/Shared/launcher/replicas", "--", sys.executable, str(script)]
-        job = subprocess.Popen(argv, env=launcher_env(a), stdin=subprocess.DEVNULL,
+        job = subprocess.Popen(argv, env=launcher_env(a, GO=go), stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert job.stdout.readline() == b"first\n"
         err_line = job.stderr.readline()
         run_id = run_id_of(err_line)
         # Wait on replica b for the line after "first" (at most line 1 is stored yet).
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + LAUNCH_TIMEOUT_S
         while True:
             r = requests.get(b.api("/sextant/logs/get"), params={"run_id": run_id}, timeout=30)
             assert r.status_code == 200, r.text
@@ -528,12 +575,15 @@ def test_tail_across_replicas(sextant_bin, tmp_path, postgres_db):
                 break
             assert time.monotonic() < deadline, "the first line never reached replica b"
             time.sleep(0.05)
+        threading.Timer(1.0, go.touch).start()
         t0 = time.monotonic()
         r = requests.get(b.api("/sextant/logs/tail"), params={"run_id": run_id, "after_line": 1, "wait_ms": 20000}, timeout=60)
         waited = time.monotonic() - t0
         assert r.status_code == 200, r.text
         assert [l["text"] for l in r.json()["lines"]] == ["second"]
-        assert 2.0 < waited < 5.0, f"the tail on b answered after {waited:.2f}s"
+        # It waited for the line (printed a second in), and the line, not
+        # the end of its 20 s wait, ended it.
+        assert 1.0 <= waited < 15.0, f"the tail on b answered after {waited:.2f}s"
         job.communicate(timeout=LAUNCH_TIMEOUT_S)
         assert job.returncode == 0
     finally:

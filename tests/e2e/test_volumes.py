@@ -50,15 +50,25 @@ def listing(srv, path: str, auth=None) -> list[str]:
 
 class SlowUpload:
     """A PUT whose body is sent in two halves, so that the test can act while
-    the upload is in flight."""
+    the upload is in flight. It returns once the server has claimed the
+    upload: the request says "Expect: 100-continue", and the server answers
+    "100 Continue" when the handler first reads the body, which it does
+    after the claim (a sleep "to let the server start reading" is a margin
+    that a loaded machine can outlast)."""
 
     def __init__(self, srv, target: str, body: bytes) -> None:
         self.body = body
         self.sock = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
         head = (f"PUT {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
-                "Content-Type: application/octet-stream\r\nConnection: close\r\n\r\n").encode()
-        self.sock.sendall(head + body[: len(body) // 2])
-        time.sleep(0.2)  # let the server start reading it
+                "Content-Type: application/octet-stream\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n").encode()
+        self.sock.sendall(head)
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            chunk = self.sock.recv(1)  # one byte at a time: nothing of the final answer is read here
+            assert chunk, f"the server closed the upload: {interim!r}"
+            interim += chunk
+        assert interim.startswith(b"HTTP/1.1 100 "), f"the upload was not taken: {interim!r}"
+        self.sock.sendall(body[: len(body) // 2])
 
     def finish(self) -> tuple[int, bytes]:
         self.sock.sendall(self.body[len(self.body) // 2:])

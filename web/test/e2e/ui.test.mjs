@@ -203,7 +203,7 @@ describe('logs', () => {
     // Follow puts the end in view; new lines arrive through the tail.
     await page.waitForSelector('.log-line[data-line="3000"]');
     await append(3000, [0, 1, 2, 3, 4].map((i) => ({ timestamp: Date.now(), stream: 'stdout', text: `tailed line ${i}`, node: 0, local_rank: 0 })));
-    await page.waitForSelector('.log-line:has-text("tailed line 4")', { timeout: 10_000 });
+    await page.waitForSelector('.log-line:has-text("tailed line 4")', { timeout: 30_000 });
     assert.match(await page.textContent('[data-testid=log-status]'), /3,005 lines/);
 
     // Jump to a line, with ANSI colours as spans and HTML as text.
@@ -290,11 +290,11 @@ describe('GPU pane', () => {
     // A new sample shows up by itself.
     await page.mouse.move(10, 10);
     await srv.api('POST', '/api/2.0/sextant/gpu/samples', { node: 'node-a', node_rank: 0, samples: [{ ts_ms: Date.now(), gpus: [gpu(0, 77), gpu(1, 1), gpu(2, 2), gpu(3, 3)] }] });
-    await page.waitForSelector('.gpu-node[data-node="node-a"] .gpu-card[data-gpu="0"] .gpu-metric[data-field=util] .gpu-value:has-text("77%")', { timeout: 5000 });
+    await page.waitForSelector('.gpu-node[data-node="node-a"] .gpu-card[data-gpu="0"] .gpu-metric[data-field=util] .gpu-value:has-text("77%")', { timeout: 30_000 });
     await screenshot(page, 'gpu-pane');
 
     // No interaction for the idle time: polling stops and the pane says so.
-    await page.waitForSelector('.gpu-pane[data-paused="true"]', { timeout: 6000 });
+    await page.waitForSelector('.gpu-pane[data-paused="true"]', { timeout: 30_000 });
     assert.match(await page.textContent('[data-testid=gpu-state]'), /Paused/);
     const polls = Number(await page.getAttribute('.gpu-pane', 'data-polls'));
     await sleep(1000);
@@ -313,7 +313,7 @@ describe('GPU pane', () => {
     const agent = spawn(sextantBin(), ['agent', '--gpu-source=sim:4', '--interval', '200ms', '--server', srv.url, '--run-id', run, '--node', 'sim-node', '--spool-dir', srv.dataDir + '/spool'], { stdio: 'ignore' });
     try {
       await page.goto(srv.url + '/runs/' + run + '?tab=gpu&gpu_poll_ms=300&gpu_idle_ms=60000');
-      await page.waitForSelector('.gpu-node[data-node="sim-node"] .gpu-card[data-gpu="3"]', { timeout: 15_000 });
+      await page.waitForSelector('.gpu-node[data-node="sim-node"] .gpu-card[data-gpu="3"]', { timeout: 30_000 });
       await page.waitForFunction(() => Number(document.querySelector('.gpu-pane').dataset.polls) >= 3);
       await screenshot(page, 'run-gpu-panel');
     } finally {
