@@ -113,6 +113,16 @@ func checkIter(t *testing.T, pts []Point, chunk []byte) {
 		if r.Index() != i {
 			t.Fatalf("resumed at index %d, want %d", r.Index(), i)
 		}
+		if last, ok := r.Last(); ok != (i > 0) || (i > 0 && !Equal(last, pts[i-1])) {
+			t.Fatalf("resumed at %d: Last = %+v, %v; want %+v", i, last, ok, pts[max(i-1, 0)])
+		}
+		var sk ChunkIter
+		if err := sk.Reset(chunk); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sk.Skip(i, nil); err != nil || sk.Index() != i {
+			t.Fatalf("Skip(%d): index %d, %v", i, sk.Index(), err)
+		}
 		rest, err := r.Next(nil, len(pts))
 		if err != nil {
 			t.Fatalf("resume at %d: %v", i, err)

@@ -91,6 +91,40 @@ func (it *ChunkIter) Next(dst []Point, max int) ([]Point, error) {
 	return dst, nil
 }
 
+// Last returns the point Next returned last, as the decoders' state holds
+// it, and false before the first point. After Resume it is the point the
+// mark was taken after, which lets a caller check a mark against what it
+// expects.
+func (it *ChunkIter) Last() (Point, bool) {
+	switch it.next {
+	case 0:
+		return Point{}, false
+	case 1:
+		return it.h.first, true
+	}
+	var key uint64
+	if it.vd.delta {
+		key = it.vd.d.hist[0]
+	} else {
+		key = it.vd.x.key
+	}
+	return Point{Step: int64(it.sd.v), TimestampMs: int64(it.td.v), Value: it.h.codec.value(key)}, true
+}
+
+// Skip decodes and drops the next n points, using scratch (which it
+// returns, grown) for them.
+func (it *ChunkIter) Skip(n int, scratch []Point) ([]Point, error) {
+	for n > 0 && it.next < it.h.count {
+		var err error
+		k := min(n, decodeBlock)
+		if scratch, err = it.Next(scratch[:0], k); err != nil {
+			return scratch, err
+		}
+		n -= k
+	}
+	return scratch, nil
+}
+
 // growPoints extends dst by n points, reallocating at most once.
 func growPoints(dst []Point, n int) []Point {
 	if cap(dst)-len(dst) < n {

@@ -3,6 +3,7 @@ package tracking
 import (
 	"context"
 	"math"
+	"slices"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
@@ -39,10 +40,11 @@ type RunSeries struct {
 	Points []HistoryPoint
 }
 
-// exactSampleLimit is the number of stored points in range up to which
-// sampling decodes every point and is exact. Above it, sampling works from
-// the chunk summaries alone (each chunk's first, last, lowest and highest
-// point), which keeps a 10-million-point series to a few milliseconds.
+// exactSampleLimit is the default of Options.ExactSampleLimit: the number
+// of stored points in range up to which sampling decodes every point and is
+// exact. Above it, sampling works from the chunk summaries alone (each
+// chunk's first, last, lowest and highest point), read from the listing
+// without the chunks' data.
 const exactSampleLimit = 256 * 1024
 
 // MetricHistoryBulkInterval returns a downsampled view of one metric for up
@@ -81,35 +83,101 @@ func (s *Service) MetricHistoryBulkInterval(ctx context.Context, q BulkIntervalQ
 	}
 
 	runIDs := dedupStrings(q.RunIDs)
-	chunks := make([][]ChunkInfo, len(runIDs))
+	// One snapshot per run: its listing, and when the range holds few
+	// enough points in all, its points.
+	listed := make([][]ChunkInfo, len(runIDs))
 	total := 0
 	for i, id := range runIDs {
 		c, err := s.store.SeriesChunks(ctx, id, q.Key, lo, hi)
 		if err != nil {
 			return nil, err
 		}
-		chunks[i] = c
+		listed[i] = c
 		total += countPoints(c)
 	}
-	if total <= exactSampleLimit {
-		var out []RunSeries
-		err := retryReads(func() error {
-			var err error
-			out, err = s.sampleExact(ctx, runIDs, chunks, lo, hi, q)
-			if errs.Is(err, errs.Unavailable) {
-				// Re-list the chunks: compaction replaced some.
-				for i, id := range runIDs {
-					if chunks[i], err = s.store.SeriesChunks(ctx, id, q.Key, lo, hi); err != nil {
-						return err
-					}
-				}
-				return errs.E(errs.Unavailable, "metric data changed while reading, retry")
-			}
-			return err
-		})
-		return out, err
+	if total > s.exact {
+		return sampleSummaries(runIDs, listed, lo, hi, q), nil
 	}
-	return sampleSummaries(runIDs, chunks, lo, hi, q), nil
+	runs := make([]sampledRun, len(runIDs))
+	for i, id := range runIDs {
+		if err := s.readRange(ctx, id, q.Key, lo, hi, &runs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return sampleExact(runIDs, runs, q), nil
+}
+
+// sampledRun is the points of one run in a step range, sorted and unique,
+// with the contexts of runs of them.
+type sampledRun struct {
+	pts  []metrics.Point
+	ctxs []ContextRun
+}
+
+// readRange reads the points of (runID, key) with steps in [lo, hi] into r
+// from one snapshot. Disjoint chunks decode straight into r.pts; others
+// are merged.
+func (s *Service) readRange(ctx context.Context, runID, key string, lo, hi int64, r *sampledRun) error {
+	return s.store.ReadSeries(ctx, runID, key, lo, hi, func(chunks []ChunkInfo, read ChunkReadFunc) error {
+		r.pts = make([]metrics.Point, 0, countPoints(chunks))
+		if disjoint(chunks) {
+			var it metrics.ChunkIter
+			return read(0, func(i int, data []byte) (bool, error) {
+				c := &chunks[i]
+				if err := it.Reset(data); err != nil {
+					return false, corruptChunk(c, err)
+				}
+				start := len(r.pts)
+				var err error
+				if r.pts, err = it.Next(r.pts, it.Len()); err != nil {
+					return false, corruptChunk(c, err)
+				}
+				// Only the first and last chunks can reach outside the
+				// range.
+				k := start
+				for k < len(r.pts) && r.pts[k].Step < lo {
+					k++
+				}
+				r.pts = append(r.pts[:start], r.pts[k:]...)
+				for len(r.pts) > start && r.pts[len(r.pts)-1].Step > hi {
+					r.pts = r.pts[:len(r.pts)-1]
+				}
+				if cp := contextOf(c); len(r.pts) > start && (cp != nil || len(r.ctxs) > 0) {
+					r.ctxs = append(r.ctxs, ContextRun{Start: start, Context: cp})
+				}
+				return true, nil
+			})
+		}
+		var all []HistoryPoint
+		var scratch []metrics.Point
+		err := read(0, func(i int, data []byte) (bool, error) {
+			c := &chunks[i]
+			var err error
+			if scratch, err = metrics.DecodeChunk(scratch[:0], data); err != nil {
+				return false, corruptChunk(c, err)
+			}
+			cp := contextOf(c)
+			for _, p := range scratch {
+				if p.Step >= lo && p.Step <= hi {
+					all = append(all, HistoryPoint{Point: p, Context: cp})
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		sortHistory(all)
+		all = dedupHistory(all)
+		for _, p := range all {
+			n := len(r.ctxs)
+			if n == 0 && p.Context != nil || n > 0 && r.ctxs[n-1].Context != p.Context {
+				r.ctxs = append(r.ctxs, ContextRun{Start: len(r.pts), Context: p.Context})
+			}
+			r.pts = append(r.pts, p.Point)
+		}
+		return nil
+	})
 }
 
 func dedupStrings(ids []string) []string {
@@ -124,63 +192,80 @@ func dedupStrings(ids []string) []string {
 	return out
 }
 
-// sampleExact decodes every point in range and applies the sampling rule.
-func (s *Service) sampleExact(ctx context.Context, runIDs []string, chunks [][]ChunkInfo, lo, hi int64, q BulkIntervalQuery) ([]RunSeries, error) {
+// sampleExact applies the sampling rule to every point in range.
+func sampleExact(runIDs []string, runs []sampledRun, q BulkIntervalQuery) []RunSeries {
 	series := make([]RunSeries, len(runIDs))
-	for i, id := range runIDs {
-		pts, err := s.store.ReadChunks(ctx, chunks[i], nil)
-		if err != nil {
-			return nil, err
-		}
-		w := 0
-		for _, p := range pts {
-			if p.Step >= lo && p.Step <= hi {
-				pts[w] = p
-				w++
-			}
-		}
-		pts = pts[:w]
-		sortHistory(pts)
-		series[i] = RunSeries{RunID: id, Points: dedupHistory(pts)}
-	}
 	if q.Mode == SampleMinMax {
-		for i := range series {
-			series[i].Points = minMaxHistory(series[i].Points, q.MaxResults)
+		for i, r := range runs {
+			kept := r.pts
+			if len(kept) > q.MaxResults {
+				kept = metrics.MinMaxBuckets(nil, r.pts, max(1, q.MaxResults/2))
+			}
+			series[i] = RunSeries{RunID: runIDs[i], Points: withContexts(r, kept)}
 		}
-		return series, nil
+		return series
 	}
 	// MLflow: sample the union of steps, then add back each run's first and
 	// last step so every line starts and ends where its data does.
-	lists := make([][]int64, len(series))
-	keep := map[int64]bool{}
-	for i, rs := range series {
-		steps := make([]int64, 0, len(rs.Points))
-		for _, p := range rs.Points {
+	lists := make([][]int64, len(runs))
+	var ends []int64
+	for i, r := range runs {
+		steps := make([]int64, 0, len(r.pts))
+		for _, p := range r.pts {
 			if len(steps) == 0 || steps[len(steps)-1] != p.Step {
 				steps = append(steps, p.Step)
 			}
 		}
 		lists[i] = steps
 		if len(steps) > 0 {
-			keep[steps[0]] = true
-			keep[steps[len(steps)-1]] = true
+			ends = append(ends, steps[0], steps[len(steps)-1])
 		}
 	}
-	for _, st := range metrics.SampleSteps(metrics.UnionSteps(nil, lists...), q.MaxResults) {
-		keep[st] = true
+	union := lists[0]
+	if len(lists) > 1 {
+		union = metrics.UnionSteps(nil, lists...)
 	}
-	for i := range series {
-		pts := series[i].Points
-		w := 0
-		for _, p := range pts {
-			if keep[p.Step] {
-				pts[w] = p
-				w++
+	keep := metrics.SampleSteps(union, q.MaxResults)
+	slices.Sort(ends)
+	keep = metrics.UnionSteps(nil, keep, ends)
+	for i, r := range runs {
+		// Both are sorted: walk them together.
+		var kept []metrics.Point
+		k := 0
+		for _, p := range r.pts {
+			for k < len(keep) && keep[k] < p.Step {
+				k++
+			}
+			if k < len(keep) && keep[k] == p.Step {
+				kept = append(kept, p)
 			}
 		}
-		series[i].Points = pts[:w]
+		series[i] = RunSeries{RunID: runIDs[i], Points: withContexts(r, kept)}
 	}
-	return series, nil
+	return series
+}
+
+// withContexts gives the points kept, a sorted subset of r.pts, their
+// contexts.
+func withContexts(r sampledRun, kept []metrics.Point) []HistoryPoint {
+	out := make([]HistoryPoint, len(kept))
+	j, c := 0, 0
+	for i, p := range kept {
+		out[i].Point = p
+		if len(r.ctxs) == 0 {
+			continue
+		}
+		for j < len(r.pts) && !metrics.Equal(r.pts[j], p) {
+			j++
+		}
+		for c+1 < len(r.ctxs) && r.ctxs[c+1].Start <= j {
+			c++
+		}
+		if r.ctxs[c].Start <= j {
+			out[i].Context = r.ctxs[c].Context
+		}
+	}
+	return out
 }
 
 // minMaxHistory applies metrics.MinMaxBuckets to points with contexts.
@@ -208,9 +293,11 @@ func minMaxHistory(pts []HistoryPoint, maxResults int) []HistoryPoint {
 }
 
 // sampleSummaries samples from chunk summaries only. Each chunk offers its
-// first, lowest, highest and last point; when there are more chunks than
-// wanted, evenly spaced chunks offer their first point and the series' last
-// point is always kept.
+// first, lowest, highest and last point. When that makes more points than
+// wanted in SampleSteps mode, evenly spaced chunks offer their first point
+// for half of the budget, and the lowest and highest points of as many
+// groups of neighbouring chunks fill the other half, so that spikes stay;
+// the series' last point is always kept.
 func sampleSummaries(runIDs []string, chunks [][]ChunkInfo, lo, hi int64, q BulkIntervalQuery) []RunSeries {
 	series := make([]RunSeries, len(runIDs))
 	for i, id := range runIDs {
@@ -219,18 +306,32 @@ func sampleSummaries(runIDs []string, chunks [][]ChunkInfo, lo, hi int64, q Bulk
 			if p.Step < lo || p.Step > hi {
 				return
 			}
-			hp := HistoryPoint{Point: p}
-			if !c.Context.IsZero() {
-				hp.Context = &c.Context
-			}
-			pts = append(pts, hp)
+			pts = append(pts, HistoryPoint{Point: p, Context: contextOf(c)})
 		}
 		cs := chunks[i]
-		if len(cs) > q.MaxResults && q.Mode == SampleSteps {
+		if 4*len(cs) > q.MaxResults+1 && q.Mode == SampleSteps {
 			n := len(cs)
-			for k := 0; k < q.MaxResults; k++ {
-				c := &cs[k*n/q.MaxResults]
+			firsts := min(n, max(1, q.MaxResults/2))
+			for k := range firsts {
+				c := &cs[k*n/firsts]
 				add(c, c.First)
+			}
+			groups := min(n, max(1, (q.MaxResults-firsts)/2))
+			for g := range groups {
+				var low, high *ChunkInfo
+				for k := g * n / groups; k < (g+1)*n/groups; k++ {
+					c := &cs[k]
+					if low == nil || lessValue(c.Low.Value, low.Low.Value) {
+						low = c
+					}
+					if high == nil || lessValue(high.High.Value, c.High.Value) {
+						high = c
+					}
+				}
+				if low != nil {
+					add(low, low.Low)
+					add(high, high.High)
+				}
 			}
 			last := lastChunk(cs)
 			add(last, last.Last)
@@ -251,6 +352,15 @@ func sampleSummaries(runIDs []string, chunks [][]ChunkInfo, lo, hi int64, q Bulk
 		series[i] = RunSeries{RunID: id, Points: pts}
 	}
 	return series
+}
+
+// lessValue orders values as summaries do: NaN above everything, so that
+// a chunk of NaNs is never another's low.
+func lessValue(a, b float64) bool {
+	if a != a {
+		return false
+	}
+	return b != b || a < b
 }
 
 // lastChunk returns the chunk holding the series' greatest point.

@@ -88,17 +88,25 @@ type RunStore interface {
 }
 
 // MetricReader reads stored metric series. The service builds history
-// pages and downsampled views from these two primitives.
+// pages and downsampled views from these primitives.
 type MetricReader interface {
 	// SeriesChunks returns the chunks of the series (runID, key) that may
-	// hold steps in [fromStep, toStep], ordered by (MinStep, ID). An unknown
-	// run gives errs.NotFound; an unknown key gives an empty slice.
+	// hold steps in [fromStep, toStep], ordered by (MinStep, MaxStep, ID).
+	// An unknown run gives errs.NotFound; an unknown key gives an empty
+	// slice.
 	SeriesChunks(ctx context.Context, runID, key string, fromStep, toStep int64) ([]ChunkInfo, error)
-	// ReadChunks decodes the given chunks and appends their points to dst,
-	// chunk by chunk, in the order given. Points of one chunk are sorted by
-	// metrics.Compare; points of different chunks may interleave.
-	ReadChunks(ctx context.Context, chunks []ChunkInfo, dst []HistoryPoint) ([]HistoryPoint, error)
+	// ReadSeries reads the series (runID, key) from one consistent
+	// snapshot: it lists the chunks as SeriesChunks does and calls fn with
+	// them and a function that reads their encodings, valid until fn
+	// returns. It returns fn's error. Errors are as for SeriesChunks.
+	ReadSeries(ctx context.Context, runID, key string, fromStep, toStep int64, fn func(chunks []ChunkInfo, read ChunkReadFunc) error) error
 }
+
+// ChunkReadFunc calls fn with the encoding (docs/format/chunk.md) of
+// chunks[i], for i = first, first+1, ... of the listing it came with, in
+// order, until fn returns false or an error (which it returns) or the
+// chunks run out. data is only valid until fn returns; fn must not keep it.
+type ChunkReadFunc func(first int, fn func(i int, data []byte) (more bool, err error)) error
 
 // ChunkInfo describes one stored chunk of a metric series.
 type ChunkInfo struct {

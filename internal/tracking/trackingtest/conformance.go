@@ -145,6 +145,8 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("DuplicatePoints", func(t *testing.T) { testDuplicatePoints(t, newEnv(t, open, limits)) })
 	t.Run("MetricContext", func(t *testing.T) { testMetricContext(t, newEnv(t, open, limits)) })
 	t.Run("BulkInterval", func(t *testing.T) { testBulkInterval(t, newEnv(t, open, limits)) })
+	t.Run("SampledReads", func(t *testing.T) { testSampledReads(t, open) })
+	t.Run("HistoryPagesInsideChunks", func(t *testing.T) { testHistoryPagesInsideChunks(t, newEnv(t, open, limits)) })
 	t.Run("Compaction", func(t *testing.T) { testCompaction(t, newEnv(t, open, limits)) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newEnv(t, open, limits)) })
 	t.Run("Inputs", func(t *testing.T) { testInputs(t, newEnv(t, open, limits)) })
