@@ -179,7 +179,7 @@ func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	// New series first: their chunks need their ids.
 	for _, sl := range slices {
 		if r := state[sl.key]; r.isNew && len(sl.pts) > 0 {
-			if err := insertSeries(tx, st.pk, sl, r); err != nil {
+			if err := insertSeries(tx, st, sl, r); err != nil {
 				return err
 			}
 			r.latest, r.latestCtx = sl.sum.Last, sl.ctx
@@ -350,12 +350,12 @@ func rowPlaceholders(n, k int) string {
 	return strings.Repeat(row+",", n-1) + row
 }
 
-func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
+func insertSeries(tx *wtx, st *runState, sl *slice, r *seriesRow) error {
 	l := sl.sum.Last
 	err := tx.queryRow(`INSERT INTO metric_series
-		(run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0) RETURNING series_id`,
-		runPK, sl.key, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
+		(run_pk, experiment_id, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0) RETURNING series_id`,
+		st.pk, st.experimentID, sl.key, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
 		nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest), sl.sum.MaxStep).Scan(&r.id)
 	if err != nil {
 		return sqlError(err, "create metric series")

@@ -79,6 +79,7 @@ type Store struct {
 	limits   tracking.Limits
 	opts     Options
 	log      *slog.Logger
+	counts   runCounts // the search planner's run counts (search_plan.go)
 
 	ckptQuit, ckptDone chan struct{}
 }
