@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -199,6 +200,51 @@ func TestAgentGPUDisappears(t *testing.T) {
 	})
 }
 
+// slowSource takes its time to answer: delay(n) for the n-th sample.
+type slowSource struct {
+	gpu.Source
+	n     int
+	delay func(n int) time.Duration
+}
+
+func (s *slowSource) Sample(ctx context.Context) (*gpu.Sample, error) {
+	s.n++
+	time.Sleep(s.delay(s.n))
+	return s.Source.Sample(ctx)
+}
+
+// TestAgentStampsGridInstants: an agent started between two instants of
+// its interval's grid takes its first sample at the next one, and stamps
+// every sample with its instant, whatever the source's delay; an instant
+// missed because the source took longer than the interval is skipped, and
+// sampling goes on on the grid.
+func TestAgentStampsGridInstants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(1690 * time.Millisecond) // the start seen in issue 20: 1,690 ms past a 2 s grid
+		start := time.Now()
+		src := &slowSource{Source: gpu.NewSim(2, 1, nil), delay: func(n int) time.Duration {
+			if n == 4 {
+				return 5 * time.Second // the sample of 8 s ends at 13 s: 10 s and 12 s are missed
+			}
+			return time.Duration(n) * 37 * time.Millisecond
+		}}
+		sink := &gputest.Sink{}
+		runAgent(t, gpu.AgentOptions{
+			Source: src, Sink: sink, Spool: MustOpenSpool(t, t.TempDir(), gpu.SpoolOptions{}),
+			Labels: gpu.Labels{Node: "n1", NodeRank: -1}, Interval: 2 * time.Second,
+		}, 16*time.Second)
+		grid := start.Truncate(2 * time.Second).UnixMilli()
+		var got []int64
+		for _, ts := range sink.Timestamps() {
+			got = append(got, ts-grid)
+		}
+		want := []int64{2000, 4000, 6000, 8000, 14000, 16000}
+		if !slices.Equal(got, want) {
+			t.Fatalf("samples at %v ms past the grid instant before the start, want %v", got, want)
+		}
+	})
+}
+
 // flakySource fails as a whole after a few samples.
 type flakySource struct {
 	gpu.Source
@@ -234,7 +280,9 @@ func TestAgentReportsKnownGPUsWhenSourceFails(t *testing.T) {
 	})
 }
 
-var expositionLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{gpu="(\d+)",UUID="([^"]*)",modelName="([^"]*)",Hostname="((?:[^"\\]|\\.)*)"\})? (\S+)$`)
+// expositionLine matches one series line; modelName is on the DCGM
+// series only.
+var expositionLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{gpu="(\d+)",UUID="([^"]*)",(?:modelName="([^"]*)",)?Hostname="((?:[^"\\]|\\.)*)"\})? (\S+)$`)
 
 func TestAgentMetrics(t *testing.T) {
 	sim := gpu.NewSim(3, 5, func() time.Time { return time.Unix(1_800_000_000, 0) })
@@ -262,6 +310,9 @@ func TestAgentMetrics(t *testing.T) {
 		}
 		if m[2] != "" && m[6] != `node \"7\"` {
 			t.Fatalf("Hostname label not escaped: %q", line)
+		}
+		if dcgm := strings.HasPrefix(m[1], "DCGM_"); m[2] != "" && dcgm != (m[5] != "") {
+			t.Fatalf("modelName belongs on the DCGM series, and only there: %q", line)
 		}
 		v, err := strconv.ParseFloat(m[7], 64)
 		if err != nil {

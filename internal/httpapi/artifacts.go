@@ -256,7 +256,10 @@ func (s *Server) listRunArtifacts(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	id := runID(q.str("run_id"), q.str("run_uuid"))
+	id, err := runID(q.str("run_id"), q.str("run_uuid"))
+	if err != nil {
+		return err
+	}
 	if err := s.allowRunID(r, id); err != nil {
 		return err
 	}

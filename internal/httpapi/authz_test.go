@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/gpu"
@@ -46,13 +48,15 @@ var people = []string{owner, reader, editor, outsider, admin}
 type authServer struct {
 	t   *testing.T
 	h   *httpapi.Server
+	reg *prometheus.Registry // the server's and its store's metrics
 	seq atomic.Int64
 }
 
 func mustAuthServer(t *testing.T) *authServer {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
+	reg := prometheus.NewRegistry()
+	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL", Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +100,9 @@ func mustAuthServer(t *testing.T) *authServer {
 		RunLogs:   runlogs.NewService(logStore, runlogs.Options{}),
 		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}),
 		UI:        ui.MustNew(),
+		Metrics:   reg, Gatherer: reg,
 	})
-	return &authServer{t: t, h: h}
+	return &authServer{t: t, h: h, reg: reg}
 }
 
 // as sends a request as user (Basic), or anonymously when user is "".
@@ -213,9 +218,12 @@ func routeCases() map[string]routeCase {
 	return map[string]routeCase{
 		"GET /health": {everyone, get("/health")},
 		// The web UI's pages and assets hold no data: anyone may load them.
-		"GET /":                              {everyone, get("/experiments/1")},
-		"GET /assets/{path...}":              {everyone, get("/assets/" + uiAsset())},
-		"GET /version":                       {everyone, get("/version")},
+		"GET /":                 {everyone, get("/experiments/1")},
+		"GET /assets/{path...}": {everyone, get("/assets/" + uiAsset())},
+		"GET /version":          {everyone, get("/version")},
+		// Prometheus metrics: counts and sizes, no names; any signed-in
+		// user or token (docs/deploy.md), never anonymous.
+		"GET /metrics":                       {everyone, get("/metrics")},
 		"GET /.well-known/databricks-config": {everyone, get("/.well-known/databricks-config")},
 		"GET /api/3.0/mlflow/server-info":    {everyone, get("/api/3.0/mlflow/server-info")},
 		"POST " + ml + "/experiments/create": {managers, func(f fixture, u string) (string, string, any) {
@@ -365,7 +373,9 @@ func routeCases() map[string]routeCase {
 			return "DELETE", ml + "/model-versions/delete", map[string]any{"name": f.registered, "version": "1"}
 		}},
 		"GET " + ml + "/model-versions/search": {everyone, get(ml + "/model-versions/search")},
-		"GET " + ml + "/model-versions/get-download-uri": {everyone, func(f fixture, _ string) (string, string, any) {
+		// The download URI names where the version's files are: for those
+		// who can read the logged model or run it was registered from.
+		"GET " + ml + "/model-versions/get-download-uri": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", ml + "/model-versions/get-download-uri?name=" + f.registered + "&version=1", nil
 		}},
 		"POST " + ml + "/model-versions/transition-stage": {everyone, func(f fixture, _ string) (string, string, any) {
@@ -574,6 +584,14 @@ func routeCases() map[string]routeCase {
 	}
 }
 
+// routeKey names a route as routeCases does: /ajax-api folded into /api.
+func routeKey(r httpapi.Route) string {
+	if r.Path == "/ajax-api/2.0/mlflow/metrics/get-history-bulk" {
+		return r.Method + " " + r.Path
+	}
+	return r.Method + " " + strings.Replace(r.Path, "/ajax-api/", "/api/", 1)
+}
+
 // uiAsset names one asset of the embedded UI build.
 func uiAsset() string {
 	for p := range ui.MustNew().Sizes() {
@@ -605,10 +623,7 @@ func TestPermissionMatrix(t *testing.T) {
 	seen := map[string]bool{}
 	var routes []httpapi.Route
 	for _, r := range a.h.Routes() {
-		key := r.Method + " " + strings.Replace(r.Path, "/ajax-api/", "/api/", 1)
-		if r.Path == "/ajax-api/2.0/mlflow/metrics/get-history-bulk" {
-			key = r.Method + " " + r.Path
-		}
+		key := routeKey(r)
 		if seen[key] {
 			continue
 		}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/workspace"
 )
@@ -10,12 +11,12 @@ import (
 var viewTypes = map[string]int64{"ACTIVE_ONLY": 1, "DELETED_ONLY": 2, "ALL": 3}
 
 func (s *Server) registerExperimentRoutes() {
-	s.handle("POST", "/mlflow/experiments/create", Authenticated, s.createExperiment)
+	s.handle("POST", "/mlflow/experiments/create", Authenticated, s.createExperiment, refArtifactLocation)
 	s.handle("GET", "/mlflow/experiments/get", ReadExperiment, s.getExperiment)
 	s.handle("GET", "/mlflow/experiments/get-by-name", ReadExperiment, s.getExperimentByName)
 	s.handle("POST", "/mlflow/experiments/search", Authenticated, s.searchExperiments)
 	s.handle("GET", "/mlflow/experiments/search", Authenticated, s.searchExperiments)
-	s.handle("POST", "/mlflow/experiments/update", EditExperiment, s.updateExperiment)
+	s.handle("POST", "/mlflow/experiments/update", EditExperiment, s.updateExperiment, refNewName)
 	s.handle("POST", "/mlflow/experiments/delete", ManageExperiment, s.deleteExperiment)
 	s.handle("POST", "/mlflow/experiments/restore", ManageExperiment, s.restoreExperiment)
 	s.handle("POST", "/mlflow/experiments/set-experiment-tag", EditExperiment, s.setExperimentTag)
@@ -46,6 +47,9 @@ func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error 
 		if name, err = s.ws.PrepareExperimentName(ctx, sub, req.Name); err != nil {
 			return err
 		}
+	}
+	if err := s.allowRef(r, refArtifactLocation, req.ArtifactLocation); err != nil {
+		return err
 	}
 	id, err := s.tr.CreateExperiment(ctx, name, req.ArtifactLocation, kvTags(req.Tags))
 	if err != nil {
@@ -176,27 +180,36 @@ func (s *Server) updateExperiment(w http.ResponseWriter, r *http.Request) error 
 	if err := s.allowExperiment(r, req.ExperimentID); err != nil {
 		return err
 	}
+	ctx, sub := r.Context(), SubjectFromContext(r.Context())
+	if err := workspace.CheckDefaultChange(sub, req.ExperimentID, "rename"); err != nil {
+		return err
+	}
+	cur, err := s.tr.GetExperiment(ctx, req.ExperimentID)
+	if err != nil {
+		return err
+	}
 	name := workspace.CanonicalName(req.NewName)
 	if s.multiUser() && req.NewName != "" {
-		// Renaming within its folder needs CAN_EDIT on the experiment;
-		// moving it to another folder also needs CAN_EDIT there.
-		cur, err := s.tr.GetExperiment(r.Context(), req.ExperimentID)
-		if err != nil {
-			return err
-		}
+		// Renaming within its folder needs CAN_EDIT on the experiment.
+		// Moving it to another folder changes who governs it (it inherits
+		// the folder's grants), so it needs CAN_MANAGE on the experiment
+		// and CAN_EDIT on the destination.
 		if name, err = workspace.NormalizePath(req.NewName); err != nil {
-			return err
+			return refError(refNewName, req.NewName, err)
 		}
 		if workspace.Parent(name) != workspace.Parent(workspace.CanonicalName(cur.Name)) {
-			if name, err = s.ws.PrepareExperimentName(r.Context(), SubjectFromContext(r.Context()), req.NewName); err != nil {
-				return err
+			if err := s.allowExperimentLevel(r, req.ExperimentID, workspace.CanManage); err != nil {
+				return &errs.Error{Code: errs.CodeOf(err), Msg: "moving an experiment to another folder: " + errs.MessageOf(err), Err: err}
+			}
+			if name, err = s.ws.PrepareExperimentName(ctx, sub, req.NewName); err != nil {
+				return refError(refNewName, req.NewName, err)
 			}
 		}
 	}
-	if err := s.tr.RenameExperiment(r.Context(), req.ExperimentID, name); err != nil {
+	if err := s.tr.RenameExperiment(ctx, req.ExperimentID, name); err != nil {
 		return err
 	}
-	s.ws.ExperimentRenamed(req.ExperimentID)
+	s.ws.ExperimentRenamed(ctx, sub, req.ExperimentID, cur.Name, name)
 	return writeRaw(w, emptyObject)
 }
 
@@ -212,6 +225,9 @@ func (s *Server) deleteExperiment(w http.ResponseWriter, r *http.Request) error 
 	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
 		return err
 	}
+	if err := workspace.CheckDefaultChange(SubjectFromContext(r.Context()), req.ExperimentID, "delete"); err != nil {
+		return err
+	}
 	if err := s.tr.DeleteExperiment(r.Context(), req.ExperimentID); err != nil {
 		return err
 	}
@@ -224,6 +240,9 @@ func (s *Server) restoreExperiment(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
+		return err
+	}
+	if err := workspace.CheckDefaultChange(SubjectFromContext(r.Context()), req.ExperimentID, "restore"); err != nil {
 		return err
 	}
 	if err := s.tr.RestoreExperiment(r.Context(), req.ExperimentID); err != nil {

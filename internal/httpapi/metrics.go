@@ -27,7 +27,10 @@ func (s *Server) getMetricHistory(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	id := runID(q.str("run_id"), q.str("run_uuid"))
+	id, err := runID(q.str("run_id"), q.str("run_uuid"))
+	if err != nil {
+		return err
+	}
 	if err := s.allowRunID(r, id); err != nil {
 		return err
 	}

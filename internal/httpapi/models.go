@@ -63,8 +63,8 @@ func toWireLoggedModel(m *tracking.LoggedModel) *wireLoggedModel {
 }
 
 func (s *Server) registerModelRoutes() {
-	s.handle("POST", "/mlflow/logged-models", EditExperiment, s.createLoggedModel)
-	s.handle("POST", "/mlflow/logged-models/search", Authenticated, s.searchLoggedModels)
+	s.handle("POST", "/mlflow/logged-models", EditExperiment, s.createLoggedModel, refModelSourceRun)
+	s.handle("POST", "/mlflow/logged-models/search", Authenticated, s.searchLoggedModels, refSearchExperiments)
 	s.handle("GET", "/mlflow/logged-models/{model_id}", ReadExperiment, s.getLoggedModel)
 	s.handle("PATCH", "/mlflow/logged-models/{model_id}", EditExperiment, s.finalizeLoggedModel)
 	s.handle("DELETE", "/mlflow/logged-models/{model_id}", ManageExperiment, s.deleteLoggedModel)
@@ -90,6 +90,9 @@ func (s *Server) createLoggedModel(w http.ResponseWriter, r *http.Request) error
 		params[i] = tracking.Param(p)
 	}
 	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
+		return err
+	}
+	if err := s.allowRef(r, refModelSourceRun, req.SourceRunID); err != nil {
 		return err
 	}
 	m, err := s.tr.CreateLoggedModel(r.Context(), tracking.CreateLoggedModelRequest{
@@ -132,6 +135,9 @@ func (s *Server) finalizeLoggedModel(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	if err := samePathModel(r, req.ModelID); err != nil {
+		return err
+	}
 	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
 		return err
 	}
@@ -149,6 +155,9 @@ func (s *Server) deleteLoggedModel(w http.ResponseWriter, r *http.Request) error
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := samePathModel(r, req.ModelID); err != nil {
+		return err
+	}
 	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
 		return err
 	}
@@ -164,6 +173,9 @@ func (s *Server) setLoggedModelTags(w http.ResponseWriter, r *http.Request) erro
 		Tags    []wireKV `json:"tags"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := samePathModel(r, req.ModelID); err != nil {
 		return err
 	}
 	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
@@ -197,6 +209,9 @@ func (s *Server) logLoggedModelParams(w http.ResponseWriter, r *http.Request) er
 	for i, p := range req.Params {
 		params[i] = tracking.Param(p)
 	}
+	if err := samePathModel(r, req.ModelID); err != nil {
+		return err
+	}
 	if err := s.allowModel(r, r.PathValue("model_id")); err != nil {
 		return err
 	}
@@ -226,6 +241,16 @@ func (s *Server) searchLoggedModels(w http.ResponseWriter, r *http.Request) erro
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if len(req.ExperimentIDs) == 0 {
+		return invalid("Missing value for required parameter 'experiment_ids'")
+	}
+	for _, id := range req.ExperimentIDs {
+		if err := tracking.ValidateExperimentID(id); err != nil {
+			return err
+		}
+	}
+	// Experiments the caller cannot read are left out; if that leaves
+	// none, the answer is empty, as runs/search's.
 	q := tracking.LoggedModelSearch{ExperimentIDs: s.readableExperiments(r.Context(), req.ExperimentIDs), Filter: req.Filter, MaxResults: clampInt(req.MaxResults.V), PageToken: req.PageToken}
 	if req.MaxResults.Set && req.MaxResults.V <= 0 {
 		return invalid("max_results must be positive, got %d", req.MaxResults.V)
@@ -252,4 +277,13 @@ func (s *Server) searchLoggedModels(w http.ResponseWriter, r *http.Request) erro
 		resp.Models = append(resp.Models, toWireLoggedModel(m))
 	}
 	return writeJSON(w, resp)
+}
+
+// samePathModel refuses a body model_id that differs from the path's: the
+// path names the model acted on, and a second id would name nothing.
+func samePathModel(r *http.Request, bodyID string) error {
+	if bodyID != "" && bodyID != r.PathValue("model_id") {
+		return invalid("model_id '%s' in the body differs from '%s' in the path: send the path's or none", truncate(bodyID, 80), truncate(r.PathValue("model_id"), 80))
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -83,7 +84,8 @@ func (s *Server) registerRegistryRoutes() {
 	s.handle("POST", "/mlflow/registered-models/alias", Authenticated, s.setModelAlias)
 	s.handle("DELETE", "/mlflow/registered-models/alias", Authenticated, s.deleteModelAlias)
 	s.handle("GET", "/mlflow/registered-models/alias", Authenticated, s.getModelVersionByAlias)
-	s.handle("POST", "/mlflow/model-versions/create", Authenticated, s.createModelVersion)
+	s.handle("POST", "/mlflow/model-versions/create", Authenticated, s.createModelVersion,
+		refVersionSourceRun, refVersionSourceModel, refVersionSourceArtifacts, refVersionRun, refVersionModel)
 	s.handle("GET", "/mlflow/model-versions/get", Authenticated, s.getModelVersion)
 	s.handle("PATCH", "/mlflow/model-versions/update", Authenticated, s.updateModelVersion)
 	s.handle("DELETE", "/mlflow/model-versions/delete", Authenticated, s.deleteModelVersion)
@@ -318,6 +320,19 @@ func (s *Server) createModelVersion(w http.ResponseWriter, r *http.Request) erro
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	// What is registered must be readable by whoever registers it: the
+	// registry is shared, and a version's download URI points at its files.
+	for _, ref := range []Ref{refVersionSourceRun, refVersionSourceModel, refVersionSourceArtifacts} {
+		if err := s.allowRef(r, ref, req.Source); err != nil {
+			return err
+		}
+	}
+	if err := s.allowRef(r, refVersionRun, req.RunID); err != nil {
+		return err
+	}
+	if err := s.allowRef(r, refVersionModel, req.ModelID); err != nil {
+		return err
+	}
 	v, err := s.tr.CreateModelVersion(r.Context(), tracking.CreateModelVersionRequest{
 		Name: req.Name, Source: req.Source, RunID: req.RunID, RunLink: req.RunLink,
 		Description: req.Description, ModelID: req.ModelID, Tags: kvTags(req.Tags),
@@ -394,11 +409,14 @@ func (s *Server) getModelVersionDownloadURI(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return err
 	}
-	uri, err := s.tr.ModelVersionDownloadURI(r.Context(), q.str("name"), q.str("version"))
+	v, err := s.tr.GetModelVersion(r.Context(), q.str("name"), q.str("version"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]string{"artifact_uri": uri})
+	if err := s.allowVersionFiles(r, v); err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]string{"artifact_uri": v.StorageLocation})
 }
 
 func (s *Server) transitionModelVersionStage(w http.ResponseWriter, r *http.Request) error {
@@ -447,4 +465,25 @@ func (s *Server) deleteModelVersionTag(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	return writeRaw(w, emptyObject)
+}
+
+// allowVersionFiles checks that the caller may read where a version's
+// files are: the logged model or run it was registered from, and the
+// experiment its storage location is in. The registry itself is shared,
+// but the download URI names the run, its experiment and where its files
+// are, which are for those who can read them.
+func (s *Server) allowVersionFiles(r *http.Request, v *tracking.ModelVersion) error {
+	err := s.allowRef(r, refVersionModel, v.ModelID)
+	if err == nil {
+		err = s.allowRef(r, refVersionRun, v.RunID)
+	}
+	if err == nil {
+		err = s.allowRef(r, refVersionSourceArtifacts, v.StorageLocation)
+	}
+	if errs.Is(err, errs.PermissionDenied) {
+		// Say what is missing without naming the run, model or experiment.
+		who := SubjectFromContext(r.Context()).User.Email
+		return errs.Errorf(errs.PermissionDenied, "CAN_READ is required on the run or logged model that version %s of registered model %s was registered from; %s does not have it", v.Version, v.Name, who)
+	}
+	return err
 }

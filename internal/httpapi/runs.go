@@ -10,27 +10,32 @@ import (
 var runStatuses = map[string]int64{"RUNNING": 1, "SCHEDULED": 2, "FINISHED": 3, "FAILED": 4, "KILLED": 5}
 
 func (s *Server) registerRunRoutes() {
-	s.handle("POST", "/mlflow/runs/create", EditExperiment, s.createRun)
+	s.handle("POST", "/mlflow/runs/create", EditExperiment, s.createRun, refParentRunTag)
 	s.handle("GET", "/mlflow/runs/get", ReadExperiment, s.getRun)
 	s.handle("POST", "/mlflow/runs/update", EditExperiment, s.updateRun)
 	s.handle("POST", "/mlflow/runs/delete", ManageExperiment, s.deleteRun)
 	s.handle("POST", "/mlflow/runs/restore", ManageExperiment, s.restoreRun)
-	s.handle("POST", "/mlflow/runs/log-metric", EditExperiment, s.logMetric)
+	s.handle("POST", "/mlflow/runs/log-metric", EditExperiment, s.logMetric, refMetricModel)
 	s.handle("POST", "/mlflow/runs/log-parameter", EditExperiment, s.logParam)
-	s.handle("POST", "/mlflow/runs/set-tag", EditExperiment, s.setTag)
+	s.handle("POST", "/mlflow/runs/set-tag", EditExperiment, s.setTag, refParentRunSet)
 	s.handle("POST", "/mlflow/runs/delete-tag", EditExperiment, s.deleteTag)
-	s.handle("POST", "/mlflow/runs/log-batch", EditExperiment, s.logBatch)
-	s.handle("POST", "/mlflow/runs/log-inputs", EditExperiment, s.logInputs)
-	s.handle("POST", "/mlflow/runs/outputs", EditExperiment, s.logOutputs)
-	s.handle("POST", "/mlflow/runs/search", Authenticated, s.searchRuns)
+	s.handle("POST", "/mlflow/runs/log-batch", EditExperiment, s.logBatch, refBatchMetricModel, refParentRunTag)
+	s.handle("POST", "/mlflow/runs/log-inputs", EditExperiment, s.logInputs, refInputModel)
+	s.handle("POST", "/mlflow/runs/outputs", EditExperiment, s.logOutputs, refOutputModel)
+	s.handle("POST", "/mlflow/runs/search", Authenticated, s.searchRuns, refSearchExperiments)
 }
 
-// runID returns run_id, falling back to the legacy run_uuid.
-func runID(id, uuid string) string {
-	if id != "" {
-		return id
+// runID returns run_id, falling back to the legacy run_uuid. A request
+// that sets both to different runs is refused: only one of them would be
+// checked and acted on.
+func runID(id, uuid string) (string, error) {
+	if id != "" && uuid != "" && id != uuid {
+		return "", invalid("run_id '%s' and run_uuid '%s' name different runs: send one of them", truncate(id, 80), truncate(uuid, 80))
 	}
-	return uuid
+	if id != "" {
+		return id, nil
+	}
+	return uuid, nil
 }
 
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
@@ -51,6 +56,9 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allowExperimentID(r, exp); err != nil {
 		return err
 	}
+	if err := s.allowParentTags(r, req.Tags); err != nil {
+		return err
+	}
 	if sub := SubjectFromContext(r.Context()); s.multiUser() && sub != nil && sub.User != nil {
 		req.UserID = sub.User.Email // who logs is who signed in
 	}
@@ -69,7 +77,10 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id := runID(q.str("run_id"), q.str("run_uuid"))
+	id, err := runID(q.str("run_id"), q.str("run_uuid"))
+	if err != nil {
+		return err
+	}
 	if err := s.allowRunID(r, id); err != nil {
 		return err
 	}
@@ -104,10 +115,14 @@ func (s *Server) updateRun(w http.ResponseWriter, r *http.Request) error {
 		u.EndTimeMs = &req.EndTime.V
 	}
 	u.Name = req.RunName
-	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+	id, err := runID(req.RunID, req.RunUUID)
+	if err != nil {
 		return err
 	}
-	info, err := s.tr.UpdateRun(r.Context(), runID(req.RunID, req.RunUUID), u)
+	if err := s.allowRunID(r, id); err != nil {
+		return err
+	}
+	info, err := s.tr.UpdateRun(r.Context(), id, u)
 	if err != nil {
 		return err
 	}
@@ -190,10 +205,17 @@ func (s *Server) logMetric(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+	id, err := runID(req.RunID, req.RunUUID)
+	if err != nil {
 		return err
 	}
-	if err := s.tr.LogMetric(r.Context(), runID(req.RunID, req.RunUUID), m); err != nil {
+	if err := s.allowRunID(r, id); err != nil {
+		return err
+	}
+	if err := s.allowRef(r, refMetricModel, m.ModelID); err != nil {
+		return err
+	}
+	if err := s.tr.LogMetric(r.Context(), id, m); err != nil {
 		return err
 	}
 	return writeRaw(w, emptyObject)
@@ -214,10 +236,14 @@ func (s *Server) logParam(w http.ResponseWriter, r *http.Request) error {
 	if req.Value == nil {
 		return invalid("Missing value for required parameter 'value'")
 	}
-	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+	id, err := runID(req.RunID, req.RunUUID)
+	if err != nil {
 		return err
 	}
-	if err := s.tr.LogParam(r.Context(), runID(req.RunID, req.RunUUID), tracking.Param{Key: req.Key, Value: *req.Value}); err != nil {
+	if err := s.allowRunID(r, id); err != nil {
+		return err
+	}
+	if err := s.tr.LogParam(r.Context(), id, tracking.Param{Key: req.Key, Value: *req.Value}); err != nil {
 		return err
 	}
 	return writeRaw(w, emptyObject)
@@ -231,10 +257,19 @@ func (s *Server) setTag(w http.ResponseWriter, r *http.Request) error {
 	if req.Value == nil {
 		return invalid("Missing value for required parameter 'value'")
 	}
-	if err := s.allowRunID(r, runID(req.RunID, req.RunUUID)); err != nil {
+	id, err := runID(req.RunID, req.RunUUID)
+	if err != nil {
 		return err
 	}
-	if err := s.tr.SetTag(r.Context(), runID(req.RunID, req.RunUUID), tracking.Tag{Key: req.Key, Value: *req.Value}); err != nil {
+	if err := s.allowRunID(r, id); err != nil {
+		return err
+	}
+	if req.Key == tracking.TagParentRunID {
+		if err := s.allowRef(r, refParentRunSet, *req.Value); err != nil {
+			return err
+		}
+	}
+	if err := s.tr.SetTag(r.Context(), id, tracking.Tag{Key: req.Key, Value: *req.Value}); err != nil {
 		return err
 	}
 	return writeRaw(w, emptyObject)
@@ -276,21 +311,48 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		// A metric's run_id (MLflow 3's Metric carries one) can only be the
+		// run the batch is logged to: it names no other object.
+		if id := req.Metrics[i].RunID; id != "" && id != req.RunID {
+			return invalid("Invalid value '%s' for parameter '%srun_id': a metric of a batch belongs to the batch's run %s", truncate(id, 80), indexed("metrics", i), truncate(req.RunID, 80))
+		}
 		b.Metrics[i] = m
 	}
 	for i, p := range req.Params {
 		if p.Key == "" {
 			return invalid("Missing value for required parameter '%skey'", indexed("params", i))
 		}
-		b.Params[i] = tracking.Param(p)
+		if p.Value == nil {
+			return invalid("Missing value for required parameter '%svalue'", indexed("params", i))
+		}
+		b.Params[i] = tracking.Param{Key: p.Key, Value: *p.Value}
 	}
 	for i, t := range req.Tags {
 		if t.Key == "" {
 			return invalid("Missing value for required parameter '%skey'", indexed("tags", i))
 		}
-		b.Tags[i] = tracking.Tag(t)
+		if t.Value == nil {
+			return invalid("Missing value for required parameter '%svalue'", indexed("tags", i))
+		}
+		b.Tags[i] = tracking.Tag{Key: t.Key, Value: *t.Value}
 	}
 	if err := s.allowRunID(r, req.RunID); err != nil {
+		return err
+	}
+	checkedModels := map[string]bool{}
+	for _, m := range b.Metrics {
+		if id := m.ModelID; id != "" && !checkedModels[id] {
+			if err := s.allowRef(r, refBatchMetricModel, id); err != nil {
+				return err
+			}
+			checkedModels[id] = true
+		}
+	}
+	tags := make([]wireKV, len(b.Tags))
+	for i, t := range b.Tags {
+		tags[i] = wireKV(t)
+	}
+	if err := s.allowParentTags(r, tags); err != nil {
 		return err
 	}
 	if err := s.tr.LogBatch(r.Context(), req.RunID, b); err != nil {
@@ -340,6 +402,11 @@ func (s *Server) logInputs(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allowRunID(r, req.RunID); err != nil {
 		return err
 	}
+	for _, m := range ms {
+		if err := s.allowRef(r, refInputModel, m.ModelID); err != nil {
+			return err
+		}
+	}
 	if err := s.tr.LogInputs(r.Context(), req.RunID, ds, ms); err != nil {
 		return err
 	}
@@ -363,6 +430,11 @@ func (s *Server) logOutputs(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := s.allowRunID(r, req.RunID); err != nil {
 		return err
+	}
+	for _, m := range ms {
+		if err := s.allowRef(r, refOutputModel, m.ModelID); err != nil {
+			return err
+		}
 	}
 	if err := s.tr.LogOutputs(r.Context(), req.RunID, ms); err != nil {
 		return err
@@ -397,4 +469,16 @@ func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeRaw(w, appendRuns(make([]byte, 0, 1024*(len(page.Runs)+1)), page))
+}
+
+// allowParentTags checks the parent a mlflow.parentRunId tag names.
+func (s *Server) allowParentTags(r *http.Request, tags []wireKV) error {
+	for _, t := range tags {
+		if t.Key == tracking.TagParentRunID {
+			if err := s.allowRef(r, refParentRunTag, t.Value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -319,11 +319,10 @@ var loggedModelOrderFields = map[string]string{
 	"last_updated_timestamp": "last_updated_timestamp", "last_updated_time": "last_updated_timestamp",
 }
 
-// SearchLoggedModels returns one page of logged models.
+// SearchLoggedModels returns one page of logged models. With no
+// experiment ids (the caller may read none of those asked for) the page is
+// empty once the request is found valid.
 func (s *Service) SearchLoggedModels(ctx context.Context, q LoggedModelSearch) (LoggedModelPage, error) {
-	if len(q.ExperimentIDs) == 0 {
-		return LoggedModelPage{}, invalidf("Missing value for required parameter 'experiment_ids'")
-	}
 	for _, id := range q.ExperimentIDs {
 		if err := ValidateExperimentID(id); err != nil {
 			return LoggedModelPage{}, err
@@ -353,6 +352,9 @@ func (s *Service) SearchLoggedModels(ctx context.Context, q LoggedModelSearch) (
 	}
 	if max < 0 || max > s.limits.SearchMaxResults {
 		return LoggedModelPage{}, invalidf("max_results must be between 1 and %d, got %d", s.limits.SearchMaxResults, max)
+	}
+	if len(q.ExperimentIDs) == 0 {
+		return LoggedModelPage{}, nil
 	}
 	return s.store.SearchLoggedModels(ctx, LoggedModelQuery{
 		ExperimentIDs: q.ExperimentIDs, Filter: f, Datasets: q.Datasets, OrderBy: order,

@@ -314,8 +314,41 @@ func (s *Service) ExperimentCreated(ctx context.Context, sub *Subject, id string
 	return nil
 }
 
-// ExperimentRenamed forgets what was cached about an experiment's place.
-func (s *Service) ExperimentRenamed(id string) { s.forgetExperiment(id) }
+// ExperimentRenamed records that an experiment was renamed from one name
+// to another: it forgets what was cached about the experiment's place and
+// writes the change to the audit log ("experiment.move" when the folder
+// changed, "experiment.rename" otherwise).
+func (s *Service) ExperimentRenamed(ctx context.Context, sub *Subject, id, from, to string) {
+	s.forgetExperiment(id)
+	action := "experiment.rename"
+	if Parent(CanonicalName(from)) != Parent(CanonicalName(to)) {
+		action = "experiment.move"
+	}
+	s.audit(ctx, sub, action, "experiment:"+id, from+" -> "+to)
+}
+
+// DefaultExperimentID is the id of the Default experiment, where clients
+// that name no experiment log.
+const DefaultExperimentID = "0"
+
+// IsDefaultExperiment reports whether id names the Default experiment
+// (ids are compared as numbers: "00" is the Default too).
+func IsDefaultExperiment(id string) bool {
+	n, err := strconv.ParseInt(id, 10, 64)
+	return err == nil && n == 0
+}
+
+// CheckDefaultChange refuses a change to the Default experiment (its name,
+// its lifecycle, its permissions) by anyone but an administrator: every
+// user logs there with CAN_EDIT, and a user who could move it into their
+// folder or revoke the others would take it from everyone. what names the
+// change for the message.
+func CheckDefaultChange(sub *Subject, id, what string) error {
+	if !IsDefaultExperiment(id) {
+		return nil
+	}
+	return requireAdmin(sub, what+" the Default experiment (id 0), which every user logs to")
+}
 
 func (s *Service) forgetExperiment(id string) {
 	s.mu.Lock()
@@ -389,6 +422,11 @@ func (s *Service) check(ctx context.Context, sub *Subject, r Resource, need Leve
 // "group:<name>"), or removes the grant with NoAccess. The subject needs
 // CAN_MANAGE on r. The change is audited.
 func (s *Service) SetPermission(ctx context.Context, sub *Subject, r Resource, principal string, level Level) error {
+	if r.Kind == ResourceExperiment {
+		if err := CheckDefaultChange(sub, r.Key, "change the permissions of"); err != nil {
+			return err
+		}
+	}
 	if err := s.check(ctx, sub, r, CanManage); err != nil {
 		return err
 	}
@@ -491,7 +529,7 @@ const MaxCommentLen = 65536
 // read the target.
 func (s *Service) AddComment(ctx context.Context, sub *Subject, target CommentTarget, body string) (*Comment, error) {
 	if strings.TrimSpace(body) == "" || utf8.RuneCountInString(body) > MaxCommentLen {
-		return nil, errs.Errorf(errs.Invalid, "a comment must be 1 to %d characters", MaxCommentLen)
+		return nil, errs.Errorf(errs.Invalid, "Invalid value for parameter 'body': a comment must be 1 to %d characters", MaxCommentLen)
 	}
 	c := &Comment{Target: target, AuthorID: sub.User.ID, AuthorEmail: sub.User.Email, Body: body, CreatedMs: s.nowMs(), UpdatedMs: s.nowMs()}
 	if err := s.store.AddComment(ctx, c); err != nil {
@@ -520,7 +558,7 @@ func (s *Service) EditComment(ctx context.Context, sub *Subject, id int64, body 
 		return nil, errs.E(errs.PermissionDenied, "only a comment's author can edit it")
 	}
 	if strings.TrimSpace(body) == "" || utf8.RuneCountInString(body) > MaxCommentLen {
-		return nil, errs.Errorf(errs.Invalid, "a comment must be 1 to %d characters", MaxCommentLen)
+		return nil, errs.Errorf(errs.Invalid, "Invalid value for parameter 'body': a comment must be 1 to %d characters", MaxCommentLen)
 	}
 	if err := s.store.UpdateComment(ctx, id, body, s.nowMs()); err != nil {
 		return nil, err

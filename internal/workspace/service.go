@@ -31,8 +31,9 @@ type Options struct {
 	// Tests lower it.
 	BcryptCost int
 	// CacheTTL bounds how long a replica trusts what it cached about a
-	// credential or a permission (changes made through this replica take
-	// effect at once); 0 means 10 seconds.
+	// credential (a password, a token, an account) or a permission:
+	// changes made through this replica take effect at once, changes made
+	// through another within CacheTTL; 0 means 10 seconds.
 	CacheTTL time.Duration
 	// Resources decides access to the catalogs, schemas and volumes that
 	// permission requests name (internal/volumes); nil refuses them.
@@ -56,7 +57,7 @@ type Service struct {
 	opts  Options
 
 	mu        sync.Mutex
-	basic     map[[32]byte]cached[int64] // credentials hash -> user id
+	basic     map[[32]byte]basicEntry // credentials hash -> who they verified as
 	tokens    map[[32]byte]cached[*Token]
 	subjects  map[int64]cached[*Subject]
 	perms     map[permKey]cached[Level]
@@ -72,14 +73,27 @@ type Service struct {
 type verification struct {
 	done chan struct{}
 	user *User
+	hash string
 	err  error
 }
 
-// basicTTL is how long verified email/password pairs are trusted. A
-// password change or a disabled account takes effect at once on the
-// replica that made it; on others, within this time (disabled accounts
-// within CacheTTL, since the user record is cached for that long only).
-const basicTTL = 5 * time.Minute
+// basicEntry is a verified email/password pair. It is trusted until
+// until; then the user's stored password hash and account are read again
+// (one query, no bcrypt) and the entry is kept only if the hash is still
+// the one the password was verified against and the account is enabled.
+// So a password changed or an account disabled on another replica stops
+// working here within CacheTTL, and bcrypt runs once per password, not
+// once per CacheTTL.
+type basicEntry struct {
+	userID int64
+	email  string
+	hash   string
+	until  time.Time
+}
+
+// maxBasicEntries bounds the verified-pair cache; past it the cache starts
+// over (each pair then pays one bcrypt again).
+const maxBasicEntries = 100_000
 
 type cached[T any] struct {
 	v     T
@@ -123,7 +137,7 @@ func (s *Service) nowMs() int64 { return s.now().UnixMilli() }
 func (s *Service) resetCaches() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.basic = map[[32]byte]cached[int64]{}
+	s.basic = map[[32]byte]basicEntry{}
 	s.tokens = map[[32]byte]cached[*Token]{}
 	s.subjects = map[int64]cached[*Subject]{}
 	s.perms = map[permKey]cached[Level]{}
@@ -156,7 +170,7 @@ func (s *Service) Init(ctx context.Context) error {
 	}
 	// The Default experiment is where clients that name no experiment log:
 	// every user may use it.
-	g := Grant{Resource: Resource{ResourceExperiment, "0"}, Principal: Principal{PrincipalGroup, AllUsersGroup}, Level: CanEdit}
+	g := Grant{Resource: Resource{ResourceExperiment, DefaultExperimentID}, Principal: Principal{PrincipalGroup, AllUsersGroup}, Level: CanEdit}
 	return s.store.SetGrant(ctx, g)
 }
 
@@ -448,9 +462,10 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (*Subjec
 // ---- passwords and sessions ----
 
 // AuthenticateBasic checks an email and password (HTTP Basic, as the
-// mlflow client sends them on every request). A verified pair is cached
-// for CacheTTL under a hash, so that bcrypt's deliberate slowness is paid
-// once, not per request. Failures are rate limited per email and per
+// mlflow client sends them on every request). A verified pair is kept
+// under a hash (see basicEntry), so that bcrypt's deliberate slowness is
+// paid once, not per request, and is checked against the stored password
+// and account every CacheTTL. Failures are rate limited per email and per
 // remote address.
 func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote string) (*Subject, error) {
 	key := sha256.Sum256([]byte(strings.ToLower(email) + "\x00" + password))
@@ -458,8 +473,23 @@ func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote
 	s.mu.Lock()
 	c, ok := s.basic[key]
 	s.mu.Unlock()
-	if ok && now.Before(c.until) {
-		sub, err := s.subject(ctx, c.v)
+	if ok && !now.Before(c.until) {
+		u, hash, err := s.store.GetUserByEmail(ctx, c.email)
+		if err != nil && !errs.Is(err, errs.NotFound) {
+			return nil, err
+		}
+		ok = err == nil && hash == c.hash && !u.Disabled && u.ID == c.userID
+		s.mu.Lock()
+		if ok {
+			c.until = now.Add(s.opts.CacheTTL)
+			s.basic[key] = c
+		} else {
+			delete(s.basic, key)
+		}
+		s.mu.Unlock()
+	}
+	if ok {
+		sub, err := s.subject(ctx, c.userID)
 		if err != nil {
 			return nil, err
 		}
@@ -468,13 +498,16 @@ func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote
 	if err := s.checkThrottle(email, remote); err != nil {
 		return nil, err
 	}
-	u, err := s.verifyOnce(ctx, key, email, password)
+	u, hash, err := s.verifyOnce(ctx, key, email, password)
 	if err != nil {
 		s.recordFailure(email, remote)
 		return nil, err
 	}
 	s.mu.Lock()
-	s.basic[key] = cached[int64]{u.ID, now.Add(basicTTL)}
+	if len(s.basic) >= maxBasicEntries {
+		s.basic = map[[32]byte]basicEntry{}
+	}
+	s.basic[key] = basicEntry{userID: u.ID, email: u.Email, hash: hash, until: now.Add(s.opts.CacheTTL)}
 	s.mu.Unlock()
 	sub, err := s.subject(ctx, u.ID)
 	if err != nil {
@@ -485,50 +518,52 @@ func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote
 
 // verifyOnce runs verifyPassword for credentials once, however many
 // requests carry them at the same time.
-func (s *Service) verifyOnce(ctx context.Context, key [32]byte, email, password string) (*User, error) {
+func (s *Service) verifyOnce(ctx context.Context, key [32]byte, email, password string) (*User, string, error) {
 	s.mu.Lock()
 	if v, ok := s.verifying[key]; ok {
 		s.mu.Unlock()
 		select {
 		case <-v.done:
-			return v.user, v.err
+			return v.user, v.hash, v.err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		}
 	}
 	v := &verification{done: make(chan struct{})}
 	s.verifying[key] = v
 	s.mu.Unlock()
-	v.user, v.err = s.verifyPassword(context.WithoutCancel(ctx), email, password)
+	v.user, v.hash, v.err = s.verifyPassword(context.WithoutCancel(ctx), email, password)
 	s.mu.Lock()
 	delete(s.verifying, key)
 	s.mu.Unlock()
 	close(v.done)
-	return v.user, v.err
+	return v.user, v.hash, v.err
 }
 
-func (s *Service) verifyPassword(ctx context.Context, email, password string) (*User, error) {
+// verifyPassword checks a password and returns the user and the stored
+// hash it matched.
+func (s *Service) verifyPassword(ctx context.Context, email, password string) (*User, string, error) {
 	bad := errs.E(errs.Unauthenticated, "wrong email or password")
 	norm, err := NormalizeEmail(email)
 	if err != nil {
 		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(password))
-		return nil, bad
+		return nil, "", bad
 	}
 	u, hash, err := s.store.GetUserByEmail(ctx, norm)
 	if errs.Is(err, errs.NotFound) {
 		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(password))
-		return nil, bad
+		return nil, "", bad
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
-		return nil, bad
+		return nil, "", bad
 	}
 	if u.Disabled {
-		return nil, errs.Errorf(errs.Unauthenticated, "user %s is disabled", u.Email)
+		return nil, "", errs.Errorf(errs.Unauthenticated, "user %s is disabled", u.Email)
 	}
-	return u, nil
+	return u, hash, nil
 }
 
 // Login checks a password and opens a browser session. It always issues a
@@ -538,7 +573,7 @@ func (s *Service) Login(ctx context.Context, email, password, remote string) (st
 	if err := s.checkThrottle(email, remote); err != nil {
 		return "", nil, nil, err
 	}
-	u, err := s.verifyPassword(ctx, email, password)
+	u, _, err := s.verifyPassword(ctx, email, password)
 	if err != nil {
 		s.recordFailure(email, remote)
 		return "", nil, nil, err
