@@ -152,6 +152,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("Inputs", func(t *testing.T) { testInputs(t, newEnv(t, open, limits)) })
 	t.Run("RunSearch", func(t *testing.T) { testRunSearch(t, newEnv(t, open, limits)) })
 	t.Run("RunSearchPaging", func(t *testing.T) { testRunSearchPaging(t, newEnv(t, open, limits)) })
+	t.Run("SearchPageData", func(t *testing.T) { testSearchPageData(t, newEnv(t, open, limits)) })
 	t.Run("LoggedModels", func(t *testing.T) { testLoggedModels(t, newEnv(t, open, limits)) })
 	t.Run("Registry", func(t *testing.T) { testRegistry(t, newEnv(t, open, limits)) })
 	small := limits
