@@ -34,4 +34,30 @@ UPDATE runs SET io_count = (SELECT COUNT(*) FROM run_inputs i WHERE i.run_pk = r
 	+ (SELECT COUNT(*) FROM run_model_inputs m WHERE m.run_pk = runs.run_pk)
 	+ (SELECT COUNT(*) FROM run_model_outputs o WHERE o.run_pk = runs.run_pk);
 `,
+	// 4: a sketch of each large chunk (metrics.Sketch: each sixteenth's
+	// lowest and highest point, as a chunk), so that a sampled read of a
+	// long series reads a few dozen points a chunk. Chunks written before
+	// have none until compaction rewrites them; reads decode those.
+	`ALTER TABLE metric_chunks ADD COLUMN sketch BLOB;`,
+	// 5: overviews (overview.go): one row for each run of consecutive
+	// settled chunks of a series, with each chunk's first, lowest, highest
+	// and last point as a chunk (data) and their summary, so that a
+	// sampled read of a long series reads few rows. Compaction builds them.
+	`
+CREATE TABLE metric_overviews (
+	series_id      INTEGER NOT NULL,
+	min_step       INTEGER NOT NULL,
+	max_step       INTEGER NOT NULL,
+	min_ts         INTEGER NOT NULL,
+	max_ts         INTEGER NOT NULL,
+	count          INTEGER NOT NULL,
+	chunks         INTEGER NOT NULL,
+	model_id       TEXT,
+	dataset_name   TEXT,
+	dataset_digest TEXT,
+	summary        BLOB    NOT NULL,
+	data           BLOB    NOT NULL,
+	PRIMARY KEY (series_id, min_step)
+);
+`,
 }

@@ -130,11 +130,11 @@ func (s *Service) MetricHistoryInto(ctx context.Context, runID, key string, maxR
 	}
 	read := func(useMark bool) error {
 		b.reset()
-		return s.store.ReadSeries(ctx, runID, key, from, math.MaxInt64, func(chunks []ChunkInfo, read ChunkReadFunc) error {
-			if disjoint(chunks) {
-				return b.readDisjoint(chunks, read, maxResults, tok, useMark)
+		return s.store.ReadSeries(ctx, runID, key, from, math.MaxInt64, func(ss SeriesSnapshot) error {
+			if disjoint(ss.Chunks) {
+				return b.readDisjoint(ss.Chunks, ss.Read, maxResults, tok, useMark)
 			}
-			return b.readMerged(chunks, read, maxResults, tok)
+			return b.readMerged(ss.Chunks, ss.Read, maxResults, tok)
 		})
 	}
 	err = read(tok.chunkID != 0)
@@ -145,6 +145,9 @@ func (s *Service) MetricHistoryInto(ctx context.Context, runID, key string, maxR
 	}
 	return err
 }
+
+// chunkReadFunc is SeriesSnapshot.Read.
+type chunkReadFunc = func(first int, fn func(i int, data []byte) (bool, error)) error
 
 // errResumeFailed says that decoding a chunk resumed from a page token's
 // mark failed, and the page must be read again without the mark.
@@ -177,7 +180,7 @@ func contextOf(c *ChunkInfo) *MetricContext {
 
 // readDisjoint fills b from disjoint chunks, decoding straight into
 // b.Points.
-func (b *HistoryBuffer) readDisjoint(chunks []ChunkInfo, read ChunkReadFunc, maxResults int, tok historyToken, useMark bool) error {
+func (b *HistoryBuffer) readDisjoint(chunks []ChunkInfo, read chunkReadFunc, maxResults int, tok historyToken, useMark bool) error {
 	var it metrics.ChunkIter
 	positioned := !tok.cursor
 	resumed := false
@@ -258,7 +261,7 @@ func (b *HistoryBuffer) position(it *metrics.ChunkIter, c *ChunkInfo, data []byt
 // readMerged fills b from chunks that overlap: it reads chunk after chunk
 // and merges them; points before the next unread chunk's first step are
 // final, since no unread chunk can hold a point that sorts before them.
-func (b *HistoryBuffer) readMerged(chunks []ChunkInfo, read ChunkReadFunc, maxResults int, tok historyToken) error {
+func (b *HistoryBuffer) readMerged(chunks []ChunkInfo, read chunkReadFunc, maxResults int, tok historyToken) error {
 	pending := b.pending[:0]
 	defer func() { b.pending = pending[:0] }()
 	emitted := 0

@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 
@@ -42,10 +43,9 @@ type RunSeries struct {
 
 // exactSampleLimit is the default of Options.ExactSampleLimit: the number
 // of stored points in range up to which sampling decodes every point and is
-// exact. Above it, sampling works from the chunk summaries alone (each
-// chunk's first, last, lowest and highest point), read from the listing
-// without the chunks' data.
-const exactSampleLimit = 256 * 1024
+// exact, as MLflow samples. Above it, sampling works from candidates whose
+// number does not grow with the series (see candidates).
+const exactSampleLimit = 64 * 1024
 
 // MetricHistoryBulkInterval returns a downsampled view of one metric for up
 // to BulkIntervalMaxRuns runs, in the order the run ids were given.
@@ -83,20 +83,46 @@ func (s *Service) MetricHistoryBulkInterval(ctx context.Context, q BulkIntervalQ
 	}
 
 	runIDs := dedupStrings(q.RunIDs)
-	// One snapshot per run: its listing, and when the range holds few
-	// enough points in all, its points.
-	listed := make([][]ChunkInfo, len(runIDs))
+	// Each run's coarse listing counts the points in range; a run with more
+	// than the limit is sampled from candidates in the same snapshot.
+	series := make([]RunSeries, len(runIDs))
+	sampled := make([]bool, len(runIDs))
 	total := 0
-	for i, id := range runIDs {
-		c, err := s.store.SeriesChunks(ctx, id, q.Key, lo, hi)
-		if err != nil {
+	sample := func(i int, count bool) error {
+		return s.store.ReadSeriesCoarse(ctx, runIDs[i], q.Key, lo, hi, func(ovs []Overview, ss SeriesSnapshot) error {
+			if count {
+				n := countPoints(ss.Chunks)
+				for _, o := range ovs {
+					n += o.Count
+				}
+				total += n
+				if n <= s.exact {
+					return nil
+				}
+			}
+			cands, err := candidates(ovs, ss, lo, hi, q.MaxResults)
+			if err != nil {
+				return err
+			}
+			series[i] = RunSeries{RunID: runIDs[i], Points: thin(cands, q)}
+			sampled[i] = true
+			return nil
+		})
+	}
+	for i := range runIDs {
+		if err := sample(i, true); err != nil {
 			return nil, err
 		}
-		listed[i] = c
-		total += countPoints(c)
 	}
 	if total > s.exact {
-		return sampleSummaries(runIDs, listed, lo, hi, q), nil
+		for i := range runIDs {
+			if !sampled[i] {
+				if err := sample(i, false); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return series, nil
 	}
 	runs := make([]sampledRun, len(runIDs))
 	for i, id := range runIDs {
@@ -105,6 +131,128 @@ func (s *Service) MetricHistoryBulkInterval(ctx context.Context, q BulkIntervalQ
 		}
 	}
 	return sampleExact(runIDs, runs, q), nil
+}
+
+// A range with more points than Options.ExactSampleLimit is sampled from
+// candidates whose number does not grow with the series:
+//
+//   - each overview's points (its chunks' first, lowest, highest and last
+//     points; see Overview), one row for dozens of chunks;
+//   - of the chunks no overview covers: every point of those the range
+//     cuts, so that the range's first and last steps are there; then, when
+//     the overviews and the chunks' summaries would give fewer than twice
+//     the points wanted, each chunk's sketch (each sixteenth's lowest and
+//     highest point), or all its points when it has no sketch and is
+//     small; otherwise each chunk's summary (first, lowest, highest, last).
+//
+// A series of 10,000,000 points reads 38 overviews and at most 63 chunk
+// summaries, one of 200,000 points 49 sketches: a few thousand candidates
+// either way, which thin reduces to what was asked for.
+
+// decodeWithoutSketch is the largest chunk without a sketch whose points
+// become candidates; a larger one offers its summary.
+const decodeWithoutSketch = 2048
+
+// candidates returns the candidate points of one run in [lo, hi] from its
+// coarse listing, sorted and unique.
+func candidates(ovs []Overview, ss SeriesSnapshot, lo, hi int64, maxResults int) ([]HistoryPoint, error) {
+	var out []HistoryPoint
+	add := func(cp *MetricContext, p metrics.Point) {
+		if p.Step >= lo && p.Step <= hi {
+			out = append(out, HistoryPoint{Point: p, Context: cp})
+		}
+	}
+	var pts []metrics.Point
+	for k := range ovs {
+		o := &ovs[k]
+		var err error
+		if pts, err = metrics.DecodeChunk(pts[:0], o.Data); err != nil {
+			return nil, errs.Wrap(errs.Internal, fmt.Errorf("overview of steps %d to %d: %w", o.MinStep, o.MaxStep, err), "stored metric data is corrupt")
+		}
+		var cp *MetricContext
+		if !o.Context.IsZero() {
+			cp = &o.Context
+		}
+		for _, p := range pts {
+			add(cp, p)
+		}
+	}
+	cs := ss.Chunks
+	useSketches := len(out)+4*len(cs) < 2*maxResults
+	// What each chunk offers: its points, its sketch or its summary.
+	decode := make([]bool, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		inside := c.MinStep >= lo && c.MaxStep <= hi
+		switch {
+		case !inside:
+			decode[i] = true
+		case useSketches && c.HasSketch:
+		case useSketches && c.Count <= decodeWithoutSketch:
+			decode[i] = true
+		default:
+			add(contextOf(c), c.First)
+			add(contextOf(c), c.Low)
+			add(contextOf(c), c.High)
+			add(contextOf(c), c.Last)
+		}
+	}
+	decodeInto := func(i int, data []byte) error {
+		var err error
+		if pts, err = metrics.DecodeChunk(pts[:0], data); err != nil {
+			return corruptChunk(&cs[i], err)
+		}
+		for _, p := range pts {
+			add(contextOf(&cs[i]), p)
+		}
+		return nil
+	}
+	if useSketches {
+		err := ss.Sketches(func(i int, sketch []byte) error {
+			if decode[i] {
+				return nil // its points come below
+			}
+			return decodeInto(i, sketch)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Decode each run of chunks to decode with one read.
+	for i := 0; i < len(cs); i++ {
+		if !decode[i] {
+			continue
+		}
+		err := ss.Read(i, func(j int, data []byte) (bool, error) {
+			if !decode[j] {
+				return false, nil
+			}
+			i = j
+			return true, decodeInto(j, data)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sortHistory(out)
+	return dedupHistory(out), nil
+}
+
+// thin reduces sorted candidates to about what q asks for: the step range
+// is cut into MaxResults/2 buckets, each keeping its lowest and highest
+// candidate (metrics.MinMaxBuckets), so that spikes stay, and the last
+// one. In SampleSteps mode, where MaxResults bounds the steps returned, a
+// series whose NaNs would make more than MaxResults+2 points gets a third
+// as many buckets instead.
+func thin(cands []HistoryPoint, q BulkIntervalQuery) []HistoryPoint {
+	if len(cands) <= q.MaxResults {
+		return cands
+	}
+	out := minMaxHistory(cands, max(1, q.MaxResults/2))
+	if q.Mode == SampleSteps && len(out) > q.MaxResults+2 {
+		out = minMaxHistory(cands, max(1, q.MaxResults/3))
+	}
+	return out
 }
 
 // sampledRun is the points of one run in a step range, sorted and unique,
@@ -118,7 +266,8 @@ type sampledRun struct {
 // from one snapshot. Disjoint chunks decode straight into r.pts; others
 // are merged.
 func (s *Service) readRange(ctx context.Context, runID, key string, lo, hi int64, r *sampledRun) error {
-	return s.store.ReadSeries(ctx, runID, key, lo, hi, func(chunks []ChunkInfo, read ChunkReadFunc) error {
+	return s.store.ReadSeries(ctx, runID, key, lo, hi, func(ss SeriesSnapshot) error {
+		chunks, read := ss.Chunks, ss.Read
 		r.pts = make([]metrics.Point, 0, countPoints(chunks))
 		if disjoint(chunks) {
 			var it metrics.ChunkIter
@@ -269,15 +418,12 @@ func withContexts(r sampledRun, kept []metrics.Point) []HistoryPoint {
 }
 
 // minMaxHistory applies metrics.MinMaxBuckets to points with contexts.
-func minMaxHistory(pts []HistoryPoint, maxResults int) []HistoryPoint {
-	if len(pts) <= maxResults {
-		return pts
-	}
+func minMaxHistory(pts []HistoryPoint, buckets int) []HistoryPoint {
 	plain := make([]metrics.Point, len(pts))
 	for i, p := range pts {
 		plain[i] = p.Point
 	}
-	kept := metrics.MinMaxBuckets(nil, plain, max(1, maxResults/2))
+	kept := metrics.MinMaxBuckets(nil, plain, buckets)
 	out := make([]HistoryPoint, 0, len(kept))
 	j := 0
 	for _, k := range kept {
@@ -290,86 +436,4 @@ func minMaxHistory(pts []HistoryPoint, maxResults int) []HistoryPoint {
 		}
 	}
 	return out
-}
-
-// sampleSummaries samples from chunk summaries only. Each chunk offers its
-// first, lowest, highest and last point. When that makes more points than
-// wanted in SampleSteps mode, evenly spaced chunks offer their first point
-// for half of the budget, and the lowest and highest points of as many
-// groups of neighbouring chunks fill the other half, so that spikes stay;
-// the series' last point is always kept.
-func sampleSummaries(runIDs []string, chunks [][]ChunkInfo, lo, hi int64, q BulkIntervalQuery) []RunSeries {
-	series := make([]RunSeries, len(runIDs))
-	for i, id := range runIDs {
-		var pts []HistoryPoint
-		add := func(c *ChunkInfo, p metrics.Point) {
-			if p.Step < lo || p.Step > hi {
-				return
-			}
-			pts = append(pts, HistoryPoint{Point: p, Context: contextOf(c)})
-		}
-		cs := chunks[i]
-		if 4*len(cs) > q.MaxResults+1 && q.Mode == SampleSteps {
-			n := len(cs)
-			firsts := min(n, max(1, q.MaxResults/2))
-			for k := range firsts {
-				c := &cs[k*n/firsts]
-				add(c, c.First)
-			}
-			groups := min(n, max(1, (q.MaxResults-firsts)/2))
-			for g := range groups {
-				var low, high *ChunkInfo
-				for k := g * n / groups; k < (g+1)*n/groups; k++ {
-					c := &cs[k]
-					if low == nil || lessValue(c.Low.Value, low.Low.Value) {
-						low = c
-					}
-					if high == nil || lessValue(high.High.Value, c.High.Value) {
-						high = c
-					}
-				}
-				if low != nil {
-					add(low, low.Low)
-					add(high, high.High)
-				}
-			}
-			last := lastChunk(cs)
-			add(last, last.Last)
-		} else {
-			for k := range cs {
-				c := &cs[k]
-				add(c, c.First)
-				add(c, c.Low)
-				add(c, c.High)
-				add(c, c.Last)
-			}
-		}
-		sortHistory(pts)
-		pts = dedupHistory(pts)
-		if q.Mode == SampleMinMax {
-			pts = minMaxHistory(pts, q.MaxResults)
-		}
-		series[i] = RunSeries{RunID: id, Points: pts}
-	}
-	return series
-}
-
-// lessValue orders values as summaries do: NaN above everything, so that
-// a chunk of NaNs is never another's low.
-func lessValue(a, b float64) bool {
-	if a != a {
-		return false
-	}
-	return b != b || a < b
-}
-
-// lastChunk returns the chunk holding the series' greatest point.
-func lastChunk(cs []ChunkInfo) *ChunkInfo {
-	best := &cs[0]
-	for k := range cs {
-		if metrics.Compare(cs[k].Last, best.Last) > 0 {
-			best = &cs[k]
-		}
-	}
-	return best
 }

@@ -29,7 +29,8 @@ type Options struct {
 	// ExactSampleLimit is the number of stored points in a
 	// get-history-bulk-interval range up to which the sampling decodes
 	// every point (exact MLflow sampling); above it, it works from the
-	// chunks' summaries. 0 means 256 Ki points.
+	// store's overviews and the chunks' summaries and sketches. 0 means 64 Ki
+	// points.
 	ExactSampleLimit int
 }
 

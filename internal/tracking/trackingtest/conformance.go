@@ -148,6 +148,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("SampledReads", func(t *testing.T) { testSampledReads(t, open) })
 	t.Run("HistoryPagesInsideChunks", func(t *testing.T) { testHistoryPagesInsideChunks(t, newEnv(t, open, limits)) })
 	t.Run("Compaction", func(t *testing.T) { testCompaction(t, newEnv(t, open, limits)) })
+	t.Run("CompactionDisjoint", func(t *testing.T) { testCompactionDisjoint(t, newEnv(t, open, limits)) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newEnv(t, open, limits)) })
 	t.Run("Inputs", func(t *testing.T) { testInputs(t, newEnv(t, open, limits)) })
 	t.Run("RunSearch", func(t *testing.T) { testRunSearch(t, newEnv(t, open, limits)) })

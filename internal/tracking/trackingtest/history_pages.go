@@ -188,12 +188,14 @@ func testHistoryPagesInsideChunks(t *testing.T, e *env) {
 }
 
 // testSampledReads checks get-history-bulk-interval where it samples from
-// chunk summaries (ranges holding more points than ExactSampleLimit) and
-// where it samples every point: both keep each run's last step and the
-// spikes.
+// candidates (ranges holding more points than ExactSampleLimit: overviews,
+// chunk summaries and sketches) and where it samples every point: both
+// keep each run's first and last step and, but for MLflow's exact step
+// sampling, the spikes; a spike logged out of order into a compacted range
+// shows at once and after the next compaction; points keep their context.
 func testSampledReads(t *testing.T, open Opener) {
 	for _, exact := range []bool{true, false} {
-		name := "FromSummaries"
+		name := "FromCandidates"
 		if exact {
 			name = "Exact"
 		}
@@ -208,6 +210,9 @@ func testSampledReads(t *testing.T, open Opener) {
 			}
 			id := e.mustRun("0", "sampled").Info.RunID
 			const n = 20_000
+			// Steps 15,000 to 15,999 are evaluations: another context.
+			eval := tracking.MetricContext{DatasetName: "eval", DatasetDigest: "e1"}
+			isEval := func(step int64) bool { return step >= 15_000 && step < 16_000 }
 			r := rand.New(rand.NewPCG(3, 4))
 			var b []tracking.Metric
 			for i := range n {
@@ -218,8 +223,13 @@ func testSampledReads(t *testing.T, open Opener) {
 				case 6_789:
 					v = -1e6 // a dip
 				}
-				b = append(b, metric("m", int64(i), int64(i), v))
-				if len(b) == 1000 {
+				m := metric("m", int64(i), int64(i), v)
+				if isEval(int64(i)) {
+					m.MetricContext = eval
+				}
+				b = append(b, m)
+				// 250-point requests make small chunks for compaction to merge.
+				if len(b) == 250 {
 					e.mustLog(id, tracking.Batch{Metrics: b})
 					b = b[:0]
 				}
@@ -227,45 +237,120 @@ func testSampledReads(t *testing.T, open Opener) {
 			if err := c.Compact(e.ctx); err != nil {
 				t.Fatal(err)
 			}
-			for _, mode := range []tracking.SampleMode{tracking.SampleSteps, tracking.SampleMinMax} {
-				for _, max := range []int{20, 1000} {
-					series, err := e.svc.MetricHistoryBulkInterval(e.ctx, tracking.BulkIntervalQuery{RunIDs: []string{id}, Key: "m", MaxResults: max, Mode: mode})
-					if err != nil {
-						t.Fatal(err)
+			sample := func(mode tracking.SampleMode, max int, lo, hi *int64) []tracking.HistoryPoint {
+				t.Helper()
+				series, err := e.svc.MetricHistoryBulkInterval(e.ctx, tracking.BulkIntervalQuery{RunIDs: []string{id}, Key: "m", MaxResults: max, Mode: mode, StartStep: lo, EndStep: hi})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pts := series[0].Points
+				if !slices.IsSortedFunc(pts, func(a, b tracking.HistoryPoint) int { return metrics.Compare(a.Point, b.Point) }) {
+					t.Fatalf("mode %d, max %d: not sorted", mode, max)
+				}
+				for _, p := range pts {
+					if want := isEval(p.Step); want != (p.Context != nil && *p.Context == eval) {
+						t.Fatalf("mode %d, max %d: step %d has context %+v", mode, max, p.Step, p.Context)
 					}
-					pts := series[0].Points
-					least := max / 2
-					if !exact {
-						least = 10 // four points a chunk at most
+				}
+				return pts
+			}
+			has := func(pts []tracking.HistoryPoint, step int64, v float64) bool {
+				return slices.ContainsFunc(pts, func(p tracking.HistoryPoint) bool { return p.Step == step && p.Value == v })
+			}
+			check := func(what string, spikes map[int64]float64) {
+				t.Helper()
+				for _, mode := range []tracking.SampleMode{tracking.SampleSteps, tracking.SampleMinMax} {
+					for _, max := range []int{20, 1000} {
+						pts := sample(mode, max, nil, nil)
+						least := max / 2
+						if !exact {
+							least = 10
+						}
+						// Min-max buckets keep two points each, and the first and last.
+						most := max + 2
+						if mode == tracking.SampleMinMax {
+							most = 2*(max/2) + 2
+						}
+						if len(pts) < least || len(pts) > most {
+							t.Fatalf("%s: mode %d, max %d: %d points", what, mode, max, len(pts))
+						}
+						if pts[0].Step != 0 || pts[len(pts)-1].Step != n-1 {
+							t.Fatalf("%s: mode %d, max %d: steps %d..%d, want 0..%d", what, mode, max, pts[0].Step, pts[len(pts)-1].Step, n-1)
+						}
+						// MLflow's step sampling keeps evenly spaced steps and
+						// nothing else; every other way keeps the extremes.
+						if mode == tracking.SampleMinMax || !exact {
+							for step, v := range spikes {
+								if !has(pts, step, v) {
+									t.Fatalf("%s: mode %d, max %d: the point (%d, %g) is missing", what, mode, max, step, v)
+								}
+							}
+						}
 					}
-					if len(pts) < least || len(pts) > max+2 {
-						t.Fatalf("mode %d, max %d: %d points", mode, max, len(pts))
-					}
-					if !slices.IsSortedFunc(pts, func(a, b tracking.HistoryPoint) int { return metrics.Compare(a.Point, b.Point) }) {
-						t.Fatalf("mode %d, max %d: not sorted", mode, max)
-					}
-					if pts[0].Step != 0 || pts[len(pts)-1].Step != n-1 {
-						t.Fatalf("mode %d, max %d: steps %d..%d, want 0..%d", mode, max, pts[0].Step, pts[len(pts)-1].Step, n-1)
-					}
-					spike := slices.ContainsFunc(pts, func(p tracking.HistoryPoint) bool { return p.Step == 12_345 && p.Value == 1e6 })
-					dip := slices.ContainsFunc(pts, func(p tracking.HistoryPoint) bool { return p.Step == 6_789 && p.Value == -1e6 })
-					// MLflow's step sampling keeps evenly spaced steps and
-					// nothing else; every other way keeps the extremes.
-					if (mode == tracking.SampleMinMax || !exact) && (!spike || !dip) {
-						t.Fatalf("mode %d, max %d: spike kept %v, dip kept %v", mode, max, spike, dip)
+				}
+				// A zoomed range keeps its own first and last step, also
+				// when it cuts chunks and overviews.
+				for _, z := range [][2]int64{{5000, 5999}, {1, n - 2}, {14_999, 16_000}} {
+					for _, max := range []int{20, 100} {
+						pts := sample(tracking.SampleSteps, max, &z[0], &z[1])
+						if len(pts) == 0 || pts[0].Step != z[0] || pts[len(pts)-1].Step != z[1] {
+							t.Fatalf("%s: zoom %v, max %d: %d points", what, z, max, len(pts))
+						}
 					}
 				}
 			}
-			// A zoomed range keeps its own last step.
-			lo, hi := int64(5000), int64(5999)
-			series, err := e.svc.MetricHistoryBulkInterval(e.ctx, tracking.BulkIntervalQuery{RunIDs: []string{id}, Key: "m", MaxResults: 100, StartStep: &lo, EndStep: &hi})
-			if err != nil {
+			spikes := map[int64]float64{12_345: 1e6, 6_789: -1e6}
+			check("logged in order", spikes)
+
+			// A spike logged late among compacted steps (a point of step
+			// 3,000 at a later time) shows at once, and after the next
+			// compaction merges it.
+			e.mustLog(id, tracking.Batch{Metrics: []tracking.Metric{metric("m", 3000, 3001, 5e6)}})
+			spikes[3000] = 5e6
+			check("a late spike", spikes)
+			if err := c.Compact(e.ctx); err != nil {
 				t.Fatal(err)
 			}
-			pts := series[0].Points
-			if len(pts) == 0 || pts[0].Step != lo || pts[len(pts)-1].Step != hi {
-				t.Fatalf("zoom: %d points", len(pts))
-			}
+			check("a late spike, compacted", spikes)
 		})
+	}
+}
+
+// testCompactionDisjoint logs batches out of order, as several writers or
+// a retried request do, compacting in between: compaction must leave
+// chunks whose step ranges do not overlap, so that reads decode them in
+// turn instead of merging them, and lose no point.
+func testCompactionDisjoint(t *testing.T, e *env) {
+	c, ok := e.store.(Compactor)
+	if !ok {
+		t.Skip("store does not compact on demand")
+	}
+	id := e.mustRun("0", "disjoint").Info.RunID
+	const batch, batches = 300, 40
+	order := rand.New(rand.NewPCG(5, 6)).Perm(batches)
+	var want []metrics.Point
+	for k, b := range order {
+		want = append(want, e.logRandom(id, "m", b*batch, batch, uint64(b))...)
+		if k%7 == 6 {
+			if err := c.Compact(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.Compact(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	metrics.SortPoints(want)
+	chunks, err := e.store.SeriesChunks(e.ctx, id, "m", math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(chunks); i++ {
+		if chunks[i].MinStep <= chunks[i-1].MaxStep {
+			t.Fatalf("chunks %d [%d, %d] and %d [%d, %d] overlap", i-1, chunks[i-1].MinStep, chunks[i-1].MaxStep, i, chunks[i].MinStep, chunks[i].MaxStep)
+		}
+	}
+	if got := e.rest(id, "m", 1000, ""); !samePoints(got, want) {
+		t.Fatalf("history after compaction: %d points, want %d", len(got), len(want))
 	}
 }
