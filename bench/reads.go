@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -280,10 +281,13 @@ func readsHistory(ctx context.Context, c config, specs []peerSpec, dir string, p
 	maxPeer := min(c.readsRounds, 5)
 
 	if parts["history"] {
+		inOrder := map[string]bool{}
 		for _, p := range peers {
-			if err := checkHistory(ctx, p, runs[p.name], n); err != nil {
+			ok, err := checkHistory(ctx, p, runs[p.name], n)
+			if err != nil {
 				return nil, err
 			}
+			inOrder[p.name] = ok
 		}
 		times, load, err := rounds(peers, c.readsRounds, maxPeer, func(p *livePeer) error {
 			_, err := p.cl.historyRaw(ctx, runs[p.name], "loss", 25_000)
@@ -293,14 +297,15 @@ func readsHistory(ctx context.Context, c config, specs []peerSpec, dir string, p
 			return nil, err
 		}
 		h := map[string]any{
-			"points":             n,
-			"page_size":          25_000,
-			"values":             "uniform random float64 in [0, 1) (17 significant digits each), one spike of 100",
-			"how":                "GET get-history with max_results=25000, following next_page_token until absent, as MlflowClient.get_metric_history does; timed until the last body is read, without decoding it (FastTrackML ignores max_results and returns every point in one page)",
-			"go_paged":           medians(times),
-			"go_paged_load":      load,
-			"target_sextant_ms":  60,
-			"target_x_slower_fm": 25,
+			"points":               n,
+			"page_size":            25_000,
+			"values":               "uniform random float64 in [0, 1) (17 significant digits each), one spike of 100",
+			"how":                  "GET get-history with max_results=25000, following next_page_token until absent, as MlflowClient.get_metric_history does; timed until the last body is read, without decoding it (FastTrackML ignores max_results and returns every point in one page)",
+			"go_paged":             medians(times),
+			"points_in_step_order": inOrder,
+			"go_paged_load":        load,
+			"target_sextant_ms":    60,
+			"target_x_slower_fm":   25,
 		}
 		py, err := pythonHistory(ctx, c, specs, peers, runs, n)
 		if err != nil {
@@ -394,21 +399,24 @@ func readsHistory(ctx context.Context, c config, specs []peerSpec, dir string, p
 }
 
 // checkHistory reads the whole history once, untimed, and checks that every
-// point is there in step order.
-func checkHistory(ctx context.Context, p *livePeer, run string, n int) error {
+// point is there, each step once. It returns whether they came in step
+// order (MLflow's order; FastTrackML returns them in its own).
+func checkHistory(ctx context.Context, p *livePeer, run string, n int) (bool, error) {
 	pts, err := p.cl.history(ctx, run, "loss", 25_000)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
+		return false, fmt.Errorf("%s: %w", p.name, err)
 	}
 	if len(pts) != n {
-		return fmt.Errorf("%s: history returned %d points, want %d", p.name, len(pts), n)
+		return false, fmt.Errorf("%s: history returned %d points, want %d", p.name, len(pts), n)
 	}
+	ordered := slices.IsSortedFunc(pts, func(a, b wirePoint) int { return cmp.Compare(a.Step, b.Step) })
+	slices.SortFunc(pts, func(a, b wirePoint) int { return cmp.Compare(a.Step, b.Step) })
 	for i, pt := range pts {
 		if pt.Step != int64(i) {
-			return fmt.Errorf("%s: history point %d has step %d", p.name, i, pt.Step)
+			return false, fmt.Errorf("%s: history lacks step %d", p.name, i)
 		}
 	}
-	return nil
+	return ordered, nil
 }
 
 // checkBulk reads a sampled history once, untimed, and checks it: between
