@@ -203,15 +203,14 @@ func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 			if err := s.dropStored(tx, r.id, sl); err != nil {
 				return err
 			}
-			// The chunk lands among stored steps and may overlap a full
-			// chunk, which reads would then have to merge, and an overview,
-			// which it makes stale: compact soon, whatever the count of
-			// small chunks, which builds the overview again.
+			// The chunk lands among stored steps: the overviews it meets are
+			// stale. It may overlap a chunk, which reads merge until the
+			// next compaction (the count of small chunks triggers it as
+			// usual: writers racing each other land most requests here).
 			if len(sl.pts) > 0 {
 				if err := dropOverviews(tx, r.id, sl.sum.MinStep, sl.sum.MaxStep); err != nil {
 					return err
 				}
-				tx.markCompaction(r.id)
 			}
 		}
 		newPoints += int64(len(sl.pts))

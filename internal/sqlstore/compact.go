@@ -151,12 +151,17 @@ type compactGroup struct {
 // request) make a small chunk that falls inside a full one. It then builds
 // the series' missing overviews (overview.go).
 func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
-	groups, smallSeen, err := s.readCompactGroups(ctx, seriesID)
+	groups, smallSeen, uncovered, err := s.readCompactGroups(ctx, seriesID)
 	if err != nil {
 		return err
 	}
 	if err := s.swapCompacted(ctx, seriesID, groups, smallSeen); err != nil {
 		return err
+	}
+	// Merging never adds chunks: with no more than an overview's worth
+	// outside the overviews (the last one never joins), none can be built.
+	if uncovered <= s.opts.OverviewChunks {
+		return nil
 	}
 	return s.buildOverviews(ctx, seriesID)
 }
@@ -256,7 +261,7 @@ type listedChunk struct {
 
 // readCompactGroups lists the chunks of a series and reads, from one
 // snapshot, those compaction merges, with the number of small chunks
-// listed.
+// listed and of chunks no overview covers.
 //
 // Per context, chunks whose step ranges overlap, directly or through
 // others, form a component; neighbouring components (in step order, no
@@ -267,18 +272,23 @@ type listedChunk struct {
 // boxed in by full chunks is left alone until points next to it arrive.
 // Chunks of other contexts may overlap any of them: a reader merges
 // contexts anyway.
-func (s *Store) readCompactGroups(ctx context.Context, seriesID int64) ([]*compactGroup, int64, error) {
+func (s *Store) readCompactGroups(ctx context.Context, seriesID int64) (groups []*compactGroup, smallSeen int64, uncovered int, err error) {
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
 	if err != nil {
-		return nil, 0, sqlError(err, "compaction: begin read")
+		return nil, 0, 0, sqlError(err, "compaction: begin read")
 	}
 	defer tx.Rollback()
 	all, err := listChunks(ctx, tx, seriesID, math.MinInt64, math.MaxInt64)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
+	}
+	uncovered = len(all)
+	if uncovered > s.opts.OverviewChunks {
+		if uncovered, err = countUncovered(ctx, tx, seriesID, all); err != nil {
+			return nil, 0, 0, err
+		}
 	}
 	full := int64(s.opts.ChunkPoints)
-	var smallSeen int64
 	var contexts []tracking.MetricContext
 	byCtx := map[tracking.MetricContext][]*listedChunk{}
 	for i := range all {
@@ -291,7 +301,6 @@ func (s *Store) readCompactGroups(ctx context.Context, seriesID int64) ([]*compa
 		}
 		byCtx[c.ctx] = append(byCtx[c.ctx], c)
 	}
-	var groups []*compactGroup
 	group := map[int64]*compactGroup{}
 	for _, mc := range contexts {
 		cs := byCtx[mc]
@@ -335,26 +344,53 @@ func (s *Store) readCompactGroups(ctx context.Context, seriesID int64) ([]*compa
 		part := ids[start:min(start+maxRowsPerStatement, len(ids))]
 		rows, err := tx.QueryContext(ctx, `SELECT chunk_id, data FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`)`, part...)
 		if err != nil {
-			return nil, 0, sqlError(err, "compaction: read chunks")
+			return nil, 0, 0, sqlError(err, "compaction: read chunks")
 		}
 		for rows.Next() {
 			var id int64
 			var data sql.RawBytes
 			if err := rows.Scan(&id, &data); err != nil {
 				rows.Close()
-				return nil, 0, sqlError(err, "compaction: read chunks")
+				return nil, 0, 0, sqlError(err, "compaction: read chunks")
 			}
 			g := group[id]
 			if g.pts, err = metrics.DecodeChunk(g.pts, data); err != nil {
 				rows.Close()
-				return nil, 0, errs.Wrap(errs.Internal, fmt.Errorf("series %d chunk %d: %w", seriesID, id, err), "stored metric data is corrupt")
+				return nil, 0, 0, errs.Wrap(errs.Internal, fmt.Errorf("series %d chunk %d: %w", seriesID, id, err), "stored metric data is corrupt")
 			}
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, 0, sqlError(err, "compaction: read chunks")
+			return nil, 0, 0, sqlError(err, "compaction: read chunks")
 		}
 	}
-	return groups, smallSeen, nil
+	return groups, smallSeen, uncovered, nil
+}
+
+// countUncovered returns how many of a series' chunks (all, in chunkOrder)
+// lie outside its overviews.
+func countUncovered(ctx context.Context, tx *sql.Tx, seriesID int64, all []listedChunk) (int, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT min_step, max_step FROM metric_overviews WHERE series_id = ? ORDER BY min_step`, seriesID)
+	if err != nil {
+		return 0, sqlError(err, "compaction: list overviews")
+	}
+	n, i := 0, 0
+	for rows.Next() {
+		var lo, hi int64
+		if err := rows.Scan(&lo, &hi); err != nil {
+			rows.Close()
+			return 0, sqlError(err, "compaction: list overviews")
+		}
+		for ; i < len(all) && all[i].minStep < lo; i++ {
+			n++
+		}
+		for i < len(all) && all[i].minStep <= hi {
+			i++
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, sqlError(err, "compaction: list overviews")
+	}
+	return n + len(all) - i, nil
 }
 
 // listChunks lists the chunks of a series with steps in [lo, hi], in
