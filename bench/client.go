@@ -153,12 +153,16 @@ func (c *client) historyRaw(ctx context.Context, runID, key string, pageSize int
 			return nil, fmt.Errorf("get-history: %d %s", resp.StatusCode, b)
 		}
 		pages = append(pages, b)
-		// The token, when present, is the last field of the body.
+		// The token, when present, is the last field of the body; MLflow's
+		// server puts a space after the colon.
 		tok = ""
-		if i := bytes.LastIndex(b, []byte(`"next_page_token":"`)); i >= 0 {
-			rest := b[i+len(`"next_page_token":"`):]
-			if j := bytes.IndexByte(rest, '"'); j >= 0 {
-				tok = string(rest[:j])
+		if i := bytes.LastIndex(b, []byte(`"next_page_token"`)); i >= 0 {
+			rest := bytes.TrimLeft(b[i+len(`"next_page_token"`):], " \t\r\n")
+			rest = bytes.TrimLeft(bytes.TrimPrefix(rest, []byte(":")), " \t\r\n")
+			if rest, ok := bytes.CutPrefix(rest, []byte(`"`)); ok {
+				if j := bytes.IndexByte(rest, '"'); j >= 0 {
+					tok = string(rest[:j])
+				}
 			}
 		}
 		if tok == "" {

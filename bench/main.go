@@ -1,7 +1,7 @@
 // Command bench measures a real sextant server on this machine and prints
 // the results as JSON.
 //
-//	go run ./bench [flags] ingest|history|search|artifacts|auth|replicas|all
+//	go run ./bench [flags] ingest|history|search|reads|artifacts|auth|replicas|all
 //
 // It builds cmd/sextant, starts it on a free loopback port with a fresh
 // data directory, drives it over HTTP exactly as clients do, and stops it.
@@ -39,6 +39,17 @@ type config struct {
 	authSearchRuns int
 	serverArgs     []string
 	postgres       bool
+	// reads: the peers and what to measure (see reads.go).
+	fmlBin        string
+	mlflowBin     string
+	mlflowVenv    string
+	python        string
+	readsParts    string
+	readsSizes    string
+	mlflowMaxRuns int
+	bytesPoints   int
+	readsRounds   int
+	command       string
 }
 
 func main() {
@@ -56,10 +67,19 @@ func main() {
 	flag.IntVar(&c.authRounds, "auth-rounds", 3, "auth: alternating ingest rounds per mode")
 	flag.DurationVar(&c.authRound, "auth-round", 8*time.Second, "auth: measured duration of one ingest round")
 	flag.IntVar(&c.authSearchRuns, "auth-search-runs", 100_000, "auth: runs in the permission search")
+	flag.StringVar(&c.fmlBin, "fml", "", "reads: FastTrackML's fml binary, built from its public source (absent: no FastTrackML column)")
+	flag.StringVar(&c.mlflowBin, "mlflow", "", "reads: the mlflow executable of a virtual environment with mlflow installed (absent: no MLflow column unless -mlflow-venv)")
+	flag.StringVar(&c.mlflowVenv, "mlflow-venv", "", "reads: a directory for a virtual environment with the newest mlflow from PyPI, created when it has none (used when -mlflow is not given)")
+	flag.StringVar(&c.python, "python", "", "reads: the Python with mlflow that times the client's get_metric_history (default: the one beside the mlflow executable)")
+	flag.StringVar(&c.readsParts, "reads", "history,bulk,search,bytes", "reads: the parts to run, comma-separated")
+	flag.StringVar(&c.readsSizes, "reads-search-runs", "2000,20000,100000", "reads: experiment sizes (runs) of the search part, comma-separated, ascending")
+	flag.IntVar(&c.mlflowMaxRuns, "mlflow-search-max-runs", 2000, "reads: the largest search size also created on MLflow's server (it creates about 30 runs/s here)")
+	flag.IntVar(&c.bytesPoints, "bytes-points", 2_000_000, "reads: points per series in the bytes-per-point part")
+	flag.IntVar(&c.readsRounds, "reads-rounds", 15, "reads: timed rounds per measurement (peers at most 5)")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
 	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|artifacts|auth|gpu|logs|replicas|all ... (all: every one but replicas)")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|gpu|logs|replicas|all ... (all: every one but replicas and reads)")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -68,6 +88,7 @@ func main() {
 		os.Exit(2)
 	}
 	c.serverArgs = strings.Fields(*serverArgs)
+	c.command = strings.Join(os.Args, " ")
 	switch *db {
 	case "sqlite":
 	case "postgres":
@@ -83,6 +104,7 @@ func main() {
 		c.searchRuns = 10_000
 		c.artifactBytes = 256 << 20
 		c.authRounds, c.authRound, c.authSearchRuns = 1, 3*time.Second, 5_000
+		c.readsSizes, c.bytesPoints, c.readsRounds = "2000,20000", 400_000, 5
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -138,6 +160,8 @@ func run(ctx context.Context, c config, what []string) error {
 			res, err = benchReplicas(ctx, c, bin)
 		case "logs":
 			res, err = benchLogs(ctx, c, bin)
+		case "reads":
+			res, err = benchReads(ctx, c, bin)
 		default:
 			return fmt.Errorf("unknown benchmark %q", w)
 		}

@@ -46,6 +46,18 @@ type server struct {
 	cmd     *exec.Cmd
 	stderr  *bytes.Buffer
 	done    chan error
+	// group: the process leads its own process group (a peer that forks
+	// workers), and signals go to the whole group.
+	group bool
+}
+
+// signal sends sig to the server, or to its process group.
+func (s *server) signal(sig syscall.Signal) {
+	if s.group {
+		_ = syscall.Kill(-s.cmd.Process.Pid, sig)
+		return
+	}
+	_ = s.cmd.Process.Signal(sig)
 }
 
 func freePort() (int, error) {
@@ -80,14 +92,23 @@ func startServer(ctx context.Context, bin, dataDir string, extra ...string) (*se
 		return nil, err
 	}
 	go func() { s.done <- s.cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
+	if err := s.waitHealthy(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitHealthy waits until the server answers GET /health with 200, or
+// fails (and kills it) when it exits or wait passes.
+func (s *server) waitHealthy(ctx context.Context, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-s.done:
-			return nil, fmt.Errorf("server exited: %v\n%s", err, s.stderr.String())
+			return fmt.Errorf("server exited: %v\n%s", err, s.stderr.String())
 		case <-ctx.Done():
 			s.kill()
-			return nil, ctx.Err()
+			return ctx.Err()
 		default:
 		}
 		resp, err := http.Get(s.url + "/health")
@@ -95,18 +116,18 @@ func startServer(ctx context.Context, bin, dataDir string, extra ...string) (*se
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return s, nil
+				return nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.kill()
-	return nil, fmt.Errorf("server did not become healthy:\n%s", s.stderr.String())
+	return fmt.Errorf("server did not become healthy:\n%s", s.stderr.String())
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (s *server) stop() error {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	s.signal(syscall.SIGTERM)
 	select {
 	case err := <-s.done:
 		if err != nil {
@@ -124,7 +145,7 @@ func (s *server) stop() error {
 
 // kill sends SIGKILL, as a crash would.
 func (s *server) kill() {
-	_ = s.cmd.Process.Kill()
+	s.signal(syscall.SIGKILL)
 	<-s.done
 }
 

@@ -468,14 +468,7 @@ func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := struct {
-		Runs          []*wireRun `json:"runs,omitempty"`
-		NextPageToken string     `json:"next_page_token,omitempty"`
-	}{NextPageToken: page.NextPageToken}
-	for _, run := range page.Runs {
-		resp.Runs = append(resp.Runs, toWireRun(run))
-	}
-	return writeJSON(w, resp)
+	return writeRaw(w, appendRuns(make([]byte, 0, 1024*(len(page.Runs)+1)), page))
 }
 
 // allowParentTags checks the parent a mlflow.parentRunId tag names.

@@ -194,24 +194,30 @@ func appendHistoryPoint(dst []byte, key string, p *tracking.HistoryPoint, runID 
 	dst = append(dst, `,"step":`...)
 	dst = strconv.AppendInt(dst, p.Step, 10)
 	if c := p.Context; c != nil {
-		if c.DatasetName != "" {
-			dst = append(dst, `,"dataset_name":`...)
-			dst = appendString(dst, c.DatasetName)
-		}
-		if c.DatasetDigest != "" {
-			dst = append(dst, `,"dataset_digest":`...)
-			dst = appendString(dst, c.DatasetDigest)
-		}
-		if c.ModelID != "" {
-			dst = append(dst, `,"model_id":`...)
-			dst = appendString(dst, c.ModelID)
-		}
+		dst = appendContext(dst, c)
 	}
 	if runID != "" {
 		dst = append(dst, `,"run_id":`...)
 		dst = appendString(dst, runID)
 	}
 	return append(dst, '}')
+}
+
+// appendContext appends a point's context fields, each after a comma.
+func appendContext(dst []byte, c *tracking.MetricContext) []byte {
+	if c.DatasetName != "" {
+		dst = append(dst, `,"dataset_name":`...)
+		dst = appendString(dst, c.DatasetName)
+	}
+	if c.DatasetDigest != "" {
+		dst = append(dst, `,"dataset_digest":`...)
+		dst = appendString(dst, c.DatasetDigest)
+	}
+	if c.ModelID != "" {
+		dst = append(dst, `,"model_id":`...)
+		dst = appendString(dst, c.ModelID)
+	}
+	return dst
 }
 
 const hexDigits = "0123456789abcdef"

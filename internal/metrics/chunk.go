@@ -22,9 +22,13 @@ const (
 	// flagFloat32 says that every value is a float32, and the value
 	// stream holds 32-bit keys.
 	flagFloat32 = 1
-	// flagSignLow says that keys have the sign bit at the bottom.
+	// flagSignLow says that XOR keys have the sign bit at the bottom.
 	flagSignLow = 2
-	flagsKnown  = flagFloat32 | flagSignLow
+	// flagDeltaOrder (version 2) holds the order, 1 to 3, of the delta
+	// codec; 0 selects XOR coding, the only codec of version 1.
+	flagDeltaOrder = 3 << 2
+	flagsKnownV1   = flagFloat32 | flagSignLow
+	flagsKnown     = flagFloat32 | flagSignLow | flagDeltaOrder
 )
 
 // decodeBlock is how many points DecodeChunk decodes per stream at a time.
@@ -32,8 +36,9 @@ const decodeBlock = 256
 
 // ChunkVersion is the format version byte that starts every chunk written by
 // AppendChunk. It is persisted: a change to the encoding gets a new number,
-// and the decoder keeps reading the old ones.
-const ChunkVersion = 1
+// and the decoder keeps reading the old ones. Version 2 added the delta
+// value codec; version 1 chunks (XOR values only) still decode.
+const ChunkVersion = 2
 
 // The chunk layout, as docs/format/chunk.md draws it:
 //
@@ -65,7 +70,7 @@ func AppendChunk(dst []byte, pts []Point) ([]byte, error) {
 
 // appendChunk is AppendChunk after the checks, with the value codec chosen;
 // dst already holds the version and the count.
-func appendChunk(dst []byte, pts []Point, codec xorCodec) []byte {
+func appendChunk(dst []byte, pts []Point, codec valueCodec) []byte {
 	first := pts[0]
 	dst = append(dst, codec.flags())
 	dst = binary.AppendVarint(dst, first.Step)
@@ -100,39 +105,11 @@ func appendChunk(dst []byte, pts []Point, codec xorCodec) []byte {
 // it allocate more than 8*len(src)+1 points. Some corruptions, such as a
 // flipped bit inside a value, still decode, to wrong points.
 func DecodeChunk(dst []Point, src []byte) ([]Point, error) {
-	h, err := parseChunk(src)
-	if err != nil || h.count == 0 {
+	var it ChunkIter
+	if err := it.Reset(src); err != nil {
 		return dst, err
 	}
-	start := len(dst)
-	dst = slices.Grow(dst, h.count)[:start+h.count]
-	out := dst[start:]
-	out[0] = h.first
-
-	// The streams are decoded a block at a time into arrays on the stack,
-	// which stay in L1 cache, and then zipped into points: each decoder
-	// loop keeps only its own state live, and dst is written in one pass.
-	sd := newDoDDecoder(h.steps, h.first.Step, &stepCode)
-	td := newDoDDecoder(h.timestamps, h.first.TimestampMs, &timestampCode)
-	vd := newXORDecoder(h.values, h.first.Value, h.codec)
-	var steps, timestamps [decodeBlock]int64
-	var keys [decodeBlock]uint64
-	for rest := out[1:]; len(rest) > 0; {
-		m := min(len(rest), decodeBlock)
-		block, s, t, k := rest[:m], steps[:m], timestamps[:m], keys[:m]
-		sd.decode(s)
-		td.decode(t)
-		vd.decode(k)
-		for j := range block {
-			block[j] = Point{Step: s[j], TimestampMs: t[j], Value: h.codec.value(k[j])}
-		}
-		rest = rest[m:]
-	}
-
-	if err := errors.Join(sd.r.finish(), td.r.finish(), vd.finish()); err != nil {
-		return dst[:start], err
-	}
-	return dst, nil
+	return it.Next(dst, it.Len())
 }
 
 // DecodeChunkSteps appends the steps of the chunk src to dst, without
@@ -167,7 +144,7 @@ func ChunkLen(src []byte) (int, error) {
 type chunkHeader struct {
 	count                     int
 	first                     Point
-	codec                     xorCodec
+	codec                     valueCodec
 	steps, timestamps, values []byte
 }
 
@@ -179,7 +156,12 @@ func parseChunk(src []byte) (chunkHeader, error) {
 	if len(src) == 0 {
 		return h, corruptf("empty")
 	}
-	if src[0] != ChunkVersion {
+	known := byte(flagsKnown)
+	switch src[0] {
+	case ChunkVersion:
+	case 1:
+		known = flagsKnownV1
+	default:
 		return h, corruptf("unknown version %d", src[0])
 	}
 	rest := src[1:]
@@ -194,7 +176,8 @@ func parseChunk(src []byte) (chunkHeader, error) {
 		}
 		return h, nil
 	}
-	if len(rest) == 0 || rest[0]&^flagsKnown != 0 {
+	// Sign placement is a choice of the XOR codec only.
+	if len(rest) == 0 || rest[0]&^known != 0 || (rest[0]&flagDeltaOrder != 0 && rest[0]&flagSignLow != 0) {
 		return h, corruptf("bad flags")
 	}
 	h.codec = codecOf(rest[0])
@@ -258,4 +241,43 @@ func valueBits(v float64) uint64 {
 		return canonicalNaN
 	}
 	return math.Float64bits(v)
+}
+
+// valueDecoder decodes a value stream with the chunk's codec.
+type valueDecoder struct {
+	delta bool
+	x     xorDecoder
+	d     deltaDecoder
+}
+
+func newValueDecoder(src []byte, first float64, c valueCodec) valueDecoder {
+	if c.order != 0 {
+		return valueDecoder{delta: true, d: newDeltaDecoder(src, first, c)}
+	}
+	return valueDecoder{x: newXORDecoder(src, first, c)}
+}
+
+// decode fills out with the next len(out) keys.
+func (v *valueDecoder) decode(out []uint64) {
+	if v.delta {
+		v.d.decode(out)
+		return
+	}
+	v.x.decode(out)
+}
+
+// finish reports a bad code or a stream not consumed exactly.
+func (v *valueDecoder) finish() error {
+	if v.delta {
+		return v.d.finish()
+	}
+	return v.x.finish()
+}
+
+// reader returns the decoder's bit reader.
+func (v *valueDecoder) reader() *bitReader {
+	if v.delta {
+		return &v.d.r
+	}
+	return &v.x.r
 }

@@ -16,6 +16,9 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		genSeries("float32", 40, 1),
 		genSeries("float64", 40, 2),
 		genSeries("const", 40, 3),
+		genSeries("smooth64", 40, 4),
+		genSeries("smooth32", 40, 5),
+		genSeries("linear", 40, 6),
 		{
 			{math.MinInt64, math.MaxInt64, math.NaN()}, {-5, 0, negInf}, {-5, 1, negZ},
 			{0, 1 << 40, 0}, {7, -3, 1e-300}, {1 << 50, 9, posInf}, {math.MaxInt64, math.MinInt64, 1},
@@ -96,4 +99,30 @@ func pointsFromBytes(data []byte) []Point {
 		prev = p
 	}
 	return pts
+}
+
+// FuzzChunkIterResume resumes valid and corrupt chunks at arbitrary marks:
+// Resume and Next must never panic, and a resumed iterator must never
+// return more points than the chunk has.
+//
+//	go test -run '^$' -fuzz FuzzChunkIterResume -fuzztime 1m ./internal/metrics/
+func FuzzChunkIterResume(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		var it ChunkIter
+		if it.Reset(s) == nil {
+			f.Add(s, it.AppendMark(nil))
+			it.Next(nil, it.Len()/2)
+			f.Add(s, it.AppendMark(nil))
+		}
+	}
+	f.Fuzz(func(t *testing.T, src, mark []byte) {
+		var it ChunkIter
+		if it.Resume(src, mark) != nil {
+			return
+		}
+		got, _ := it.Next(nil, 1<<30)
+		if len(got) > it.Len() {
+			t.Fatalf("%d points from a chunk of %d", len(got), it.Len())
+		}
+	})
 }

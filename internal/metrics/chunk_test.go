@@ -24,6 +24,10 @@ const startMs = 1_700_000_000_000
 //	loss32   a float32 loss that stays well above its noise:
 //	         0.1 + 2*exp(-step/1000) plus Gaussian noise of 0.01
 //	mixed    float32, except for one float64 value at step 100
+//	smooth64 a loss without noise in float64: 0.1 + 2*exp(-step/1000)
+//	smooth32 the same rounded to float32
+//	cosine   a cosine learning-rate schedule from 3e-4 over 100,000 steps
+//	linear   a linear learning-rate warm-up to 3e-4 over 10,000 steps
 func genSeries(kind string, n int, seed uint64) []Point {
 	r := rand.New(rand.NewPCG(seed, 0x5e47a47))
 	pts := make([]Point, n)
@@ -43,6 +47,18 @@ func genSeries(kind string, n int, seed uint64) []Point {
 			ts += 100
 		case "loss32":
 			v = float64(float32(0.1 + 2*math.Exp(-float64(i)/1000) + r.NormFloat64()*0.01))
+			ts += 5 + r.Int64N(11)
+		case "smooth64":
+			v = 0.1 + 2*math.Exp(-float64(i)/1000)
+			ts += 5 + r.Int64N(11)
+		case "smooth32":
+			v = float64(float32(0.1 + 2*math.Exp(-float64(i)/1000)))
+			ts += 5 + r.Int64N(11)
+		case "cosine":
+			v = 0.5 * 3e-4 * (1 + math.Cos(math.Pi*float64(i)/1e5))
+			ts += 5 + r.Int64N(11)
+		case "linear":
+			v = 3e-4 * float64(i) / 1e4
 			ts += 5 + r.Int64N(11)
 		case "mixed":
 			v = float64(float32(curve + r.NormFloat64()*0.01))
@@ -81,7 +97,7 @@ func checkRoundTrip(t *testing.T, pts []Point) []byte {
 	}
 	for flags := range byte(flagsKnown + 1) {
 		c := codecOf(flags)
-		if c.width == 32 && !allFloat32(pts) {
+		if (c.width == 32 && !allFloat32(pts)) || (c.order != 0 && c.rot != 0) {
 			continue
 		}
 		head := binary.AppendUvarint([]byte{ChunkVersion}, uint64(len(pts)))
@@ -238,6 +254,10 @@ func TestChooseCodec(t *testing.T) {
 		want byte // flags
 	}{
 		"Float32NoiseSignLow":  {genSeries("float32", 1000, 1), flagFloat32 | flagSignLow},
+		"Smooth64Delta3":       {genSeries("smooth64", 1000, 1), 3 << 2},
+		"Smooth32Delta3":       {genSeries("smooth32", 1000, 1), flagFloat32 | 3<<2},
+		"LinearDelta2":         {genSeries("linear", 1000, 1), 2 << 2},
+		"CosineDelta3":         {genSeries("cosine", 1000, 1), 3 << 2},
 		"Float64NoiseSignLow":  {genSeries("float64", 1000, 1), flagSignLow},
 		"Float32ConstSignHigh": {genSeries("const", 1000, 1), flagFloat32},
 		"FewMantissaBitsHigh":  {alternating(-1, 2, -3, 0.5), flagFloat32},
@@ -317,6 +337,12 @@ func TestChunkSize(t *testing.T) {
 		"Constant": {"const", 0.5, 1.01},
 		"Loss32":   {"loss32", 4, 26},
 		"Mixed":    {"mixed", 6, 40},
+		// Smooth curves: delta coding (chunk version 2). XOR coding
+		// takes 40 to 50 bits a value on these.
+		"Smooth64": {"smooth64", 4.5, 28},
+		"Smooth32": {"smooth32", 1.5, 6},
+		"Cosine":   {"cosine", 2, 8},
+		"Linear":   {"linear", 1.5, 8},
 	} {
 		t.Run(name, func(t *testing.T) {
 			chunk := checkRoundTrip(t, genSeries(tc.kind, n, 42))
@@ -354,7 +380,9 @@ func TestDecodeChunkCorrupt(t *testing.T) {
 	}
 	for name, src := range map[string][]byte{
 		"ErrEmptyInput":        nil,
-		"ErrVersion":           append([]byte{2}, valid[1:]...),
+		"ErrVersion":           append([]byte{3}, valid[1:]...),
+		"ErrDeltaFlagsInV1":    append([]byte{1, valid[1], valid[2] | 1<<2}, valid[3:]...),
+		"ErrDeltaWithSignLow":  append([]byte{ChunkVersion, valid[1], flagSignLow | 1<<2}, valid[3:]...),
 		"ErrVersionZero":       {0, 0},
 		"ErrCountVarint":       {ChunkVersion, 0x80},
 		"ErrCountOverflow":     {ChunkVersion, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
@@ -370,7 +398,7 @@ func TestDecodeChunkCorrupt(t *testing.T) {
 		"ErrShortFirstValue":   header(1, 0)[:12],
 		"ErrFlags": func() []byte {
 			b := slices.Clone(valid)
-			b[2] |= 4 // valid[1] is the count, 10
+			b[2] |= 16 // valid[1] is the count, 10
 			return b
 		}(),
 		"ErrStepsLenHuge": func() []byte {
@@ -527,7 +555,7 @@ func TestChunkFormatExample(t *testing.T) {
 		{0, startMs, 0.5}, {1, startMs + 10, 0.5}, {2, startMs + 21, 0.25}, {3, startMs + 31, 0.25},
 	}
 	want := []byte{
-		0x01, 0x04, 0x01, 0x00, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62,
+		0x02, 0x04, 0x01, 0x00, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62,
 		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe0, 0x3f, 0x02, 0x03,
 		0x81, 0x00, 0xc1, 0x50, 0xde, 0x67, 0x16,
 	}
@@ -537,5 +565,11 @@ func TestChunkFormatExample(t *testing.T) {
 	got, err := DecodeChunk(nil, want)
 	if err != nil || !pointsEqual(got, pts) {
 		t.Fatalf("DecodeChunk(example) = %v, %v; want %v", got, err, pts)
+	}
+	// The same chunk as version 1 wrote it: only the version byte differs.
+	v1 := append([]byte{1}, want[1:]...)
+	got, err = DecodeChunk(nil, v1)
+	if err != nil || !pointsEqual(got, pts) {
+		t.Fatalf("DecodeChunk(version 1 example) = %v, %v; want %v", got, err, pts)
 	}
 }

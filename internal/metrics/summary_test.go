@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -62,4 +63,40 @@ func summaryEqual(a, b Summary) bool {
 		a.MinTimestampMs == b.MinTimestampMs && a.MaxTimestampMs == b.MaxTimestampMs &&
 		Equal(v(a.MinValue), v(b.MinValue)) && Equal(v(a.MaxValue), v(b.MaxValue)) &&
 		Equal(a.First, b.First) && Equal(a.Last, b.Last) && Equal(a.Low, b.Low) && Equal(a.High, b.High)
+}
+
+func TestSketch(t *testing.T) {
+	pts := genSeries("float64", 4096, 9)
+	pts[1000].Value = 1e9  // a spike
+	pts[3000].Value = -1e9 // a dip
+	pts[2000].Value = math.NaN()
+	sk := Sketch(nil, pts, 16)
+	if len(sk) > 3*16+2 || len(sk) < 16 {
+		t.Fatalf("%d points", len(sk))
+	}
+	if !slices.IsSortedFunc(sk, Compare) {
+		t.Fatal("not sorted")
+	}
+	for _, want := range []int{0, 1000, 2000, 3000, 4095} {
+		if !slices.ContainsFunc(sk, func(p Point) bool { return Equal(p, pts[want]) }) {
+			t.Fatalf("point %d missing", want)
+		}
+	}
+	// Every point of a sketch is a point of the series, and each block's
+	// extremes are there.
+	for b := range 16 {
+		block := pts[b*256 : (b+1)*256]
+		s := Summarize(block)
+		for _, p := range []Point{s.Low, s.High} {
+			if !slices.ContainsFunc(sk, func(q Point) bool { return Equal(p, q) }) {
+				t.Fatalf("block %d: extreme %+v missing", b, p)
+			}
+		}
+	}
+	if got := Sketch(nil, pts[:3], 16); len(got) != 3 {
+		t.Fatalf("sketch of 3 points: %d points", len(got))
+	}
+	if got := Sketch(nil, nil, 16); len(got) != 0 {
+		t.Fatal("sketch of nothing")
+	}
 }

@@ -33,11 +33,14 @@ import (
 //     value at hand than reusing the current one, so one outlier does not
 //     leave a wide window behind for every value after it.
 
-// xorCodec says how values become keys.
-type xorCodec struct {
+// valueCodec says how values become keys and how the keys are coded: XORed
+// with the previous key (order 0), or as the difference from a polynomial
+// prediction of order 1 to 3 (see values_delta.go).
+type valueCodec struct {
 	width   uint // key width: 64 or 32
-	sigBits uint // bits of the sig field: 6 or 5
-	rot     int  // left rotation from IEEE-754 bits to key: 0, or 1 for sign-low
+	sigBits uint // XOR: bits of the sig field, 6 or 5
+	rot     int  // XOR: left rotation from IEEE-754 bits to key: 0, or 1 for sign-low
+	order   int  // 0: XOR; 1 to 3: delta coding of that order on monotone keys
 }
 
 const (
@@ -49,19 +52,20 @@ const (
 )
 
 // codecOf returns the codec that the chunk flags select.
-func codecOf(flags byte) xorCodec {
-	c := xorCodec{width: 64, sigBits: 6}
+func codecOf(flags byte) valueCodec {
+	c := valueCodec{width: 64, sigBits: 6}
 	if flags&flagFloat32 != 0 {
 		c.width, c.sigBits = 32, 5
 	}
 	if flags&flagSignLow != 0 {
 		c.rot = 1
 	}
+	c.order = int(flags&flagDeltaOrder) >> 2
 	return c
 }
 
 // flags returns the chunk flags that select c.
-func (c xorCodec) flags() byte {
+func (c valueCodec) flags() byte {
 	var f byte
 	if c.width == 32 {
 		f |= flagFloat32
@@ -69,14 +73,15 @@ func (c xorCodec) flags() byte {
 	if c.rot != 0 {
 		f |= flagSignLow
 	}
-	return f
+	return f | byte(c.order)<<2
 }
 
 // chooseCodec picks the codec that stores the values of pts in the fewest
-// bits: 32-bit keys if they are all float32s, and the sign placement by
-// sizing the stream both ways in one pass, which costs a fraction of
-// encoding it.
-func chooseCodec(pts []Point) xorCodec {
+// bits: 32-bit keys if they are all float32s, then whichever of XOR with the
+// sign on top, XOR with the sign at the bottom and delta coding of order 1,
+// 2 or 3 makes the shortest stream, sized in one pass, which costs a
+// fraction of encoding it.
+func chooseCodec(pts []Point) valueCodec {
 	c := codecOf(0)
 	if allFloat32(pts) {
 		c = codecOf(flagFloat32)
@@ -86,27 +91,59 @@ func chooseCodec(pts []Point) xorCodec {
 	}
 	high, low := newXORWindow(c), newXORWindow(c)
 	var highBits, lowBits uint
+	d := c
+	d.order = 1
+	var s1, s2, s3 deltaSizer
 	prev := c.key(pts[0].Value)
-	for _, p := range pts[1:] {
+	// The previous monotone keys, latest first. The first points have
+	// fewer predecessors, and lower orders predict them, as in
+	// encodeDeltas.
+	k1 := d.key(pts[0].Value)
+	k2, k3 := k1, k1
+	for i, p := range pts[1:] {
 		k := c.key(p.Value)
 		x := k ^ prev
 		prev = k
 		if x == 0 {
-			continue // one bit either way
-		}
-		n, _ := high.code(x)
-		highBits += n
-		// Rotating the keys rotates their XOR.
-		if c.width == 32 {
-			x = uint64(bits.RotateLeft32(uint32(x), 1))
+			highBits++
+			lowBits++
 		} else {
-			x = bits.RotateLeft64(x, 1)
+			n, _ := high.code(x)
+			highBits += n
+			// Rotating the keys rotates their XOR.
+			if c.width == 32 {
+				x = uint64(bits.RotateLeft32(uint32(x), 1))
+			} else {
+				x = bits.RotateLeft64(x, 1)
+			}
+			n, _ = low.code(x)
+			lowBits += n
 		}
-		n, _ = low.code(x)
-		lowBits += n
+		m := d.key(p.Value)
+		p1 := k1
+		p2, p3 := p1, p1
+		if i >= 1 {
+			p2 = 2*k1 - k2
+			p3 = p2
+		}
+		if i >= 2 {
+			p3 = 3*k1 - 3*k2 + k3
+		}
+		s1.add(m - p1)
+		s2.add(m - p2)
+		s3.add(m - p3)
+		k3, k2, k1 = k2, k1, m
 	}
+	deltaBits := [maxDeltaOrder + 1]uint{1: s1.bits, 2: s2.bits, 3: s3.bits}
+	best := min(highBits, lowBits)
 	if lowBits < highBits {
 		c.rot = 1
+	}
+	for order := 1; order <= maxDeltaOrder; order++ {
+		if deltaBits[order] < best {
+			best = deltaBits[order]
+			c.rot, c.order = 0, order
+		}
 	}
 	return c
 }
@@ -128,7 +165,10 @@ func isFloat32(v float64) bool {
 }
 
 // key returns the key of v.
-func (c xorCodec) key(v float64) uint64 {
+func (c valueCodec) key(v float64) uint64 {
+	if c.order != 0 {
+		return monoKey(v, c.width)
+	}
 	if c.width == 32 {
 		f := math.Float32bits(float32(v))
 		if v != v {
@@ -140,7 +180,10 @@ func (c xorCodec) key(v float64) uint64 {
 }
 
 // value returns the value of key.
-func (c xorCodec) value(key uint64) float64 {
+func (c valueCodec) value(key uint64) float64 {
+	if c.order != 0 {
+		return monoValue(key, c.width)
+	}
 	if c.width == 32 {
 		v := float64(math.Float32frombits(bits.RotateLeft32(uint32(key), -c.rot)))
 		if v != v {
@@ -158,7 +201,7 @@ type xorWindow struct {
 	lead, trail, sig uint
 }
 
-func newXORWindow(c xorCodec) xorWindow {
+func newXORWindow(c valueCodec) xorWindow {
 	// No XOR has more than maxLead leading zeros counted, so no XOR fits
 	// the initial window and the first one opens a new window.
 	return xorWindow{width: c.width, hdr: leadBits + c.sigBits, pad: 64 - c.width, lead: maxLead + 1}
@@ -178,7 +221,11 @@ func (w *xorWindow) code(x uint64) (n uint, newWindow bool) {
 }
 
 // encodeValues writes the values of pts[1:] with codec c.
-func encodeValues(w *bitWriter, pts []Point, c xorCodec) {
+func encodeValues(w *bitWriter, pts []Point, c valueCodec) {
+	if c.order != 0 {
+		encodeDeltas(w, pts, c)
+		return
+	}
 	win := newXORWindow(c)
 	prev := c.key(pts[0].Value)
 	for _, p := range pts[1:] {
@@ -211,14 +258,14 @@ func encodeValues(w *bitWriter, pts []Point, c xorCodec) {
 // xorDecoder decodes a stream written by encodeValues.
 type xorDecoder struct {
 	r     bitReader
-	c     xorCodec
+	c     valueCodec
 	key   uint64
 	trail uint
 	sig   uint // 0 until the first window
 	bad   bool
 }
 
-func newXORDecoder(src []byte, first float64, c xorCodec) xorDecoder {
+func newXORDecoder(src []byte, first float64, c valueCodec) xorDecoder {
 	return xorDecoder{r: newBitReader(src), c: c, key: c.key(first)}
 }
 

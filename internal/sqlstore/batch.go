@@ -23,6 +23,10 @@ type slice struct {
 	pts  []metrics.Point
 	sum  metrics.Summary
 	data []byte
+	// sketch is the encoding of metrics.Sketch of pts, for chunks of at
+	// least a quarter of Options.ChunkPoints points; nil for smaller ones,
+	// which a sampled read decodes whole.
+	sketch []byte
 	// sent is the greatest point the client sent, kept even when every
 	// point was already stored: log_model re-sends stored points with a
 	// model id to link them to the model.
@@ -30,8 +34,9 @@ type slice struct {
 }
 
 // prepareSlices groups a request's metrics by (key, context), sorts and
-// dedups each group and encodes it.
-func prepareSlices(ms []tracking.Metric) ([]*slice, error) {
+// dedups each group and encodes it, with a sketch when it has sketchMin
+// points or more.
+func prepareSlices(ms []tracking.Metric, sketchMin int) ([]*slice, error) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
@@ -52,7 +57,7 @@ func prepareSlices(ms []tracking.Metric) ([]*slice, error) {
 		sl.pts = append(sl.pts, m.Point)
 	}
 	for _, sl := range out {
-		if err := sl.encode(); err != nil {
+		if err := sl.encode(sketchMin); err != nil {
 			return nil, err
 		}
 		sl.sent = sl.sum.Last
@@ -60,7 +65,7 @@ func prepareSlices(ms []tracking.Metric) ([]*slice, error) {
 	return out, nil
 }
 
-func (sl *slice) encode() error {
+func (sl *slice) encode(sketchMin int) error {
 	metrics.SortPoints(sl.pts)
 	sl.pts = metrics.DedupSorted(sl.pts)
 	sl.sum = metrics.Summarize(sl.pts)
@@ -69,6 +74,32 @@ func (sl *slice) encode() error {
 	if err != nil {
 		return errs.Wrap(errs.Internal, err, "encode metrics")
 	}
+	return sl.encodeSketch(sketchMin)
+}
+
+// sketchBlocks is the number of blocks of a chunk's sketch (metrics.Sketch):
+// at most 50 points, a few hundred bytes, against the tens of kilobytes of
+// a full chunk.
+const sketchBlocks = 16
+
+// sketchMin is the least number of points of a chunk with a sketch: a
+// quarter of a full chunk (1024 points by default, more than a request's
+// 1000), so that sketches are made by compaction, off the write path, and
+// a chunk without one is cheap to decode.
+func (s *Store) sketchMin() int { return max(4*sketchBlocks, s.opts.ChunkPoints/4) }
+
+// encodeSketch sets sl.sketch from sl.pts when it has sketchMin points or
+// more.
+func (sl *slice) encodeSketch(sketchMin int) error {
+	sl.sketch = nil
+	if len(sl.pts) < sketchMin {
+		return nil
+	}
+	sketch, err := metrics.AppendChunk(nil, metrics.Sketch(nil, sl.pts, sketchBlocks))
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "encode metrics sketch")
+	}
+	sl.sketch = sketch
 	return nil
 }
 
@@ -86,7 +117,7 @@ type seriesRow struct {
 
 // LogBatch implements tracking.RunStore.
 func (s *Store) LogBatch(ctx context.Context, runID string, b tracking.Batch) error {
-	slices, err := prepareSlices(b.Metrics)
+	slices, err := prepareSlices(b.Metrics, s.sketchMin())
 	if err != nil {
 		return err
 	}
@@ -172,6 +203,15 @@ func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 			if err := s.dropStored(tx, r.id, sl); err != nil {
 				return err
 			}
+			// The chunk lands among stored steps: the overviews it meets are
+			// stale. It may overlap a chunk, which reads merge until the
+			// next compaction (the count of small chunks triggers it as
+			// usual: writers racing each other land most requests here).
+			if len(sl.pts) > 0 {
+				if err := dropOverviews(tx, r.id, sl.sum.MinStep, sl.sum.MaxStep); err != nil {
+					return err
+				}
+			}
 		}
 		newPoints += int64(len(sl.pts))
 	}
@@ -187,7 +227,7 @@ func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	// New series first: their chunks need their ids.
 	for _, sl := range slices {
 		if r := state[sl.key]; r.isNew && len(sl.pts) > 0 {
-			if err := insertSeries(tx, st.pk, sl, r); err != nil {
+			if err := insertSeries(tx, st, sl, r); err != nil {
 				return err
 			}
 			r.latest, r.latestCtx = sl.sum.Last, sl.ctx
@@ -204,6 +244,12 @@ func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 			r.latest, r.latestCtx = sl.sum.Last, sl.ctx
 		}
 		r.maxStep = max(r.maxStep, sl.sum.MaxStep)
+		// Compaction builds overviews; series written in full chunks,
+		// which it never merges, get one every overview's worth of points.
+		per := int64(s.opts.OverviewChunks * s.opts.ChunkPoints)
+		if r.pointCount/per != (r.pointCount+int64(len(sl.pts)))/per {
+			tx.markCompaction(r.id)
+		}
 		r.pointCount += int64(len(sl.pts))
 		if len(sl.pts) < s.opts.ChunkPoints {
 			r.smallChunks++
@@ -285,20 +331,24 @@ type chunkRow struct {
 	sl       *slice
 }
 
-const chunkCols = `(series_id, min_step, max_step, min_ts, max_ts, count, model_id, dataset_name, dataset_digest, summary, data)`
+const chunkCols = `(series_id, min_step, max_step, min_ts, max_ts, count, model_id, dataset_name, dataset_digest, summary, data, sketch)`
 
 // insertChunks inserts chunk rows with multi-row INSERTs.
 func insertChunks(tx *wtx, chunks []chunkRow) error {
 	for start := 0; start < len(chunks); start += maxRowsPerStatement {
 		part := chunks[start:min(start+maxRowsPerStatement, len(chunks))]
-		args := make([]any, 0, 11*len(part))
+		args := make([]any, 0, 12*len(part))
 		for _, c := range part {
 			sl := c.sl
+			var sketch any
+			if sl.sketch != nil {
+				sketch = sl.sketch
+			}
 			args = append(args, c.seriesID, sl.sum.MinStep, sl.sum.MaxStep, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.Count,
 				nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest),
-				encodeSummary(sl.sum), sl.data)
+				encodeSummary(sl.sum), sl.data, sketch)
 		}
-		if _, err := tx.exec(`INSERT INTO metric_chunks `+chunkCols+` VALUES `+rowPlaceholders(len(part), 11), args...); err != nil {
+		if _, err := tx.exec(`INSERT INTO metric_chunks `+chunkCols+` VALUES `+rowPlaceholders(len(part), 12), args...); err != nil {
 			return sqlError(err, "store metric chunks")
 		}
 	}
@@ -358,12 +408,12 @@ func rowPlaceholders(n, k int) string {
 	return strings.Repeat(row+",", n-1) + row
 }
 
-func insertSeries(tx *wtx, runPK int64, sl *slice, r *seriesRow) error {
+func insertSeries(tx *wtx, st *runState, sl *slice, r *seriesRow) error {
 	l := sl.sum.Last
 	err := tx.queryRow(`INSERT INTO metric_series
-		(run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0) RETURNING series_id`,
-		runPK, sl.key, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
+		(run_pk, experiment_id, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0) RETURNING series_id`,
+		st.pk, st.experimentID, sl.key, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
 		nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest), sl.sum.MaxStep).Scan(&r.id)
 	if err != nil {
 		return sqlError(err, "create metric series")
@@ -427,7 +477,7 @@ func (s *Store) dropStored(tx *wtx, seriesID int64, sl *slice) error {
 	if len(kept) == 0 {
 		return nil
 	}
-	return sl.encode()
+	return sl.encode(s.sketchMin())
 }
 
 func nanToNull(v float64) any {

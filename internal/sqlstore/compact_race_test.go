@@ -58,8 +58,8 @@ func TestCompactionRaceKeepsPoints(t *testing.T) {
 	if err := s.rdb.QueryRowContext(ctx, `SELECT series_id FROM metric_series WHERE key = 'k'`).Scan(&seriesID); err != nil {
 		t.Fatal(err)
 	}
-	first, err := s.planCompaction(ctx, seriesID) // reads chunks 1 to 4
-	if err != nil || len(first) != 1 || len(first[0].old) != 4 {
+	first, smallSeen, _, err := s.readCompactGroups(ctx, seriesID) // reads chunks 1 to 4
+	if err != nil || len(first) != 1 || len(first[0].ids) != 4 {
 		t.Fatalf("first plan: %+v, %v", first, err)
 	}
 	for i := 4; i < 8; i++ {
@@ -68,7 +68,7 @@ func TestCompactionRaceKeepsPoints(t *testing.T) {
 	if err := s.compactSeries(ctx, seriesID); err != nil { // 8 chunks of 30 become 64, 64, 64, 48
 		t.Fatal(err)
 	}
-	if err := s.swapChunks(ctx, seriesID, first); err != nil {
+	if err := s.swapCompacted(ctx, seriesID, first, smallSeen); err != nil {
 		t.Fatal(err)
 	}
 	page, err := tr.MetricHistory(ctx, id, "k", 0, "")

@@ -20,6 +20,7 @@ var components = []struct {
 	migrations []string
 }{
 	{"tracking", trackingMigrations},
+	{"reads", readsMigrations},
 	{"server", serverMigrations},
 	{"runlogs", runlogMigrations},
 	{"gpu", gpuMigrations},

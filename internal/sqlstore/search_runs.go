@@ -62,20 +62,26 @@ func runAttrColumn(key string) (string, termKind, bool) {
 	return "", 0, false
 }
 
+// runKey stands for the run_pk of the run a filter clause tests, in the
+// clause's SQL. build replaces it with the phase's column: the candidate
+// the phase starts from, so that the database tests a candidate before it
+// joins the candidate's run row.
+const runKey = "{run_pk}"
+
 func runClause(c search.Comparison) (string, []any, error) {
 	switch c.Entity {
 	case search.Metric:
 		// The latest value; NULL when the run lacks the metric or its
 		// latest value is NaN, so every comparison is then false.
-		w, a, err := numberCompare("(SELECT m.value FROM metric_series m WHERE m.run_pk = r.run_pk AND m.key = ?)", c)
+		w, a, err := numberCompare("(SELECT m.value FROM metric_series m WHERE m.run_pk = "+runKey+" AND m.key = ?)", c)
 		if err != nil {
 			return "", nil, err
 		}
 		return w, append([]any{c.Key}, a...), nil
 	case search.Param:
-		return sideCompare("SELECT p.value FROM params p WHERE p.run_pk = r.run_pk AND p.key = ?", c)
+		return sideCompare("SELECT p.value FROM params p WHERE p.run_pk = "+runKey+" AND p.key = ?", c)
 	case search.Tag:
-		return sideCompare("SELECT t.value FROM tags t WHERE t.run_pk = r.run_pk AND t.key = ?", c)
+		return sideCompare("SELECT t.value FROM tags t WHERE t.run_pk = "+runKey+" AND t.key = ?", c)
 	case search.Attribute:
 		col, kind, ok := runAttrColumn(c.Key)
 		if !ok {
@@ -92,13 +98,13 @@ func runClause(c search.Comparison) (string, []any, error) {
 			if err != nil {
 				return "", nil, err
 			}
-			return "EXISTS (SELECT 1 FROM run_inputs i JOIN datasets d ON d.dataset_pk = i.dataset_pk WHERE i.run_pk = r.run_pk AND " + w + ")", a, nil
+			return "EXISTS (SELECT 1 FROM run_inputs i JOIN datasets d ON d.dataset_pk = i.dataset_pk WHERE i.run_pk = " + runKey + " AND " + w + ")", a, nil
 		case search.DatasetContext:
 			w, a, err := stringCompare("it.value", c)
 			if err != nil {
 				return "", nil, err
 			}
-			return "EXISTS (SELECT 1 FROM input_tags it WHERE it.run_pk = r.run_pk AND it.key = '" + tracking.TagDataContext + "' AND " + w + ")", a, nil
+			return "EXISTS (SELECT 1 FROM input_tags it WHERE it.run_pk = " + runKey + " AND it.key = '" + tracking.TagDataContext + "' AND " + w + ")", a, nil
 		}
 	}
 	return "", nil, errs.Errorf(errs.Invalid, "Invalid search key '%s.%s' for runs", c.Entity, c.Key)
@@ -215,8 +221,20 @@ func keysetWhere(terms []sortTerm, vals []any) (string, []any) {
 	return "(" + strings.Join(ors, " OR ") + ")", args
 }
 
-// SearchRuns implements tracking.RunStore.
-func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+// runSearch is a planned runs search: its phases and what reading their
+// rows needs.
+type runSearch struct {
+	rq          runQuery
+	phases      []runPhase
+	plan        searchPlan
+	terms       []sortTerm
+	cursor      []any
+	fingerprint string
+}
+
+// prepareRunSearch parses the page token, renders the filter and the order
+// and plans the search. A search of no experiment returns nil.
+func (s *Store) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSearch, error) {
 	var where []string
 	var args []any
 	exps := make([]any, 0, len(q.ExperimentIDs))
@@ -228,7 +246,7 @@ func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.R
 		exps = append(exps, n)
 	}
 	if len(exps) == 0 {
-		return tracking.RunPage{}, nil
+		return nil, nil
 	}
 	where = append(where, "r.experiment_id IN ("+placeholders(len(exps))+")")
 	args = append(args, exps...)
@@ -238,33 +256,69 @@ func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.R
 	case tracking.DeletedOnly:
 		where = append(where, "r.lifecycle_stage = 'deleted'")
 	}
-	for _, c := range q.Filter.Clauses {
+	clauseWhere := make([]string, len(q.Filter.Clauses))
+	clauseArgs := make([][]any, len(q.Filter.Clauses))
+	for i, c := range q.Filter.Clauses {
 		w, a, err := runClause(c)
 		if err != nil {
-			return tracking.RunPage{}, err
+			return nil, err
 		}
-		where = append(where, w)
-		args = append(args, a...)
+		clauseWhere[i], clauseArgs[i] = w, a
 	}
 	joins, joinArgs, terms, err := runOrder(q.OrderBy)
 	if err != nil {
-		return tracking.RunPage{}, err
+		return nil, err
+	}
+	plan, err := s.planSearch(ctx, exps, q.Filter.Clauses, q.MaxResults+1)
+	if err != nil {
+		return nil, err
+	}
+	// The clauses most likely to reject a run are tested first; the clause
+	// the search starts from selects only runs that pass it.
+	for _, i := range plan.clauseOrder(len(clauseWhere)) {
+		if plan.drive == nil || plan.drive.clause != i {
+			where = append(where, clauseWhere[i])
+			args = append(args, clauseArgs[i]...)
+		}
 	}
 	fingerprint := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
 	var cursor []any
 	if q.PageToken != "" {
 		if cursor, err = decodeRunToken(q.PageToken, fingerprint, terms); err != nil {
-			return tracking.RunPage{}, err
+			return nil, err
 		}
 	}
-	rq := runQuery{joins: joins, joinArgs: joinArgs, where: where, args: args, terms: terms, cursor: cursor, limit: q.MaxResults + 1}
 
+	rq := runQuery{joins: joins, joinArgs: joinArgs, where: where, args: args, terms: terms, cursor: cursor, limit: q.MaxResults + 1}
+	var phases []runPhase
+	switch {
+	case plan.drive != nil:
+		phases = []runPhase{s.drivenPhase(plan.drive, joins, joinArgs, terms)}
+	case len(q.OrderBy) > 0 && q.OrderBy[0].Entity == search.Metric:
+		drive := "CROSS JOIN"
+		if s.pg {
+			drive = "JOIN"
+		}
+		phases = metricPhases(q.OrderBy[0], drive, exps)
+	default:
+		phases = []runPhase{{from: "runs r " + strings.Join(joins, " "), fromArgs: joinArgs, order: terms}}
+	}
+	return &runSearch{rq: rq, phases: phases, plan: plan, terms: terms, cursor: cursor, fingerprint: fingerprint}, nil
+}
+
+// SearchRuns implements tracking.RunStore.
+func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+	rs, err := s.prepareRunSearch(ctx, q)
+	if err != nil || rs == nil {
+		return tracking.RunPage{}, err
+	}
+	rq, phases, terms, cursor, fingerprint := rs.rq, rs.phases, rs.terms, rs.cursor, rs.fingerprint
 	var page tracking.RunPage
-	var pks []int64
+	var pks, ioPKs []int64
 	var last []any
 	emit := func(rows *sql.Rows) (full bool, err error) {
 		for rows.Next() {
-			dest, pk, r := runScanDest(terms)
+			dest, pk, io, r := runScanDest(terms)
 			if err := rows.Scan(dest...); err != nil {
 				return false, sqlError(err, "scan run")
 			}
@@ -281,19 +335,12 @@ func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.R
 			run, _ := r()
 			page.Runs = append(page.Runs, run)
 			pks = append(pks, *pk)
+			if *io != 0 {
+				ioPKs = append(ioPKs, *pk)
+			}
 			last = termValues(dest[len(dest)-len(terms):], terms)
 		}
 		return false, sqlError(rows.Err(), "search runs")
-	}
-	var phases []runPhase
-	if len(q.OrderBy) > 0 && q.OrderBy[0].Entity == search.Metric {
-		drive := "CROSS JOIN"
-		if s.pg {
-			drive = "JOIN"
-		}
-		phases = metricPhases(q.OrderBy[0], drive)
-	} else {
-		phases = []runPhase{{from: "runs r " + strings.Join(joins, " "), fromArgs: joinArgs, order: terms}}
 	}
 	for _, ph := range phases {
 		if cursor != nil && ph.skip != nil && ph.skip(cursor) {
@@ -314,7 +361,7 @@ func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.R
 		}
 		rq.limit = q.MaxResults + 1 - len(page.Runs)
 	}
-	if err := s.loadRunData(ctx, pks, page.Runs); err != nil {
+	if err := s.loadRunDataIO(ctx, pks, page.Runs, ioPKs); err != nil {
 		return tracking.RunPage{}, err
 	}
 	return page, nil
@@ -337,6 +384,13 @@ type runQuery struct {
 // (key, value), so a page of the best runs out of 100,000 costs a few
 // hundred lookups instead of a scan of every run.
 type runPhase struct {
+	// with, when set, is a WITH clause before the SELECT (with its
+	// arguments): a driven search's candidates.
+	with     string
+	withArgs []any
+	// runKey is the column the filter clauses take the run_pk from;
+	// "" means r.run_pk.
+	runKey   string
 	from     string
 	fromArgs []any
 	where    []string
@@ -367,7 +421,7 @@ func (p runPhase) cursorIn(cursor []any) bool {
 // is the metric k (aliased o0, whose terms are terms[0:3]). drive is the
 // join that makes o0 drive: SQLite's CROSS JOIN keeps the written order;
 // PostgreSQL has no such hint and picks the order itself.
-func metricPhases(k search.OrderKey, drive string) []runPhase {
+func metricPhases(k search.OrderKey, drive string, exps []any) []runPhase {
 	flag := func(c []any, i int) int64 { return c[i].(int64) }
 	phase := func(c []any) int {
 		switch {
@@ -383,12 +437,16 @@ func metricPhases(k search.OrderKey, drive string) []runPhase {
 		seek = "o0.value <= ?"
 	}
 	// The other order keys' joins come after "runs r" in the FROM clause
-	// (see build); o0 is joined here, first, so that it drives.
+	// (see build); o0 is joined here, first, so that it drives, through
+	// the index on (experiment_id, key, value).
+	inExps := "o0.experiment_id IN (" + placeholders(len(exps)) + ")"
+	keyArgs := append(append([]any{}, exps...), k.Key)
 	return []runPhase{
 		{
 			from:      "metric_series o0 " + drive + " runs r ON r.run_pk = o0.run_pk",
-			where:     []string{"o0.key = ?", "o0.value IS NOT NULL"},
-			args:      []any{k.Key},
+			runKey:    "o0.run_pk",
+			where:     []string{inExps, "o0.key = ?", "o0.value IS NOT NULL"},
+			args:      keyArgs,
 			ownsO0:    true,
 			orderFrom: 2,
 			valueExpr: "o0.value",
@@ -398,8 +456,9 @@ func metricPhases(k search.OrderKey, drive string) []runPhase {
 		},
 		{
 			from:      "metric_series o0 " + drive + " runs r ON r.run_pk = o0.run_pk",
-			where:     []string{"o0.key = ?", "o0.is_nan = 1"},
-			args:      []any{k.Key},
+			runKey:    "o0.run_pk",
+			where:     []string{inExps, "o0.key = ?", "o0.is_nan = 1"},
+			args:      keyArgs,
 			ownsO0:    true,
 			orderFrom: 3,
 			skip:      func(c []any) bool { return phase(c) > 1 },
@@ -421,7 +480,9 @@ func metricPhases(k search.OrderKey, drive string) []runPhase {
 func (q *runQuery) build(ph runPhase, withCursor bool) (string, []any) {
 	var b strings.Builder
 	var args []any
-	b.WriteString("SELECT " + runCols)
+	b.WriteString(ph.with)
+	args = append(args, ph.withArgs...)
+	b.WriteString("SELECT " + runCols + ", r.io_count")
 	for _, t := range q.terms {
 		b.WriteString(", " + t.expr)
 	}
@@ -450,7 +511,11 @@ func (q *runQuery) build(ph runPhase, withCursor bool) (string, []any) {
 			args = append(args, q.cursor[2])
 		}
 	}
-	b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	key := ph.runKey
+	if key == "" {
+		key = "r.run_pk"
+	}
+	b.WriteString(" WHERE " + strings.ReplaceAll(strings.Join(where, " AND "), runKey, key))
 	b.WriteString(" ORDER BY ")
 	for i, t := range order {
 		if i > 0 {
@@ -468,14 +533,14 @@ func (q *runQuery) build(ph runPhase, withCursor bool) (string, []any) {
 
 // runScanDest returns scan destinations for runCols plus the sort terms,
 // the run_pk destination and a function that builds the run.
-func runScanDest(terms []sortTerm) ([]any, *int64, func() (*tracking.Run, error)) {
-	var pk, exp int64
+func runScanDest(terms []sortTerm) ([]any, *int64, *int64, func() (*tracking.Run, error)) {
+	var pk, exp, io int64
 	var status int32
 	var end sql.NullInt64
 	var stage string
 	r := &tracking.Run{}
 	i := &r.Info
-	dest := []any{&pk, &i.RunID, &exp, &i.RunName, &i.UserID, &status, &i.StartTimeMs, &end, &i.ArtifactURI, &stage}
+	dest := []any{&pk, &i.RunID, &exp, &i.RunName, &i.UserID, &status, &i.StartTimeMs, &end, &i.ArtifactURI, &stage, &io}
 	for _, t := range terms {
 		switch t.kind {
 		case termInt:
@@ -486,7 +551,7 @@ func runScanDest(terms []sortTerm) ([]any, *int64, func() (*tracking.Run, error)
 			dest = append(dest, new(string))
 		}
 	}
-	return dest, &pk, func() (*tracking.Run, error) {
+	return dest, &pk, &io, func() (*tracking.Run, error) {
 		i.ExperimentID = strconv.FormatInt(exp, 10)
 		i.Status = tracking.RunStatus(status)
 		i.EndTimeMs = end.Int64

@@ -47,6 +47,9 @@ type Options struct {
 	// CompactAfter is the number of small chunks of a series that triggers
 	// its compaction; 0 means 16.
 	CompactAfter int
+	// OverviewChunks is the number of chunks an overview of a series
+	// summarises (overview.go); 0 means 64.
+	OverviewChunks int
 	// MaxBatchOps caps the requests committed in one transaction; 0 means 512.
 	MaxBatchOps int
 	// ReadConns is the size of the read pool; 0 means 4 x GOMAXPROCS
@@ -63,11 +66,12 @@ type Options struct {
 // DefaultOptions returns the options Sextant ships with.
 func DefaultOptions() Options {
 	return Options{
-		Limits:       tracking.DefaultLimits(),
-		Synchronous:  "FULL",
-		ChunkPoints:  4096,
-		CompactAfter: 16,
-		MaxBatchOps:  512,
+		Limits:         tracking.DefaultLimits(),
+		Synchronous:    "FULL",
+		ChunkPoints:    4096,
+		CompactAfter:   16,
+		OverviewChunks: 64,
+		MaxBatchOps:    512,
 	}
 }
 
@@ -87,6 +91,7 @@ type Store struct {
 	limits   tracking.Limits
 	opts     Options
 	log      *slog.Logger
+	counts   runCounts // the search planner's run counts (search_plan.go)
 	metrics  *storeMetrics
 
 	ckptQuit, ckptDone chan struct{}
@@ -117,6 +122,9 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	}
 	if opts.CompactAfter <= 1 {
 		opts.CompactAfter = d.CompactAfter
+	}
+	if opts.OverviewChunks <= 1 {
+		opts.OverviewChunks = d.OverviewChunks
 	}
 	if opts.MaxBatchOps <= 0 {
 		opts.MaxBatchOps = d.MaxBatchOps
@@ -351,8 +359,9 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	})
 }
 
-// Compact merges every series' small chunks now, instead of waiting for
-// the background compaction; benchmarks and tests use it.
+// Compact merges every series' small chunks now, and builds the overviews
+// of those series, instead of waiting for the background compaction;
+// benchmarks and tests use it.
 func (s *Store) Compact(ctx context.Context) error {
 	ids, err := s.compactionCandidatesN(ctx, -1)
 	if err != nil {

@@ -65,9 +65,10 @@ func TestConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			trackingtest.RunStoreTests(t, func(t *testing.T, limits tracking.Limits) tracking.Store {
-				// Small chunks and an eager compaction threshold, so the suite
-				// crosses chunk boundaries and compacts while it runs.
-				return b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4})
+				// Small chunks, an eager compaction threshold and short
+				// overviews, so the suite crosses chunk boundaries, compacts
+				// and builds overviews while it runs.
+				return b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4, OverviewChunks: 4})
 			})
 		})
 	}

@@ -26,6 +26,12 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
+	// ExactSampleLimit is the number of stored points in a
+	// get-history-bulk-interval range up to which the sampling decodes
+	// every point (exact MLflow sampling); above it, it works from the
+	// store's overviews and the chunks' summaries and sketches. 0 means 64 Ki
+	// points.
+	ExactSampleLimit int
 }
 
 // Service applies the tracking rules on top of a Store. It is safe for
@@ -36,6 +42,7 @@ type Service struct {
 	root   string
 	now    func() time.Time
 	log    *slog.Logger
+	exact  int
 }
 
 // NewService returns a Service over store.
@@ -46,6 +53,10 @@ func NewService(store Store, opts Options) *Service {
 		root:   strings.TrimRight(opts.ArtifactRoot, "/"),
 		now:    opts.Now,
 		log:    opts.Logger,
+		exact:  opts.ExactSampleLimit,
+	}
+	if s.exact <= 0 {
+		s.exact = exactSampleLimit
 	}
 	if s.root == "" {
 		s.root = "mlflow-artifacts:"

@@ -88,16 +88,56 @@ type RunStore interface {
 }
 
 // MetricReader reads stored metric series. The service builds history
-// pages and downsampled views from these two primitives.
+// pages and downsampled views from these primitives.
 type MetricReader interface {
 	// SeriesChunks returns the chunks of the series (runID, key) that may
-	// hold steps in [fromStep, toStep], ordered by (MinStep, ID). An unknown
-	// run gives errs.NotFound; an unknown key gives an empty slice.
+	// hold steps in [fromStep, toStep], ordered by (MinStep, MaxStep, ID).
+	// An unknown run gives errs.NotFound; an unknown key gives an empty
+	// slice.
 	SeriesChunks(ctx context.Context, runID, key string, fromStep, toStep int64) ([]ChunkInfo, error)
-	// ReadChunks decodes the given chunks and appends their points to dst,
-	// chunk by chunk, in the order given. Points of one chunk are sorted by
-	// metrics.Compare; points of different chunks may interleave.
-	ReadChunks(ctx context.Context, chunks []ChunkInfo, dst []HistoryPoint) ([]HistoryPoint, error)
+	// ReadSeries reads the series (runID, key) from one consistent
+	// snapshot: it lists the chunks as SeriesChunks does and calls fn with
+	// the listing and functions that read the chunks' encodings and
+	// sketches, valid until fn returns. It returns fn's error. Errors are
+	// as for SeriesChunks.
+	ReadSeries(ctx context.Context, runID, key string, fromStep, toStep int64, fn func(SeriesSnapshot) error) error
+	// ReadSeriesCoarse is ReadSeries for downsampling: runs of chunks of
+	// which the store keeps an overview, lying wholly inside [fromStep,
+	// toStep], come as that overview, in step order, and the snapshot
+	// lists the other chunks of the range, none of which overlaps an
+	// overview's steps. A store without overviews lists every chunk.
+	ReadSeriesCoarse(ctx context.Context, runID, key string, fromStep, toStep int64, fn func([]Overview, SeriesSnapshot) error) error
+}
+
+// Overview summarises a run of consecutive chunks of one context that no
+// other chunk overlaps: a stored coarse level of a series, so that
+// downsampling a long series reads one row for each run of chunks instead
+// of one for each chunk.
+type Overview struct {
+	// Summary covers the points of the chunks; Count is their number.
+	metrics.Summary
+	Context MetricContext
+	// Chunks is the number of chunks.
+	Chunks int
+	// Data is the encoding (docs/format/chunk.md) of the first, lowest,
+	// highest and last point of each of the chunks, sorted and unique.
+	Data []byte
+}
+
+// SeriesSnapshot is a listing of a series' chunks and the means to read
+// them, all from one snapshot of the store.
+type SeriesSnapshot struct {
+	// Chunks are ordered by (MinStep, MaxStep, ID).
+	Chunks []ChunkInfo
+	// Read calls fn with the encoding (docs/format/chunk.md) of Chunks[i],
+	// for i = first, first+1, ..., in order, until fn returns false or an
+	// error (which Read returns) or the chunks run out. data is only valid
+	// until fn returns; fn must not keep it.
+	Read func(first int, fn func(i int, data []byte) (more bool, err error)) error
+	// Sketches calls fn, in order, with the sketch of each chunk that has
+	// one (ChunkInfo.HasSketch): the encoding of a chunk of metrics.Sketch
+	// of its points. sketch is only valid until fn returns.
+	Sketches func(fn func(i int, sketch []byte) error) error
 }
 
 // ChunkInfo describes one stored chunk of a metric series.
@@ -105,6 +145,8 @@ type ChunkInfo struct {
 	ID int64
 	metrics.Summary
 	Context MetricContext
+	// HasSketch says the chunk stores a sketch of its points.
+	HasSketch bool
 }
 
 // HistoryPoint is a point of a metric series with its context.

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// searchShape is one runs/search of the reads benchmark.
+type searchShape struct {
+	Name    string `json:"-"`
+	Filter  string `json:"filter"`
+	OrderBy string `json:"order_by"`
+	About   string `json:"about"`
+}
+
+// searchShapes are the three filter shapes, each ordered by a metric and
+// asking for the first page of 1,000 runs (MlflowClient.search_runs'
+// default max_results).
+var searchShapes = []searchShape{
+	{"metric_and_param", "metrics.loss < 0.5 AND params.lr = '0.001'", "metrics.accuracy DESC",
+		"about 1 run in 8 matches: the page fills from 8,000 runs on"},
+	{"tag_selective_and_metric", "tags.sweep = 'sweep-3' AND metrics.val_loss < 0.5", "metrics.loss ASC",
+		"a sweep of 200 runs, half of them match, at every size: only a plan that starts from the tag stays flat"},
+	{"broad_metric_and_param", "metrics.accuracy > 0.1 AND params.optimizer != 'sgd'", "metrics.val_loss ASC",
+		"about 6 runs in 10 match: the page is full at every size"},
+}
+
+const searchPage = 1000
+
+// searchRun returns the log-batch body of run i of the search experiment:
+// the same for every server, whatever order the runs are created in.
+func searchRunBody(runID string, i int) []byte {
+	rng := rand.New(rand.NewPCG(uint64(i), 99))
+	lrs := []string{"0.1", "0.01", "0.001", "0.0001"}
+	opts := []string{"adam", "sgd", "adamw"}
+	body, _ := json.Marshal(map[string]any{
+		"run_id": runID,
+		"params": []map[string]string{
+			{"key": "lr", "value": lrs[rng.IntN(len(lrs))]},
+			{"key": "optimizer", "value": opts[rng.IntN(len(opts))]},
+			{"key": "batch_size", "value": strconv.Itoa(16 << rng.IntN(4))},
+		},
+		"tags": []map[string]string{
+			{"key": "team", "value": []string{"vision", "nlp", "rl"}[rng.IntN(3)]},
+			{"key": "sweep", "value": "sweep-" + strconv.Itoa(i/200)},
+		},
+		"metrics": []map[string]any{
+			{"key": "loss", "value": rng.Float64(), "timestamp": 1_700_000_000_000 + i, "step": 10},
+			{"key": "accuracy", "value": rng.Float64(), "timestamp": 1_700_000_000_000 + i, "step": 10},
+			{"key": "val_loss", "value": rng.Float64(), "timestamp": 1_700_000_000_000 + i, "step": 10},
+		},
+	})
+	return body
+}
+
+// growRuns creates runs from..to-1 of the search experiment on p.
+func growRuns(ctx context.Context, p *livePeer, from, to, workers int) error {
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	errc := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= to || ctx.Err() != nil {
+					return
+				}
+				id, err := p.cl.createRun(ctx, p.exp, "run-"+strconv.Itoa(i), 1_700_000_000_000+int64(i))
+				if err != nil {
+					errc <- err
+					return
+				}
+				if err := p.cl.post(ctx, "/api/2.0/mlflow/runs/log-batch", searchRunBody(id, i), nil); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// readsSearch grows one experiment per server through the sizes and times
+// the shapes at each.
+func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (map[string]any, error) {
+	var sizes []int
+	for _, f := range strings.Split(c.readsSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || (len(sizes) > 0 && n <= sizes[len(sizes)-1]) {
+			return nil, fmt.Errorf("-reads-search-runs %q: want ascending positive sizes", c.readsSizes)
+		}
+		sizes = append(sizes, n)
+	}
+	peers, stop, err := startPeers(ctx, specs, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	for _, p := range peers {
+		if p.exp, err = p.cl.createExperiment(ctx, "bench-reads-search"); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	shapes := map[string]any{}
+	for _, sh := range searchShapes {
+		shapes[sh.Name] = sh
+	}
+	out := map[string]any{
+		"shapes":                   shapes,
+		"page_size":                searchPage,
+		"how":                      "POST runs/search {experiment_ids, filter, order_by, max_results: 1000}, the body read but not decoded while timed; the runs have 3 params, 2 tags and 3 metrics each, the same on every server",
+		"mlflow_only_up_to_runs":   c.mlflowMaxRuns,
+		"target_sextant_ms":        20,
+		"target_x_slower_fm":       15,
+		"target_growth_first_last": 2,
+	}
+	have := map[string]int{}
+	bySize := map[string]any{}
+	first := map[string]map[string]float64{} // shape -> server -> ms at the first size
+	for _, size := range sizes {
+		var on []*livePeer
+		for _, p := range peers {
+			if p.name == "mlflow" && size > c.mlflowMaxRuns {
+				continue
+			}
+			workers := map[string]int{"sextant": 8, "fasttrackml": 4, "mlflow": 2}[p.name]
+			t0 := time.Now()
+			if err := growRuns(ctx, p, have[p.name], size, workers); err != nil {
+				return nil, fmt.Errorf("%s: create runs: %w", p.name, err)
+			}
+			logf("reads: %s has %d runs (%.0f runs/s)", p.name, size, float64(size-have[p.name])/time.Since(t0).Seconds())
+			have[p.name] = size
+			on = append(on, p)
+		}
+		// Let Sextant's background work (compaction) finish.
+		time.Sleep(2 * time.Second)
+		at := map[string]any{}
+		for _, sh := range searchShapes {
+			bodies := map[string][]byte{}
+			hits := map[string]any{}
+			var sxNames []string
+			for _, p := range on {
+				b, _ := json.Marshal(map[string]any{"experiment_ids": []string{p.exp}, "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": searchPage})
+				bodies[p.name] = b
+				names, err := searchNames(ctx, p, b)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", p.name, sh.Name, err)
+				}
+				hits[p.name] = len(names)
+				if p.name == "sextant" {
+					sxNames = names
+				} else if sxNames != nil {
+					hits[p.name+"_same_runs_in_same_order_as_sextant"] = slices.Equal(names, sxNames)
+				}
+			}
+			times, load, err := rounds(on, c.readsRounds, min(c.readsRounds, 5), func(p *livePeer) error {
+				_, err := p.cl.postRaw(ctx, "/api/2.0/mlflow/runs/search", bodies[p.name])
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			m := medians(times)
+			m["runs_returned"] = hits
+			m["load"] = load
+			if first[sh.Name] == nil {
+				first[sh.Name] = map[string]float64{}
+				for name, ts := range times {
+					first[sh.Name][name] = median(ts)
+				}
+			} else {
+				for name, ts := range times {
+					if f := first[sh.Name][name]; f > 0 {
+						m[name+"_growth_from_"+strconv.Itoa(sizes[0])+"_runs"] = round2(median(ts) / f)
+					}
+				}
+			}
+			at[sh.Name] = m
+		}
+		bySize[strconv.Itoa(size)+"_runs"] = at
+	}
+	out["by_size"] = bySize
+	return out, nil
+}
+
+// searchNames runs one search, untimed, and returns the names of the runs
+// of the page in order.
+func searchNames(ctx context.Context, p *livePeer, body []byte) ([]string, error) {
+	b, err := p.cl.postRaw(ctx, "/api/2.0/mlflow/runs/search", body)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Runs []struct {
+			Info struct {
+				RunName string `json:"run_name"`
+			} `json:"info"`
+		} `json:"runs"`
+	}
+	if err := decodeJSON(b, &out); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(out.Runs))
+	for i, r := range out.Runs {
+		names[i] = r.Info.RunName
+	}
+	return names, nil
+}
