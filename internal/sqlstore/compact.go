@@ -126,7 +126,8 @@ func (c *compactor) loop() {
 }
 
 // errCompactionRace means the chunks compaction read have changed; the
-// swap is abandoned and the series stays as it was.
+// swap is abandoned and the series stays as it was (compactSeries reads
+// it again).
 var errCompactionRace = errors.New("compaction: chunks changed while compacting")
 
 // compactGroup is chunks of one context of a series that compaction merges
@@ -150,13 +151,30 @@ type compactGroup struct {
 // point. Points that arrive out of order (several writers, a retried
 // request) make a small chunk that falls inside a full one. It then builds
 // the series' missing overviews (overview.go).
+//
+// When another compaction (the background one, Compact, another replica)
+// swapped some of the same chunks first, it reads the series again and
+// merges what that one left, so that a series is compact when Compact
+// returns; after a few lost races it leaves the rest to the next round.
 func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
-	groups, smallSeen, uncovered, err := s.readCompactGroups(ctx, seriesID)
-	if err != nil {
-		return err
-	}
-	if err := s.swapCompacted(ctx, seriesID, groups, smallSeen); err != nil {
-		return err
+	var uncovered int
+	for attempt := 0; ; attempt++ {
+		groups, smallSeen, unc, err := s.readCompactGroups(ctx, seriesID)
+		if err != nil {
+			return err
+		}
+		uncovered = unc
+		err = s.swapCompacted(ctx, seriesID, groups, smallSeen)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errCompactionRace) {
+			return err
+		}
+		if attempt == 4 {
+			s.log.Debug("compaction abandoned", "series", seriesID)
+			return nil
+		}
 	}
 	// Merging never adds chunks: with no more than an overview's worth
 	// outside the overviews (the last one never joins), none can be built.
@@ -237,10 +255,6 @@ func (s *Store) swapCompacted(ctx context.Context, seriesID int64, groups []*com
 		_, err := tx.exec(`UPDATE metric_series SET small_chunks = CASE WHEN small_chunks > ? THEN small_chunks - ? ELSE 0 END WHERE series_id = ?`, removed, removed, seriesID)
 		return sqlError(err, "compaction: update series")
 	})
-	if errors.Is(err, errCompactionRace) {
-		s.log.Debug("compaction abandoned", "series", seriesID)
-		return nil
-	}
 	return err
 }
 
@@ -285,6 +299,15 @@ func (s *Store) readCompactGroups(ctx context.Context, seriesID int64) (groups [
 		return nil, 0, 0, sqlError(err, "compaction: begin read")
 	}
 	defer tx.Rollback()
+	// The series' count of small chunks as of the listing: the swap takes
+	// it off and adds back what can still grow, so that chunks written
+	// since count on, and a small chunk that cannot be merged (a lone
+	// context, one boxed in by full chunks) is taken off once, not at
+	// every compaction (counting the listed ones took it off again each
+	// time, and the count reached 0 with mergeable chunks left).
+	if err := tx.QueryRowContext(ctx, `SELECT small_chunks FROM metric_series WHERE series_id = ?`, seriesID).Scan(&smallSeen); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, 0, sqlError(err, "compaction: read series")
+	}
 	all, err := listChunks(ctx, tx, seriesID, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, 0, 0, err
@@ -300,9 +323,6 @@ func (s *Store) readCompactGroups(ctx context.Context, seriesID int64) (groups [
 	byCtx := map[tracking.MetricContext][]*listedChunk{}
 	for i := range all {
 		c := &all[i]
-		if c.count < full {
-			smallSeen++
-		}
 		if _, ok := byCtx[c.ctx]; !ok {
 			contexts = append(contexts, c.ctx)
 		}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -68,8 +69,8 @@ func TestCompactionRaceKeepsPoints(t *testing.T) {
 	if err := s.compactSeries(ctx, seriesID); err != nil { // 8 chunks of 30 become 64, 64, 64, 48
 		t.Fatal(err)
 	}
-	if err := s.swapCompacted(ctx, seriesID, first, smallSeen); err != nil {
-		t.Fatal(err)
+	if err := s.swapCompacted(ctx, seriesID, first, smallSeen); !errors.Is(err, errCompactionRace) {
+		t.Fatalf("the first swap after the second: %v, want errCompactionRace", err)
 	}
 	page, err := tr.MetricHistory(ctx, id, "k", 0, "")
 	if err != nil {
