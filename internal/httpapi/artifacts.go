@@ -174,7 +174,7 @@ func parseRange(h string, size int64) (offset, length int64, partial bool, err e
 	if !ok || strings.Contains(spec, ",") {
 		return 0, size, false, nil
 	}
-	bad := &errs.Error{Code: errs.Invalid, Msg: fmt.Sprintf("Range %q cannot be satisfied for a file of %d bytes", truncate(h, 60), size), Err: errRange}
+	bad := &errs.Error{Code: errs.Invalid, Msg: fmt.Sprintf("Range %q cannot be satisfied for a file of %d bytes", errs.Truncate(h, 60), size), Err: errRange}
 	first, last, ok := strings.Cut(strings.TrimSpace(spec), "-")
 	if !ok {
 		return 0, 0, false, bad

@@ -208,7 +208,7 @@ func (f *flexFloat) UnmarshalJSON(b []byte) error {
 // typeErr reports a value of the wrong type the way encoding/json does, so
 // that the decoder adds the field's path to it.
 func typeErr(b []byte, t reflect.Type) error {
-	v := "string " + truncate(string(b), 60)
+	v := "string " + errs.Truncate(string(b), 60)
 	switch {
 	case len(b) == 0:
 		v = "nothing"
@@ -219,7 +219,7 @@ func typeErr(b []byte, t reflect.Type) error {
 	case b[0] == '{':
 		v = "object"
 	case b[0] != '"':
-		v = "number " + truncate(string(b), 60)
+		v = "number " + errs.Truncate(string(b), 60)
 	}
 	return &json.UnmarshalTypeError{Value: v, Type: t}
 }
@@ -263,7 +263,7 @@ func (f flexEnum) resolve(field string, names map[string]int64) (int64, error) {
 		if n, err := strconv.ParseInt(f.Name, 10, 32); err == nil {
 			f.Num = n
 		} else {
-			return 0, invalid("Invalid value '%s' for parameter '%s': expected one of %s", truncate(f.Name, 60), field, enumList(names))
+			return 0, invalid("Invalid value '%s' for parameter '%s': expected one of %s", errs.Truncate(f.Name, 60), field, enumList(names))
 		}
 	}
 	for _, v := range names {
@@ -304,7 +304,7 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 			}
 		}
 		if !ok {
-			return query{}, invalid("unknown query parameter '%s': this endpoint takes %s", truncate(k, 60), strings.Join(known, ", "))
+			return query{}, invalid("unknown query parameter '%s': this endpoint takes %s", errs.Truncate(k, 60), strings.Join(known, ", "))
 		}
 		for _, s := range vals {
 			if !utf8.ValidString(s) {
@@ -328,17 +328,7 @@ func (q query) int(k string) (int64, bool, error) {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, false, invalid("Invalid value '%s' for parameter '%s': expected an integer", truncate(s, 60), k)
+		return 0, false, invalid("Invalid value '%s' for parameter '%s': expected an integer", errs.Truncate(s, 60), k)
 	}
 	return v, true, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }

@@ -164,14 +164,14 @@ func (s *Server) gpuSeries(w http.ResponseWriter, r *http.Request) error {
 			}
 			f, ok := gpu.ParseField(name)
 			if !ok {
-				return invalid("unknown field '%s' in fields: use %s", truncate(name, 60), strings.Join(gpu.FieldNames(), ", "))
+				return invalid("unknown field '%s' in fields: use %s", errs.Truncate(name, 60), strings.Join(gpu.FieldNames(), ", "))
 			}
 			sq.Fields = append(sq.Fields, f)
 		}
 	}
 	agg, ok := gpu.ParseAgg(q.str("agg"))
 	if !ok {
-		return invalid("unknown agg '%s': use avg, min, max or minavgmax", truncate(q.str("agg"), 60))
+		return invalid("unknown agg '%s': use avg, min, max or minavgmax", errs.Truncate(q.str("agg"), 60))
 	}
 	sq.Agg = agg
 	res, err := s.gpu.Series(r.Context(), sq)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/runlogs"
 )
 
@@ -76,7 +77,7 @@ func (req *logAppendRequest) toBatch() (runlogs.Batch, error) {
 		in := &req.Lines[i]
 		st, ok := runlogs.ParseStream(in.Stream)
 		if !ok {
-			return runlogs.Batch{}, invalid("Invalid value '%s' for parameter 'lines[%d].stream': expected stdout or stderr", truncate(in.Stream, 20), i)
+			return runlogs.Batch{}, invalid("Invalid value '%s' for parameter 'lines[%d].stream': expected stdout or stderr", errs.Truncate(in.Stream, 20), i)
 		}
 		n, k := node, rank
 		if in.Node.Set {
@@ -134,7 +135,7 @@ func logQuery(r *http.Request, extra ...string) (runlogs.Query, query, error) {
 	if st := qs.str("stream"); st != "" {
 		var ok bool
 		if q.Stream, ok = runlogs.ParseStream(st); !ok {
-			return q, qs, invalid("Invalid value '%s' for parameter 'stream': expected stdout or stderr", truncate(st, 20))
+			return q, qs, invalid("Invalid value '%s' for parameter 'stream': expected stdout or stderr", errs.Truncate(st, 20))
 		}
 	}
 	if q.SinceMs, _, err = qs.int("since_ms"); err != nil {

@@ -3,10 +3,11 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/sextant/sextant/internal/errs"
 	"runtime"
 	"strconv"
 	"sync"
+
+	"github.com/sextant/sextant/internal/errs"
 
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -134,7 +135,7 @@ func (s *Server) getMetricHistoryBulkInterval(w http.ResponseWriter, r *http.Req
 	case "minmax":
 		bq.Mode = tracking.SampleMinMax
 	default:
-		return invalid("Invalid value '%s' for parameter 'sampling': expected steps or minmax", truncate(q.str("sampling"), 40))
+		return invalid("Invalid value '%s' for parameter 'sampling': expected steps or minmax", errs.Truncate(q.str("sampling"), 40))
 	}
 	if len(bq.RunIDs) > s.tr.Limits().BulkIntervalMaxRuns {
 		return errs.Errorf(errs.LimitExceeded, "limit exceeded: GetMetricHistoryBulkInterval request must specify at most %d run_ids. Received %d run_ids.", s.tr.Limits().BulkIntervalMaxRuns, len(bq.RunIDs))

@@ -3,8 +3,17 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 )
+
+// loggedModelStatusNames maps MLflow's names of logged-model statuses to
+// statuses.
+var loggedModelStatusNames = map[string]int64{
+	"LOGGED_MODEL_PENDING":       int64(tracking.ModelPending),
+	"LOGGED_MODEL_READY":         int64(tracking.ModelReady),
+	"LOGGED_MODEL_UPLOAD_FAILED": int64(tracking.ModelUploadFailed),
+}
 
 // MLflow 3 logged models (/api/2.0/mlflow/logged-models). Every
 // mlflow.<flavor>.log_model and autolog depend on these: without them the
@@ -131,7 +140,7 @@ func (s *Server) finalizeLoggedModel(w http.ResponseWriter, r *http.Request) err
 	if !req.Status.Set {
 		return invalid("Missing value for required parameter 'status'")
 	}
-	st, err := req.Status.resolve("status", tracking.LoggedModelStatusNames)
+	st, err := req.Status.resolve("status", loggedModelStatusNames)
 	if err != nil {
 		return err
 	}
@@ -283,7 +292,7 @@ func (s *Server) searchLoggedModels(w http.ResponseWriter, r *http.Request) erro
 // path names the model acted on, and a second id would name nothing.
 func samePathModel(r *http.Request, bodyID string) error {
 	if bodyID != "" && bodyID != r.PathValue("model_id") {
-		return invalid("model_id '%s' in the body differs from '%s' in the path: send the path's or none", truncate(bodyID, 80), truncate(r.PathValue("model_id"), 80))
+		return invalid("model_id '%s' in the body differs from '%s' in the path: send the path's or none", errs.Truncate(bodyID, 80), errs.Truncate(r.PathValue("model_id"), 80))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -30,7 +31,7 @@ func (s *Server) registerRunRoutes() {
 // checked and acted on.
 func runID(id, uuid string) (string, error) {
 	if id != "" && uuid != "" && id != uuid {
-		return "", invalid("run_id '%s' and run_uuid '%s' name different runs: send one of them", truncate(id, 80), truncate(uuid, 80))
+		return "", invalid("run_id '%s' and run_uuid '%s' name different runs: send one of them", errs.Truncate(id, 80), errs.Truncate(uuid, 80))
 	}
 	if id != "" {
 		return id, nil
@@ -314,7 +315,7 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 		// A metric's run_id (MLflow 3's Metric carries one) can only be the
 		// run the batch is logged to: it names no other object.
 		if id := req.Metrics[i].RunID; id != "" && id != req.RunID {
-			return invalid("Invalid value '%s' for parameter '%srun_id': a metric of a batch belongs to the batch's run %s", truncate(id, 80), indexed("metrics", i), truncate(req.RunID, 80))
+			return invalid("Invalid value '%s' for parameter '%srun_id': a metric of a batch belongs to the batch's run %s", errs.Truncate(id, 80), indexed("metrics", i), errs.Truncate(req.RunID, 80))
 		}
 		b.Metrics[i] = m
 	}

@@ -387,7 +387,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		// to the cleaned one, which a client following it would act on: a
 		// DELETE could land on a parent. Refuse them instead.
 		if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
-			s.writeError(w, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", truncate(p, 200)))
+			s.writeError(w, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", errs.Truncate(p, 200)))
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w}

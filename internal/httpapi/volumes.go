@@ -153,7 +153,7 @@ func ucPage[T any](q query, items []T, name func(T) string) ([]T, string, error)
 	if tok := q.str("page_token"); tok != "" {
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		if err != nil || len(b) == 0 {
-			return nil, "", invalid("invalid page_token %q: pass the next_page_token of the previous page", truncate(tok, 60))
+			return nil, "", invalid("invalid page_token %q: pass the next_page_token of the previous page", errs.Truncate(tok, 60))
 		}
 		after = string(b)
 	}
@@ -179,7 +179,7 @@ func parseBool(q query, key string, def bool) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	return false, invalid("Invalid value '%s' for parameter '%s': expected true or false", truncate(q.str(key), 40), key)
+	return false, invalid("Invalid value '%s' for parameter '%s': expected true or false", errs.Truncate(q.str(key), 40), key)
 }
 
 func (s *Server) createCatalog(w http.ResponseWriter, r *http.Request) error {
@@ -332,7 +332,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if t := strings.ToUpper(req.VolumeType); t != "" && t != "MANAGED" {
-		return invalid("volume_type %q is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store", truncate(req.VolumeType, 40))
+		return invalid("volume_type %q is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store", errs.Truncate(req.VolumeType, 40))
 	}
 	if req.StorageLocation != "" {
 		return invalid("storage_location is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store")
@@ -593,7 +593,7 @@ func noQuery(r *http.Request) error {
 		return nil
 	}
 	if _, err := parseQuery(r); err != nil {
-		return invalid("this endpoint takes no query parameters (got %q)", truncate(r.URL.RawQuery, 80))
+		return invalid("this endpoint takes no query parameters (got %q)", errs.Truncate(r.URL.RawQuery, 80))
 	}
 	return nil
 }

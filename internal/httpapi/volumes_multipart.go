@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/errs"
 )
 
 // Multipart uploads through the Files API, in the shape the Databricks SDK
@@ -99,7 +100,7 @@ func (s *Server) postVolumeFile(w http.ResponseWriter, r *http.Request) error {
 		checked(r)
 		return writeRaw(w, []byte("{}"))
 	}
-	return invalid("Invalid value '%s' for parameter 'action': expected initiate-upload, complete-upload or abort-upload", truncate(action, 40))
+	return invalid("Invalid value '%s' for parameter 'action': expected initiate-upload, complete-upload or abort-upload", errs.Truncate(action, 40))
 }
 
 // putVolumePart stores one part of a multipart upload.
@@ -131,7 +132,7 @@ func (s *Server) putVolumePart(w http.ResponseWriter, r *http.Request, q query) 
 // multipart upload (upload_type=multipart).
 func sessionToken(q query) (string, error) {
 	if t := q.str("upload_type"); t != "multipart" {
-		return "", invalid("Invalid value '%s' for parameter 'upload_type': only multipart uploads are served", truncate(t, 40))
+		return "", invalid("Invalid value '%s' for parameter 'upload_type': only multipart uploads are served", errs.Truncate(t, 40))
 	}
 	token := q.str("session_token")
 	if token == "" {

@@ -317,7 +317,7 @@ func (s *Server) setPermission(w http.ResponseWriter, r *http.Request) error {
 	}
 	lvl, ok := workspace.ParseLevel(req.Level)
 	if !ok {
-		return invalid("Invalid value '%s' for parameter 'level': expected CAN_READ, CAN_EDIT, CAN_MANAGE or NO_PERMISSIONS", truncate(req.Level, 40))
+		return invalid("Invalid value '%s' for parameter 'level': expected CAN_READ, CAN_EDIT, CAN_MANAGE or NO_PERMISSIONS", errs.Truncate(req.Level, 40))
 	}
 	if err := s.ws.SetPermission(r.Context(), SubjectFromContext(r.Context()), res, req.Principal, lvl); err != nil {
 		return err
@@ -379,7 +379,7 @@ func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Lev
 	case "experiment":
 		exp = id
 	default:
-		return t, invalid("target_kind must be run or experiment, got %q", truncate(kind, 40))
+		return t, invalid("target_kind must be run or experiment, got %q", errs.Truncate(kind, 40))
 	}
 	if err := s.allowExperimentLevel(r, exp, l); err != nil {
 		return t, err
