@@ -14,6 +14,9 @@
 #   SEXTANT_FUZZTIME   time per fuzz target (default 10s; 0 skips fuzzing)
 #   SEXTANT_MLFLOW_VERSIONS  mlflow versions to test against
 #                     (default: the oldest supported and the newest)
+#   SEXTANT_TEST_TMPFS  "required" (the default as root, as in CI): the
+#                     full-disk tests, which mount a small tmpfs, fail
+#                     instead of skipping when they cannot mount one
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,6 +26,9 @@ CACHE=${SEXTANT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sextant}
 FUZZTIME=${SEXTANT_FUZZTIME:-10s}
 MLFLOW_VERSIONS=${SEXTANT_MLFLOW_VERSIONS:-"3.7.0 3.17.2"}
 PYTHON=${PYTHON:-python3}
+if [ "$(id -u)" = 0 ]; then
+	export SEXTANT_TEST_TMPFS=${SEXTANT_TEST_TMPFS:-required}
+fi
 
 failed=()
 step() { printf '\n=== %s\n' "$*"; }

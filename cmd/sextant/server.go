@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/runlogs"
@@ -255,6 +256,18 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 	return envErr
 }
 
+// skipOnFullDisk lets the server start on a full disk without the writes
+// it makes at every start to make sure that something exists (the Default
+// experiment, the root folders): they were made at an earlier start, and
+// the next start makes them again. Any other error is returned.
+func skipOnFullDisk(log *slog.Logger, what string, err error) error {
+	if err != nil && errs.CodeOf(err) == errs.InsufficientStorage {
+		log.Warn("skipped at start: the disk is full", "step", what, "err", err)
+		return nil
+	}
+	return err
+}
+
 // Run parses flags and serves until ctx is cancelled.
 func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
@@ -299,7 +312,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		}
 	}()
 	tr := tracking.NewService(store, tracking.Options{Limits: cfg.Limits, Logger: log})
-	if err := tr.Init(ctx); err != nil {
+	if err := skipOnFullDisk(log, "ensure the Default experiment", tr.Init(ctx)); err != nil {
 		return err
 	}
 	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, Logger: log})
@@ -342,7 +355,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		log.Warn("removing the files of deleted volumes", "err", err)
 	}
 	ws := workspace.NewService(store, workspace.Options{Logger: log.With("component", "workspace"), Resources: vols})
-	if err := ws.Init(ctx); err != nil {
+	if err := skipOnFullDisk(log, "ensure the root folders and their grants", ws.Init(ctx)); err != nil {
 		return err
 	}
 	mode, err := authMode(ctx, cfg, ws, m.Stderr, log)
@@ -362,14 +375,20 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		RunLogs:      logSvc,
 		UI:           ui.MustNew(),
 		Volumes:      vols,
+		Health: func() httpapi.StoreHealth {
+			h := store.Health()
+			return httpapi.StoreHealth{Writable: h.Writable, Reason: h.Reason, SinceMs: h.SinceMs}
+		},
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return err
 	}
+	ln = httpapi.Listener(ln) // net/http's own 431 goes out as JSON
 	srv := &http.Server{
 		Handler:           api,
+		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),

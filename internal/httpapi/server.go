@@ -60,6 +60,19 @@ type Options struct {
 	// (/api/2.1/unity-catalog/...) and the Files API under /Volumes; nil
 	// leaves those routes out.
 	Volumes *volumes.Service
+	// Health reports whether the database can be written, for /health;
+	// nil means it always can.
+	Health func() StoreHealth
+}
+
+// StoreHealth is the database's state as /health shows it.
+type StoreHealth struct {
+	// Writable is false while writes fail for lack of space.
+	Writable bool
+	// Reason says why not, and what to do.
+	Reason string
+	// SinceMs is when Writable last changed, in Unix milliseconds.
+	SinceMs int64
 }
 
 // Server is the HTTP API.
@@ -413,12 +426,41 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 
 // ---- health ----
 
+// healthCheck answers /health: 200 while the server serves requests, also
+// while its database is read-only for lack of space (reads still work, and
+// a restart would not help: a probe that failed would take the server out
+// of service or restart it for nothing). The body is "OK" as MLflow's, or
+// "READ-ONLY: <reason>"; with Accept: application/json it is
+// {"status": "OK" | "READ_ONLY", "database": {"writable", "reason",
+// "since_ms"}}.
+func (s *Server) healthCheck(w http.ResponseWriter, r *http.Request) error {
+	h := StoreHealth{Writable: true}
+	if s.opts.Health != nil {
+		h = s.opts.Health()
+	}
+	status, text := "OK", "OK"
+	if !h.Writable {
+		status = "READ_ONLY"
+		text = "READ-ONLY: " + h.Reason + "; reads work, writes answer 507 until space is freed"
+	}
+	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+		type db struct {
+			Writable bool   `json:"writable"`
+			Reason   string `json:"reason,omitempty"`
+			SinceMs  int64  `json:"since_ms,omitempty"`
+		}
+		return writeJSON(w, struct {
+			Status   string `json:"status"`
+			Database db     `json:"database"`
+		}{status, db{h.Writable, h.Reason, h.SinceMs}})
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(text))
+	return nil
+}
+
 func (s *Server) registerHealthRoutes() {
-	s.handle("GET", "/health", Public, func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("OK"))
-		return nil
-	})
+	s.handle("GET", "/health", Public, s.healthCheck)
 	s.handle("GET", "/version", Public, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte(s.opts.Version))

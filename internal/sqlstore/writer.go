@@ -33,6 +33,9 @@ type writer struct {
 	retryable func(error) bool
 	// pg says the database is PostgreSQL (see dialect.go).
 	pg bool
+	// full, when set, receives the errors of ops and commits that failed
+	// for lack of space (errs.InsufficientStorage).
+	full func(error)
 
 	// txStmts are the statements prepared in the current transaction;
 	// only the loop goroutine touches them.
@@ -210,6 +213,7 @@ func (w *writer) run(batch []*writeOp) {
 	}
 	tx, err := w.begin(context.Background())
 	if err != nil {
+		w.noteFull(err)
 		for _, op := range txOps {
 			op.done <- err
 		}
@@ -234,6 +238,16 @@ func (w *writer) run(batch []*writeOp) {
 			return
 		}
 		err = sqlError(err, "commit")
+		// SQLite may roll the whole transaction back when a statement
+		// runs out of space; the commit then fails for want of a
+		// transaction, and the full disk is the reason to report.
+		for _, r := range results {
+			if errs.CodeOf(r) == errs.InsufficientStorage && errs.CodeOf(err) != errs.InsufficientStorage {
+				err = r
+				break
+			}
+		}
+		w.noteFull(err)
 		for _, op := range txOps {
 			op.done <- err
 		}
@@ -241,6 +255,9 @@ func (w *writer) run(batch []*writeOp) {
 	}
 	if len(follow) > 0 && w.committed != nil {
 		w.committed(follow)
+	}
+	for _, err := range results {
+		w.noteFull(err)
 	}
 	for i, op := range txOps {
 		if results[i] != nil && slices.Contains(again, op) {
@@ -253,6 +270,13 @@ func (w *writer) run(batch []*writeOp) {
 			op.tries++
 		}
 		w.runAgain(again)
+	}
+}
+
+// noteFull passes err to w.full when it says the disk is full.
+func (w *writer) noteFull(err error) {
+	if err != nil && w.full != nil && errs.CodeOf(err) == errs.InsufficientStorage {
+		w.full(err)
 	}
 }
 
