@@ -604,12 +604,19 @@ func (s *Server) putWorkspaceFile(w http.ResponseWriter, r *http.Request) error 
 	if err := s.checkWorkspaceFile(r, p, workspace.CanEdit); err != nil {
 		return err
 	}
+	put := s.opts.Files.Put
 	if q.str("overwrite") == "false" {
+		// The check refuses before the body is read; PutIfAbsent decides
+		// between uploads racing past it.
 		if _, err := s.opts.Files.Stat(r.Context(), key); err == nil {
 			return errs.Errorf(errs.AlreadyExists, "file %s already exists", p)
 		}
+		put = s.opts.Files.PutIfAbsent
 	}
-	if _, err := s.opts.Files.Put(r.Context(), key, r.Body, r.ContentLength); err != nil {
+	if _, err := put(r.Context(), key, r.Body, r.ContentLength); err != nil {
+		if errs.Is(err, errs.AlreadyExists) {
+			return errs.Errorf(errs.AlreadyExists, "file %s already exists", p)
+		}
 		return bodyError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
