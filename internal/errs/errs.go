@@ -115,6 +115,17 @@ func MessageOf(err error) string {
 	return "internal error"
 }
 
+// Transient reports whether retrying err may help: its code is
+// Unavailable or Throttled (a server that could not be reached, or
+// answered 429 or a 5xx other than 501 and 507).
+func Transient(err error) bool {
+	switch CodeOf(err) {
+	case Unavailable, Throttled:
+		return true
+	}
+	return false
+}
+
 // Is reports whether err carries the given code.
 func Is(err error, code Code) bool { return CodeOf(err) == code }
 

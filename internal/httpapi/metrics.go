@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/wire"
 
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -43,7 +44,7 @@ func (s *Server) getMetricHistory(w http.ResponseWriter, r *http.Request) error 
 	tail := []byte{']'}
 	if page.NextPageToken != "" {
 		tail = append(tail, `,"next_page_token":`...)
-		tail = appendString(tail, page.NextPageToken)
+		tail = wire.AppendString(tail, page.NextPageToken)
 	}
 	tail = append(tail, '}')
 	return writeParts(w, append(append([][]byte{[]byte(`{"metrics":[`)}, parts...), tail))
@@ -79,7 +80,7 @@ func appendPoints(buf []byte, key string, pts []tracking.HistoryPoint, runID str
 		if i > 0 || !first {
 			buf = append(buf, ',')
 		}
-		buf = appendHistoryPoint(buf, key, &pts[i], runID)
+		buf = wire.AppendHistoryPoint(buf, key, &pts[i], runID)
 	}
 	return buf
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/volumes"
+	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -444,15 +445,7 @@ func (s *Server) healthCheck(w http.ResponseWriter, r *http.Request) error {
 		text = "READ-ONLY: " + h.Reason + "; reads work, writes answer 507 until space is freed"
 	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
-		type db struct {
-			Writable bool   `json:"writable"`
-			Reason   string `json:"reason,omitempty"`
-			SinceMs  int64  `json:"since_ms,omitempty"`
-		}
-		return writeJSON(w, struct {
-			Status   string `json:"status"`
-			Database db     `json:"database"`
-		}{status, db{h.Writable, h.Reason, h.SinceMs}})
+		return writeJSON(w, wire.Health{Status: status, Database: wire.DatabaseHealth{Writable: h.Writable, Reason: h.Reason, SinceMs: h.SinceMs}})
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte(text))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // Multipart uploads through the Files API, in the shape the Databricks SDK
@@ -34,14 +35,7 @@ func (s *Server) fsEndpoints(w http.ResponseWriter, r *http.Request) error {
 	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 		scheme = "https"
 	}
-	type endpoint struct {
-		API                      string `json:"api"`
-		APIVersion               string `json:"api_version"`
-		Scheme                   string `json:"scheme"`
-		Hostname                 string `json:"hostname"`
-		MultipartUploadSupported bool   `json:"multipart_upload_supported"`
-	}
-	return writeJSON(w, map[string][]endpoint{"endpoints": {{"FILES_API", "2.0", scheme, r.Host, true}}})
+	return writeJSON(w, wire.FSEndpoints{Endpoints: []wire.FSEndpoint{{API: "FILES_API", APIVersion: "2.0", Scheme: scheme, Hostname: r.Host, MultipartUploadSupported: true}}})
 }
 
 // postVolumeFile serves the multipart actions on a file.
@@ -73,14 +67,11 @@ func (s *Server) postVolumeFile(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		checked(r)
-		return writeJSON(w, map[string]any{"multipart_upload": map[string]string{"session_token": token}})
+		var out wire.MultipartUpload
+		out.MultipartUpload.SessionToken = token
+		return writeJSON(w, out)
 	case "complete-upload":
-		var req struct {
-			Parts []struct {
-				PartNumber flexInt `json:"part_number"`
-				ETag       string  `json:"etag"`
-			} `json:"parts"`
-		}
+		var req wire.CompleteUploadRequest
 		if err := s.decode(w, r, &req); err != nil {
 			return err
 		}
