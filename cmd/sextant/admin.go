@@ -51,7 +51,19 @@ func readPassword(r io.Reader) (string, error) {
 // adminCommand is a leaf admin command: it takes --server, and exactly
 // nargs positional arguments (flags may follow them). do gets a client of
 // the server with the credentials of the environment.
-func adminCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, m *Main, cl func() (*client.Client, error), args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+func adminCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, m *Main, cl *client.Client, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+	return adminFlagsCommand(nargs, extra, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
+		cl, err := m.newClient(a.server, "sextant")
+		if err != nil {
+			return err
+		}
+		return do(ctx, m, cl, args)
+	})
+}
+
+// adminFlagsCommand is adminCommand for a command that may not need the
+// server: do gets the connection flags.
+func adminFlagsCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, m *Main, a apiFlags, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 	return func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 		var a apiFlags
 		a.bind(fs, m.Getenv)
@@ -65,7 +77,7 @@ func adminCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.C
 		if len(pos) != nargs {
 			return usageError("%s takes %d argument(s), got %d (see 'sextant %s -h')", fs.Name(), nargs, len(pos), fs.Name())
 		}
-		return do(ctx, m, func() (*client.Client, error) { return m.newClient(a.server, "sextant") }, pos)
+		return do(ctx, m, a, pos)
 	}
 }
 
@@ -82,11 +94,11 @@ func usersCommands() []*command {
 				"echo 'a long password' | sextant users add admin@example.com --admin --data-dir sextant-data",
 				"echo 'alices password' | sextant users add alice@example.com",
 			},
-			run: adminCommand(1, func(fs *flag.FlagSet) {
+			run: adminFlagsCommand(1, func(fs *flag.FlagSet) {
 				fs.BoolVar(&admin, "admin", false, "make the user an administrator")
 				fs.StringVar(&dataDir, "data-dir", "", "create the user directly in this data directory (created if missing); no server needed")
 				fs.StringVar(&dbURL, "db", "", "create the user directly in this PostgreSQL database; no server needed")
-			}, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
+			}, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
 				if dataDir != "" && dbURL != "" {
 					return usageError("users add: give --data-dir or --db, not both")
 				}
@@ -97,7 +109,7 @@ func usersCommands() []*command {
 				if dataDir != "" || dbURL != "" {
 					return addUserDirect(ctx, m, dataDir, dbURL, args[0], pw, admin)
 				}
-				cl, err := newClient()
+				cl, err := m.newClient(a.server, "sextant")
 				if err != nil {
 					return err
 				}
@@ -114,11 +126,7 @@ func usersCommands() []*command {
 			usage:    []string{"sextant users list"},
 			env:      clientEnv,
 			examples: []string{"sextant users list"},
-			run: adminCommand(0, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), _ []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(0, nil, func(ctx context.Context, m *Main, cl *client.Client, _ []string) error {
 				users, err := cl.ListUsers(ctx)
 				if err != nil {
 					return err
@@ -141,12 +149,8 @@ func usersCommands() []*command {
 			examples: []string{
 				"echo 'a new long password' | MLFLOW_TRACKING_USERNAME=admin@localhost MLFLOW_TRACKING_PASSWORD=<old> sextant users passwd admin@localhost",
 			},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				pw, err := readPassword(m.stdin())
-				if err != nil {
-					return err
-				}
-				cl, err := newClient()
 				if err != nil {
 					return err
 				}
@@ -166,11 +170,7 @@ func userToggle(name, summary string) *command {
 		usage:    []string{"sextant users " + name + " EMAIL"},
 		env:      clientEnv,
 		examples: []string{"sextant users " + name + " bob@example.com"},
-		run: adminCommand(1, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-			cl, err := newClient()
-			if err != nil {
-				return err
-			}
+		run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 			disabled := name == "disable"
 			if _, err := cl.UpdateUser(ctx, wire.UpdateUserRequest{Email: args[0], Disabled: &disabled}); err != nil {
 				return err
@@ -235,11 +235,7 @@ func tokensCommands() []*command {
 			},
 			run: adminCommand(1, func(fs *flag.FlagSet) {
 				fs.DurationVar(&lifetime, "lifetime", 0, "how long the token lives, e.g. 720h (0: until revoked)")
-			}, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			}, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				tok, err := cl.CreateToken(ctx, args[0], lifetime)
 				if err != nil {
 					return err
@@ -254,11 +250,7 @@ func tokensCommands() []*command {
 			usage:    []string{"sextant tokens list"},
 			env:      clientEnv,
 			examples: []string{"sextant tokens list"},
-			run: adminCommand(0, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), _ []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(0, nil, func(ctx context.Context, m *Main, cl *client.Client, _ []string) error {
 				tokens, err := cl.ListTokens(ctx)
 				if err != nil {
 					return err
@@ -288,14 +280,10 @@ func tokensCommands() []*command {
 			usage:    []string{"sextant tokens revoke ID"},
 			env:      clientEnv,
 			examples: []string{"sextant tokens revoke 3"},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				id, err := strconv.ParseInt(args[0], 10, 64)
 				if err != nil {
 					return usageError("tokens revoke: token ids are numbers (see sextant tokens list), got %q", args[0])
-				}
-				cl, err := newClient()
-				if err != nil {
-					return err
 				}
 				if err := cl.RevokeToken(ctx, id); err != nil {
 					return err
@@ -320,11 +308,7 @@ func permsCommands() []*command {
 			about:    permsAbout,
 			env:      clientEnv,
 			examples: []string{"sextant perms get experiment:12", "sextant perms get folder:/Shared/vision"},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				grants, err := cl.Permissions(ctx, args[0])
 				if err != nil {
 					return err
@@ -343,11 +327,7 @@ func permsCommands() []*command {
 			about:    permsAbout,
 			env:      clientEnv,
 			examples: []string{"sextant perms set experiment:12 bob@example.com CAN_READ", "sextant perms set folder:/Shared/vision group:vision CAN_EDIT"},
-			run: adminCommand(3, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(3, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				if err := cl.SetPermission(ctx, args[0], args[1], args[2]); err != nil {
 					return err
 				}
@@ -361,11 +341,7 @@ func permsCommands() []*command {
 			about:    permsAbout,
 			env:      clientEnv,
 			examples: []string{"sextant perms revoke experiment:12 bob@example.com"},
-			run: adminCommand(2, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(2, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				if err := cl.SetPermission(ctx, args[0], args[1], "NO_PERMISSIONS"); err != nil {
 					return err
 				}
@@ -383,11 +359,7 @@ func groupsCommands() []*command {
 			usage:    []string{"sextant groups " + name + " GROUP EMAIL"},
 			env:      clientEnv,
 			examples: []string{"sextant groups " + name + " vision bob@example.com"},
-			run: adminCommand(2, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(2, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				if err := cl.SetGroupMember(ctx, args[0], args[1], name == "add"); err != nil {
 					return err
 				}
@@ -402,11 +374,7 @@ func groupsCommands() []*command {
 			usage:    []string{"sextant groups create NAME"},
 			env:      clientEnv,
 			examples: []string{"sextant groups create vision"},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				if err := cl.CreateGroup(ctx, args[0]); err != nil {
 					return err
 				}
@@ -421,11 +389,7 @@ func groupsCommands() []*command {
 			usage:    []string{"sextant groups list"},
 			env:      clientEnv,
 			examples: []string{"sextant groups list"},
-			run: adminCommand(0, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), _ []string) error {
-				cl, err := newClient()
-				if err != nil {
-					return err
-				}
+			run: adminCommand(0, nil, func(ctx context.Context, m *Main, cl *client.Client, _ []string) error {
 				groups, err := cl.ListGroups(ctx)
 				if err != nil {
 					return err
@@ -442,12 +406,8 @@ func groupsCommands() []*command {
 // mkdirs is `sextant mkdirs PATH`: it says whether the folder was created
 // or already existed.
 func mkdirs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
-	return adminCommand(1, nil, func(ctx context.Context, m *Main, newClient func() (*client.Client, error), args []string) error {
-		cl, err := newClient()
-		if err != nil {
-			return err
-		}
-		_, err = cl.ListFolder(ctx, args[0])
+	return adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+		_, err := cl.ListFolder(ctx, args[0])
 		existed := err == nil
 		p, err := cl.Mkdirs(ctx, args[0])
 		if err != nil {
