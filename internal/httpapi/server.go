@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
@@ -61,6 +63,11 @@ type Options struct {
 	// (/api/2.1/unity-catalog/...) and the Files API under /Volumes; nil
 	// leaves those routes out.
 	Volumes *volumes.Service
+	// Metrics receives the request metrics (sextant_http_*); nil registers
+	// none.
+	Metrics prometheus.Registerer
+	// Gatherer is served at GET /metrics; nil leaves the route out.
+	Gatherer prometheus.Gatherer
 	// Health reports whether the database can be written, for /health;
 	// nil means it always can.
 	Health func() StoreHealth
@@ -88,6 +95,7 @@ type Server struct {
 	mux     *http.ServeMux
 	routes  []route
 	handler http.Handler
+	metrics *httpMetrics
 }
 
 // Access is the permission a route needs. Every route declares one; a
@@ -232,7 +240,9 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.metrics = newHTTPMetrics(opts.Metrics)
 	s.registerHealthRoutes()
+	s.registerMetricsRoute()
 	s.registerExperimentRoutes()
 	s.registerRunRoutes()
 	s.registerMetricRoutes()
@@ -397,14 +407,21 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+		sw := &statusWriter{ResponseWriter: w}
+		s.metrics.inFlight.Inc()
+		defer func() {
+			s.metrics.inFlight.Dec()
+			// The mux set r.Pattern on the request it routed, this one;
+			// it is empty when no route took the request.
+			s.metrics.observe(methodLabel(r.Method), r.Pattern, sw.status, time.Since(start))
+		}()
 		// ServeMux answers unclean paths ("a//b", "a/../b") with a redirect
 		// to the cleaned one, which a client following it would act on: a
 		// DELETE could land on a parent. Refuse them instead.
 		if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
-			s.writeError(w, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", errs.Truncate(p, 200)))
+			s.writeError(sw, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", errs.Truncate(p, 200)))
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	sqlite3 "github.com/mattn/go-sqlite3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
@@ -53,6 +54,10 @@ type Options struct {
 	ReadConns int
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
+	// Metrics receives the store's Prometheus metrics (write queue, commit
+	// latency, points and log lines stored, database size, active runs,
+	// GPU nodes); nil registers none.
+	Metrics prometheus.Registerer
 }
 
 // DefaultOptions returns the options Sextant ships with.
@@ -72,6 +77,8 @@ type Store struct {
 	wdb *sql.DB
 	cdb *sql.DB // SQLite only: checkpoints
 	pg  bool
+	// path is the SQLite database file; empty on PostgreSQL.
+	path string
 	// instance names this process among the replicas (background job
 	// leases).
 	instance string
@@ -80,6 +87,7 @@ type Store struct {
 	limits   tracking.Limits
 	opts     Options
 	log      *slog.Logger
+	metrics  *storeMetrics
 
 	ckptQuit, ckptDone chan struct{}
 
@@ -124,13 +132,16 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		s.pg = true
 		err = s.openPostgres(ctx, target, &opts)
 	} else {
+		s.path = target
 		err = s.openSQLite(ctx, target, &opts)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.opts = opts
+	s.metrics = newStoreMetrics(s, opts.Metrics)
 	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
+	s.w.m = s.metrics
 	s.w.retryable = retryable
 	s.w.pg = s.pg
 	s.w.full = s.noteFull

@@ -33,6 +33,8 @@ type writer struct {
 	retryable func(error) bool
 	// pg says the database is PostgreSQL (see dialect.go).
 	pg bool
+	// m counts queued writes and times commits.
+	m *storeMetrics
 	// full, when set, receives the errors of ops and commits that failed
 	// for lack of space (errs.InsufficientStorage).
 	full func(error)
@@ -157,6 +159,8 @@ func (w *writer) exclusive(ctx context.Context, fn func() error) error {
 }
 
 func (w *writer) submit(ctx context.Context, op *writeOp) error {
+	w.m.queued.Add(1)
+	defer w.m.queued.Add(-1)
 	select {
 	case w.ops <- op:
 	case <-ctx.Done():
@@ -228,7 +232,11 @@ func (w *writer) run(batch []*writeOp) {
 			again = append(again, op)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	start := time.Now()
+	err = tx.Commit()
+	w.m.commitSeconds.Observe(time.Since(start).Seconds())
+	w.m.groupRequests.Observe(float64(len(txOps)))
+	if err != nil {
 		if w.retryable != nil && w.retryable(err) {
 			// Nothing of the group was written: run it all again.
 			for _, op := range txOps {
