@@ -89,6 +89,7 @@ type Server struct {
 	tr      *tracking.Service
 	art     *artifacts.Service
 	ws      *workspace.Service
+	files   *workspace.Files
 	gpu     *gpu.Service
 	owners  ownerCache
 	log     *slog.Logger
@@ -237,6 +238,9 @@ func New(opts Options) *Server {
 		opts.MaxBodyBytes = 16 << 20
 	}
 	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, ws: opts.Workspace, gpu: opts.GPU, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.Workspace != nil && opts.Files != nil {
+		s.files = workspace.NewFiles(opts.Workspace, opts.Files)
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

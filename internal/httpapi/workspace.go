@@ -4,10 +4,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/wire"
@@ -467,73 +465,30 @@ func (s *Server) auditLog(w http.ResponseWriter, r *http.Request) error {
 
 // ---- workspace files (the Files API under /Workspace) ----
 
-// workspaceFilePath returns the canonical workspace path of a Files API
-// request and its blob key.
-func workspaceFilePath(r *http.Request) (string, string, error) {
-	p, err := workspace.NormalizePath("/" + r.PathValue("path"))
-	if err != nil {
-		return "", "", err
-	}
-	if p == "/" {
-		return "", "", invalid("a file path is required")
-	}
-	key := strings.TrimPrefix(p, "/")
-	if err := blob.ValidateKey(key); err != nil {
-		return "", "", err
-	}
-	return p, key, nil
-}
-
-// workspaceFolderOf returns the nearest folder above p that exists, for
-// the permission check of a file.
-func (s *Server) checkWorkspaceFile(r *http.Request, p string, l workspace.Level) error {
-	folder := workspace.Parent(p)
-	return s.allowFolder(r, folder, l)
-}
+// workspaceFile is the workspace path of a Files API request.
+func workspaceFile(r *http.Request) string { return "/" + r.PathValue("path") }
 
 func (s *Server) putWorkspaceFile(w http.ResponseWriter, r *http.Request) error {
-	p, key, err := workspaceFilePath(r)
-	if err != nil {
-		return err
-	}
 	q, err := parseQuery(r, "overwrite")
 	if err != nil {
 		return err
 	}
-	if err := s.checkWorkspaceFile(r, p, workspace.CanEdit); err != nil {
-		return err
-	}
-	put := s.opts.Files.Put
-	if q.str("overwrite") == "false" {
-		// The check refuses before the body is read; PutIfAbsent decides
-		// between uploads racing past it.
-		if _, err := s.opts.Files.Stat(r.Context(), key); err == nil {
-			return errs.Errorf(errs.AlreadyExists, "file %s already exists", p)
-		}
-		put = s.opts.Files.PutIfAbsent
-	}
-	if _, err := put(r.Context(), key, r.Body, r.ContentLength); err != nil {
-		if errs.Is(err, errs.AlreadyExists) {
-			return errs.Errorf(errs.AlreadyExists, "file %s already exists", p)
-		}
+	overwrite := q.str("overwrite") != "false"
+	if err := s.files.Put(r.Context(), SubjectFromContext(r.Context()), workspaceFile(r), r.Body, r.ContentLength, overwrite); err != nil {
 		return bodyError(err)
 	}
+	checked(r) // Put checked CAN_EDIT on the file's folder
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error {
-	p, key, err := workspaceFilePath(r)
+	ctx, sub := r.Context(), SubjectFromContext(r.Context())
+	info, err := s.files.Stat(ctx, sub, workspaceFile(r))
 	if err != nil {
 		return err
 	}
-	if err := s.checkWorkspaceFile(r, p, workspace.CanRead); err != nil {
-		return err
-	}
-	info, err := s.opts.Files.Stat(r.Context(), key)
-	if err != nil {
-		return err
-	}
+	checked(r) // Stat checked CAN_READ on the file's folder
 	offset, length, partial, err := parseRange(r.Header.Get("Range"), info.Size)
 	if err != nil {
 		return err
@@ -552,7 +507,7 @@ func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error 
 		w.WriteHeader(status)
 		return nil
 	}
-	rc, _, err := s.opts.Files.Open(r.Context(), key, offset, length)
+	rc, _, err := s.files.Open(ctx, sub, workspaceFile(r), offset, length)
 	if err != nil {
 		h.Del("Content-Length")
 		return err
@@ -566,43 +521,26 @@ func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) deleteWorkspaceFile(w http.ResponseWriter, r *http.Request) error {
-	p, key, err := workspaceFilePath(r)
-	if err != nil {
+	if err := s.files.Delete(r.Context(), SubjectFromContext(r.Context()), workspaceFile(r)); err != nil {
 		return err
 	}
-	if err := s.checkWorkspaceFile(r, p, workspace.CanEdit); err != nil {
-		return err
-	}
-	if _, err := s.opts.Files.Stat(r.Context(), key); err != nil {
-		return err
-	}
-	if err := s.opts.Files.Delete(r.Context(), key); err != nil {
-		return err
-	}
+	checked(r) // Delete checked CAN_EDIT on the file's folder
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 func (s *Server) listWorkspaceDirectory(w http.ResponseWriter, r *http.Request) error {
-	p, err := workspace.NormalizePath("/" + r.PathValue("path"))
-	if err != nil {
-		return err
-	}
 	if _, err := parseQuery(r, "page_token", "page_size"); err != nil {
 		return err
 	}
-	if err := s.allowFolder(r, p, workspace.CanRead); err != nil {
-		return err
-	}
-	prefix := strings.TrimPrefix(p, "/") + "/"
-	entries, err := s.opts.Files.List(r.Context(), prefix, "", 0)
+	entries, p, err := s.files.List(r.Context(), SubjectFromContext(r.Context()), workspaceFile(r))
 	if err != nil {
 		return err
 	}
+	checked(r) // List checked CAN_READ on the folder
 	out := wire.DirListing{Contents: []wire.DirEntry{}}
 	for _, e := range entries {
-		name := strings.TrimSuffix(e.Name, "/")
-		item := wire.DirEntry{Path: "/Workspace" + p + "/" + name, IsDirectory: e.IsDir, Name: name}
+		item := wire.DirEntry{Path: "/Workspace" + p + "/" + e.Name, IsDirectory: e.IsDir, Name: e.Name}
 		if !e.IsDir {
 			size := e.Size
 			item.FileSize = &size
