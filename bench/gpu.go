@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	sxclient "github.com/sextant/sextant/internal/client"
+
 	"github.com/sextant/sextant/internal/gpu"
-	"github.com/sextant/sextant/internal/httpapi"
 )
 
 // benchGPU measures GPU monitoring:
@@ -156,12 +157,13 @@ func benchGPUIngest(ctx context.Context, c config, s *server, withRuns bool) (an
 			}
 		}
 	}
-	sink, err := httpapi.NewGPUClient(s.url, httpapi.GPUClientOptions{HTTPClient: &http.Client{
-		Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+	sx, err := sxclient.New(s.url, sxclient.Options{Timeout: time.Minute, HTTPClient: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
 	}})
 	if err != nil {
 		return nil, err
 	}
+	sink := sx.GPUSink()
 	sims := make([]*gpu.Sim, nodes)
 	var clock atomic.Int64
 	for i := range sims {
@@ -265,10 +267,11 @@ func benchGPUIngest(ctx context.Context, c config, s *server, withRuns bool) (an
 // benchGPUQuery pre-fills two hours for 8 nodes of 8 GPUs and times the
 // pane's queries.
 func benchGPUQuery(ctx context.Context, c config, s *server) (any, error) {
-	sink, err := httpapi.NewGPUClient(s.url, httpapi.GPUClientOptions{})
+	sx, err := sxclient.New(s.url, sxclient.Options{})
 	if err != nil {
 		return nil, err
 	}
+	sink := sx.GPUSink()
 	// Two hours less a minute, so the oldest sample is inside the
 	// retention window when it arrives.
 	const n = 714

@@ -2,23 +2,20 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -42,70 +39,6 @@ func (a *apiFlags) bind(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&a.server, "server", def, "the server's URL (from $MLFLOW_TRACKING_URI when set)")
 }
 
-// httpClient returns the HTTP client of the admin and files commands:
-// MLFLOW_TRACKING_INSECURE_TLS=true skips certificate checks, as for the
-// mlflow client.
-func (m *Main) httpTransport() *http.Transport {
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost:   64,
-		ResponseHeaderTimeout: 5 * time.Minute,
-		IdleConnTimeout:       90 * time.Second,
-	}
-	if strings.EqualFold(m.Getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true") {
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user asked for it
-	}
-	return tr
-}
-
-// apiCall sends one JSON request and decodes the JSON answer into out.
-func (m *Main) apiCall(ctx context.Context, a apiFlags, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(a.server, "/")+path, rd)
-	if err != nil {
-		return fmt.Errorf("the server's URL %q: %w", a.server, err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if tok := m.Getenv("MLFLOW_TRACKING_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if u, p := m.Getenv("MLFLOW_TRACKING_USERNAME"), m.Getenv("MLFLOW_TRACKING_PASSWORD"); u != "" && p != "" {
-		req.SetBasicAuth(u, p) // Basic wins when both are set, as in the mlflow client
-	}
-	resp, err := (&http.Client{Timeout: 60 * time.Second, Transport: m.httpTransport()}).Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the server at %s: %w", a.server, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Code    string `json:"error_code"`
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Message != "" {
-			return &apiError{status: resp.StatusCode, code: e.Code, message: e.Message}
-		}
-		return &apiError{status: resp.StatusCode, message: fmt.Sprintf("%s %s: %s", method, path, http.StatusText(resp.StatusCode))}
-	}
-	if out != nil && len(b) > 0 {
-		return json.Unmarshal(b, out)
-	}
-	return nil
-}
-
 // readPassword reads a password from stdin (one line).
 func readPassword(r io.Reader) (string, error) {
 	line, err := bufio.NewReader(r).ReadString('\n')
@@ -116,8 +49,21 @@ func readPassword(r io.Reader) (string, error) {
 }
 
 // adminCommand is a leaf admin command: it takes --server, and exactly
-// nargs positional arguments (flags may follow them).
-func adminCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, m *Main, a apiFlags, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+// nargs positional arguments (flags may follow them). do gets a client of
+// the server with the credentials of the environment.
+func adminCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, m *Main, cl *client.Client, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+	return adminFlagsCommand(nargs, extra, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
+		cl, err := m.newClient(a.server, "sextant")
+		if err != nil {
+			return err
+		}
+		return do(ctx, m, cl, args)
+	})
+}
+
+// adminFlagsCommand is adminCommand for a command that may not need the
+// server: do gets the connection flags.
+func adminFlagsCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, m *Main, a apiFlags, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 	return func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 		var a apiFlags
 		a.bind(fs, m.Getenv)
@@ -148,7 +94,7 @@ func usersCommands() []*command {
 				"echo 'a long password' | sextant users add admin@example.com --admin --data-dir sextant-data",
 				"echo 'alices password' | sextant users add alice@example.com",
 			},
-			run: adminCommand(1, func(fs *flag.FlagSet) {
+			run: adminFlagsCommand(1, func(fs *flag.FlagSet) {
 				fs.BoolVar(&admin, "admin", false, "make the user an administrator")
 				fs.StringVar(&dataDir, "data-dir", "", "create the user directly in this data directory (created if missing); no server needed")
 				fs.StringVar(&dbURL, "db", "", "create the user directly in this PostgreSQL database; no server needed")
@@ -163,13 +109,15 @@ func usersCommands() []*command {
 				if dataDir != "" || dbURL != "" {
 					return addUserDirect(ctx, m, dataDir, dbURL, args[0], pw, admin)
 				}
-				var out struct {
-					User wireUserOut `json:"user"`
-				}
-				if err := m.apiCall(ctx, a, "POST", "/api/2.0/sextant/users", map[string]any{"email": args[0], "password": pw, "admin": admin}, &out); err != nil {
+				cl, err := m.newClient(a.server, "sextant")
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(m.Stdout, "created user %s (admin: %v), home folder /Users/%s\n", out.User.Email, out.User.Admin, out.User.Email)
+				u, err := cl.CreateUser(ctx, args[0], pw, admin)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(m.Stdout, "created user %s (admin: %v), home folder /Users/%s\n", u.Email, u.Admin, u.Email)
 				return nil
 			}),
 		},
@@ -178,16 +126,14 @@ func usersCommands() []*command {
 			usage:    []string{"sextant users list"},
 			env:      clientEnv,
 			examples: []string{"sextant users list"},
-			run: adminCommand(0, nil, func(ctx context.Context, m *Main, a apiFlags, _ []string) error {
-				var out struct {
-					Users []wireUserOut `json:"users"`
-				}
-				if err := m.apiCall(ctx, a, "GET", "/api/2.0/sextant/users", nil, &out); err != nil {
+			run: adminCommand(0, nil, func(ctx context.Context, m *Main, cl *client.Client, _ []string) error {
+				users, err := cl.ListUsers(ctx)
+				if err != nil {
 					return err
 				}
 				tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "EMAIL\tADMIN\tDISABLED\tCREATED")
-				for _, u := range out.Users {
+				for _, u := range users {
 					fmt.Fprintf(tw, "%s\t%v\t%v\t%s\n", u.Email, u.Admin, u.Disabled, time.UnixMilli(u.CreatedMs).UTC().Format(time.RFC3339))
 				}
 				return tw.Flush()
@@ -203,12 +149,12 @@ func usersCommands() []*command {
 			examples: []string{
 				"echo 'a new long password' | MLFLOW_TRACKING_USERNAME=admin@localhost MLFLOW_TRACKING_PASSWORD=<old> sextant users passwd admin@localhost",
 			},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				pw, err := readPassword(m.stdin())
 				if err != nil {
 					return err
 				}
-				if err := m.apiCall(ctx, a, "POST", "/api/2.0/sextant/users/password", map[string]any{"email": args[0], "old_password": m.Getenv("MLFLOW_TRACKING_PASSWORD"), "new_password": pw}, nil); err != nil {
+				if err := cl.SetPassword(ctx, args[0], m.Getenv("MLFLOW_TRACKING_PASSWORD"), pw); err != nil {
 					return err
 				}
 				fmt.Fprintf(m.Stdout, "changed the password of %s\n", args[0])
@@ -224,8 +170,9 @@ func userToggle(name, summary string) *command {
 		usage:    []string{"sextant users " + name + " EMAIL"},
 		env:      clientEnv,
 		examples: []string{"sextant users " + name + " bob@example.com"},
-		run: adminCommand(1, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-			if err := m.apiCall(ctx, a, "PATCH", "/api/2.0/sextant/users", map[string]any{"email": args[0], "disabled": name == "disable"}, nil); err != nil {
+		run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+			disabled := name == "disable"
+			if _, err := cl.UpdateUser(ctx, wire.UpdateUserRequest{Email: args[0], Disabled: &disabled}); err != nil {
 				return err
 			}
 			fmt.Fprintf(m.Stdout, "user %s %sd\n", args[0], name)
@@ -275,23 +222,6 @@ func addUserDirect(ctx context.Context, m *Main, dataDir, dbURL, email, password
 	return nil
 }
 
-type wireUserOut struct {
-	Email     string `json:"email"`
-	Admin     bool   `json:"admin"`
-	Disabled  bool   `json:"disabled"`
-	CreatedMs int64  `json:"created_time"`
-}
-
-type wireToken struct {
-	ID         int64  `json:"id"`
-	Name       string `json:"name"`
-	CreatedMs  int64  `json:"created_time"`
-	ExpiresMs  int64  `json:"expires_time"`
-	LastUsedMs int64  `json:"last_used_time"`
-	RevokedMs  int64  `json:"revoked_time"`
-	Token      string `json:"token"`
-}
-
 func tokensCommands() []*command {
 	var lifetime time.Duration
 	return []*command{
@@ -305,15 +235,13 @@ func tokensCommands() []*command {
 			},
 			run: adminCommand(1, func(fs *flag.FlagSet) {
 				fs.DurationVar(&lifetime, "lifetime", 0, "how long the token lives, e.g. 720h (0: until revoked)")
-			}, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-				var out struct {
-					Token wireToken `json:"token"`
-				}
-				if err := m.apiCall(ctx, a, "POST", "/api/2.0/sextant/tokens", map[string]any{"name": args[0], "lifetime_seconds": int64(lifetime.Seconds())}, &out); err != nil {
+			}, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+				tok, err := cl.CreateToken(ctx, args[0], lifetime)
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(m.Stderr, "token %d %q created; it is shown only now. Use it as MLFLOW_TRACKING_TOKEN.\n", out.Token.ID, out.Token.Name)
-				fmt.Fprintln(m.Stdout, out.Token.Token)
+				fmt.Fprintf(m.Stderr, "token %d %q created; it is shown only now. Use it as MLFLOW_TRACKING_TOKEN.\n", tok.ID, tok.Name)
+				fmt.Fprintln(m.Stdout, tok.Token)
 				return nil
 			}),
 		},
@@ -322,11 +250,9 @@ func tokensCommands() []*command {
 			usage:    []string{"sextant tokens list"},
 			env:      clientEnv,
 			examples: []string{"sextant tokens list"},
-			run: adminCommand(0, nil, func(ctx context.Context, m *Main, a apiFlags, _ []string) error {
-				var out struct {
-					Tokens []wireToken `json:"tokens"`
-				}
-				if err := m.apiCall(ctx, a, "GET", "/api/2.0/sextant/tokens", nil, &out); err != nil {
+			run: adminCommand(0, nil, func(ctx context.Context, m *Main, cl *client.Client, _ []string) error {
+				tokens, err := cl.ListTokens(ctx)
+				if err != nil {
 					return err
 				}
 				tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
@@ -337,7 +263,7 @@ func tokensCommands() []*command {
 					}
 					return time.UnixMilli(ms).UTC().Format(time.RFC3339)
 				}
-				for _, t := range out.Tokens {
+				for _, t := range tokens {
 					state := "live"
 					if t.RevokedMs != 0 {
 						state = "revoked"
@@ -354,12 +280,12 @@ func tokensCommands() []*command {
 			usage:    []string{"sextant tokens revoke ID"},
 			env:      clientEnv,
 			examples: []string{"sextant tokens revoke 3"},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
 				id, err := strconv.ParseInt(args[0], 10, 64)
 				if err != nil {
 					return usageError("tokens revoke: token ids are numbers (see sextant tokens list), got %q", args[0])
 				}
-				if err := m.apiCall(ctx, a, "DELETE", "/api/2.0/sextant/tokens", map[string]any{"id": id}, nil); err != nil {
+				if err := cl.RevokeToken(ctx, id); err != nil {
 					return err
 				}
 				fmt.Fprintf(m.Stdout, "token %d revoked\n", id)
@@ -382,19 +308,14 @@ func permsCommands() []*command {
 			about:    permsAbout,
 			env:      clientEnv,
 			examples: []string{"sextant perms get experiment:12", "sextant perms get folder:/Shared/vision"},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-				var out struct {
-					Grants []struct {
-						Principal string `json:"principal"`
-						Level     string `json:"level"`
-					} `json:"grants"`
-				}
-				if err := m.apiCall(ctx, a, "GET", "/api/2.0/sextant/permissions?resource="+url.QueryEscape(args[0]), nil, &out); err != nil {
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+				grants, err := cl.Permissions(ctx, args[0])
+				if err != nil {
 					return err
 				}
 				tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PRINCIPAL\tLEVEL")
-				for _, g := range out.Grants {
+				for _, g := range grants {
 					fmt.Fprintf(tw, "%s\t%s\n", g.Principal, g.Level)
 				}
 				return tw.Flush()
@@ -406,8 +327,8 @@ func permsCommands() []*command {
 			about:    permsAbout,
 			env:      clientEnv,
 			examples: []string{"sextant perms set experiment:12 bob@example.com CAN_READ", "sextant perms set folder:/Shared/vision group:vision CAN_EDIT"},
-			run: adminCommand(3, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-				if err := m.apiCall(ctx, a, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": args[0], "principal": args[1], "level": args[2]}, nil); err != nil {
+			run: adminCommand(3, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+				if err := cl.SetPermission(ctx, args[0], args[1], args[2]); err != nil {
 					return err
 				}
 				fmt.Fprintf(m.Stdout, "granted %s on %s to %s\n", strings.ToUpper(args[2]), args[0], args[1])
@@ -420,8 +341,8 @@ func permsCommands() []*command {
 			about:    permsAbout,
 			env:      clientEnv,
 			examples: []string{"sextant perms revoke experiment:12 bob@example.com"},
-			run: adminCommand(2, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-				if err := m.apiCall(ctx, a, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": args[0], "principal": args[1], "level": "NO_PERMISSIONS"}, nil); err != nil {
+			run: adminCommand(2, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+				if err := cl.SetPermission(ctx, args[0], args[1], "NO_PERMISSIONS"); err != nil {
 					return err
 				}
 				fmt.Fprintf(m.Stdout, "revoked the grant of %s on %s (what folders above it grant still applies)\n", args[1], args[0])
@@ -438,8 +359,8 @@ func groupsCommands() []*command {
 			usage:    []string{"sextant groups " + name + " GROUP EMAIL"},
 			env:      clientEnv,
 			examples: []string{"sextant groups " + name + " vision bob@example.com"},
-			run: adminCommand(2, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-				if err := m.apiCall(ctx, a, "POST", "/api/2.0/sextant/groups/members", map[string]any{"group": args[0], "email": args[1], "member": name == "add"}, nil); err != nil {
+			run: adminCommand(2, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+				if err := cl.SetGroupMember(ctx, args[0], args[1], name == "add"); err != nil {
 					return err
 				}
 				fmt.Fprintf(m.Stdout, "%s %s %s group %s\n", verb, args[1], prep, args[0])
@@ -453,8 +374,8 @@ func groupsCommands() []*command {
 			usage:    []string{"sextant groups create NAME"},
 			env:      clientEnv,
 			examples: []string{"sextant groups create vision"},
-			run: adminCommand(1, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-				if err := m.apiCall(ctx, a, "POST", "/api/2.0/sextant/groups", map[string]any{"name": args[0]}, nil); err != nil {
+			run: adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+				if err := cl.CreateGroup(ctx, args[0]); err != nil {
 					return err
 				}
 				fmt.Fprintf(m.Stdout, "created group %s (grant it permissions with sextant perms set RESOURCE group:%s LEVEL)\n", args[0], args[0])
@@ -468,17 +389,12 @@ func groupsCommands() []*command {
 			usage:    []string{"sextant groups list"},
 			env:      clientEnv,
 			examples: []string{"sextant groups list"},
-			run: adminCommand(0, nil, func(ctx context.Context, m *Main, a apiFlags, _ []string) error {
-				var out struct {
-					Groups []struct {
-						Name    string   `json:"name"`
-						Members []string `json:"members"`
-					} `json:"groups"`
-				}
-				if err := m.apiCall(ctx, a, "GET", "/api/2.0/sextant/groups", nil, &out); err != nil {
+			run: adminCommand(0, nil, func(ctx context.Context, m *Main, cl *client.Client, _ []string) error {
+				groups, err := cl.ListGroups(ctx)
+				if err != nil {
 					return err
 				}
-				for _, g := range out.Groups {
+				for _, g := range groups {
 					fmt.Fprintf(m.Stdout, "%s: %s\n", g.Name, strings.Join(g.Members, ", "))
 				}
 				return nil
@@ -490,25 +406,20 @@ func groupsCommands() []*command {
 // mkdirs is `sextant mkdirs PATH`: it says whether the folder was created
 // or already existed.
 func mkdirs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
-	return adminCommand(1, nil, func(ctx context.Context, m *Main, a apiFlags, args []string) error {
-		existed := m.apiCall(ctx, a, "GET", "/api/2.0/sextant/workspace/list?path="+url.QueryEscape(args[0]), nil, nil) == nil
-		var out struct {
-			Path string `json:"path"`
-		}
-		if err := m.apiCall(ctx, a, "POST", "/api/2.0/sextant/workspace/mkdirs", map[string]any{"path": args[0]}, &out); err != nil {
+	return adminCommand(1, nil, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
+		_, err := cl.ListFolder(ctx, args[0])
+		existed := err == nil
+		p, err := cl.Mkdirs(ctx, args[0])
+		if err != nil {
 			return err
 		}
 		if existed {
-			fmt.Fprintf(m.Stdout, "folder %s already exists\n", out.Path)
+			fmt.Fprintf(m.Stdout, "folder %s already exists\n", p)
 		} else {
-			fmt.Fprintf(m.Stdout, "created folder %s\n", out.Path)
+			fmt.Fprintf(m.Stdout, "created folder %s\n", p)
 		}
 		return nil
 	})(ctx, m, fs, args)
-}
-
-func urlQueryEscape(s string) string {
-	return strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", " ", "%20", "#", "%23", "?", "%3F").Replace(s)
 }
 
 func (m *Main) stdin() io.Reader {

@@ -15,9 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/gpu/nvml"
-	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // AgentConfig is the GPU agent's configuration. Sources, lowest
@@ -86,8 +88,8 @@ func (c *AgentConfig) Validate() error {
 		return &ConfigError{"log-level", err.Error()}
 	}
 	if !c.Once {
-		if _, err := httpapi.NewGPUClient(c.Server, httpapi.GPUClientOptions{}); err != nil {
-			return &ConfigError{"server", err.Error()}
+		if _, err := client.New(c.Server, client.Options{}); err != nil {
+			return &ConfigError{"server", errs.MessageOf(err)}
 		}
 	}
 	return nil
@@ -211,13 +213,7 @@ func (c *AgentCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string)
 	if cfg.SpoolDir == "" {
 		cfg.SpoolDir = defaultSpoolDir(m.Getenv, cfg.Node)
 	}
-	level, _ := parseLevel(cfg.LogLevel)
-	hopts := &slog.HandlerOptions{Level: level}
-	var handler slog.Handler = slog.NewTextHandler(m.Stderr, hopts)
-	if cfg.LogFormat == "json" {
-		handler = slog.NewJSONHandler(m.Stderr, hopts)
-	}
-	log := slog.New(handler).With("component", "gpu-agent")
+	log := slog.New(logHandler(m.Stderr, cfg.LogLevel, cfg.LogFormat)).With("component", "gpu-agent")
 	clock := c.clock
 	if clock == nil {
 		clock = gpu.SystemClock()
@@ -250,7 +246,7 @@ func (c *AgentCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string)
 		if err != nil {
 			return err
 		}
-		_, err = m.Stdout.Write(append(httpapi.AppendGPUSampleJSON(nil, smp), '\n'))
+		_, err = m.Stdout.Write(append(wire.AppendGPUSampleJSON(nil, smp), '\n'))
 		return err
 	}
 	return c.serve(ctx, cfg, src, sel, clock, log)
@@ -264,12 +260,13 @@ func (c *AgentCommand) serve(ctx context.Context, cfg AgentConfig, src gpu.Sourc
 	case cfg.Username != "":
 		auth = "basic (" + cfg.Username + ", password " + mask(cfg.Password) + ")"
 	}
-	sink, err := httpapi.NewGPUClient(cfg.Server, httpapi.GPUClientOptions{
+	cl, err := client.New(cfg.Server, client.Options{
 		Token: cfg.Token, Username: cfg.Username, Password: cfg.Password, UserAgent: "sextant-agent/" + version,
 	})
 	if err != nil {
 		return err
 	}
+	sink := cl.GPUSink()
 	spool, err := gpu.OpenSpool(cfg.SpoolDir, gpu.SpoolOptions{MaxBytes: cfg.SpoolMaxBytes, Logger: log})
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"path"
 	"regexp"
 	"sort"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // CkptCommand inspects and cleans up the PyTorch Distributed Checkpoints
@@ -31,16 +33,15 @@ const (
 )
 
 // lockLease reads the lease a writer lock declares ({"lease": seconds}).
-func lockLease(ctx context.Context, cl *filesClient, p string) time.Duration {
-	resp, err := cl.do(ctx, "GET", "/api/2.0/fs/files"+escapeVolumePath(p), nil, nil)
+func lockLease(ctx context.Context, cl *client.Client, p string) time.Duration {
+	b, err := cl.ReadFile(ctx, p, 1<<16)
 	if err != nil {
 		return ckptLease
 	}
-	defer resp.Body.Close()
 	var lock struct {
 		Lease float64 `json:"lease"`
 	}
-	if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&lock) != nil || lock.Lease <= 0 {
+	if json.Unmarshal(b, &lock) != nil || lock.Lease <= 0 {
 		return ckptLease
 	}
 	return time.Duration(lock.Lease * float64(time.Second))
@@ -72,7 +73,7 @@ var trailingNumber = regexp.MustCompile(`(\d+)$`)
 
 // ckptCommand is a leaf of `sextant ckpt`: flags and --server, then one
 // /Volumes path (flags may follow it), then do.
-func ckptCommand(extra func(fs *flag.FlagSet), do func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+func ckptCommand(extra func(fs *flag.FlagSet), do func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 	return func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 		var a apiFlags
 		a.bind(fs, m.Getenv)
@@ -86,7 +87,11 @@ func ckptCommand(extra func(fs *flag.FlagSet), do func(ctx context.Context, c *C
 		if len(pos) != 1 || !isVolumePath(pos[0]) {
 			return usageError("%s takes one /Volumes path (see 'sextant %s -h')", fs.Name(), fs.Name())
 		}
-		return do(ctx, &CkptCommand{main: m}, m.filesClient(a), strings.TrimRight(pos[0], "/"))
+		cl, err := m.newClient(a.server, "sextant")
+		if err != nil {
+			return err
+		}
+		return do(ctx, &CkptCommand{main: m}, cl, strings.TrimRight(pos[0], "/"))
 	}
 }
 
@@ -100,7 +105,7 @@ func ckptCommands() []*command {
 			usage:    []string{"sextant ckpt ls /Volumes/PATH"},
 			env:      clientEnv,
 			examples: []string{"sextant ckpt ls /Volumes/main/vision/ckpt"},
-			run: ckptCommand(nil, func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error {
+			run: ckptCommand(nil, func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error {
 				cks, _, err := listCheckpoints(ctx, cl, dir)
 				if err != nil {
 					return err
@@ -119,7 +124,7 @@ func ckptCommands() []*command {
 			about:    "Prints the path of the newest complete checkpoint under PATH; exits 1 when there is none.",
 			env:      clientEnv,
 			examples: []string{"python train.py --resume-from $(sextant ckpt latest /Volumes/main/vision/ckpt)"},
-			run: ckptCommand(nil, func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error {
+			run: ckptCommand(nil, func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error {
 				cks, _, err := listCheckpoints(ctx, cl, dir)
 				if err != nil {
 					return err
@@ -146,7 +151,7 @@ func ckptCommands() []*command {
 				fs.IntVar(&keep, "keep-last", -1, "complete checkpoints to keep (required)")
 				fs.DurationVar(&grace, "grace", time.Hour, "incomplete checkpoints younger than this are kept (they may be in progress)")
 				fs.BoolVar(&dry, "dry-run", false, "print what would be deleted, and delete nothing")
-			}, func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error {
+			}, func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error {
 				if keep < 0 {
 					return usageError("ckpt gc needs --keep-last N")
 				}
@@ -159,8 +164,8 @@ func ckptCommands() []*command {
 // listCheckpoints describes the checkpoints in the subdirectories of dir
 // (or dir itself, when it is one), oldest first. It also returns the
 // server's clock.
-func listCheckpoints(ctx context.Context, cl *filesClient, dir string) ([]checkpoint, time.Time, error) {
-	entries, now, err := cl.list(ctx, dir)
+func listCheckpoints(ctx context.Context, cl *client.Client, dir string) ([]checkpoint, time.Time, error) {
+	entries, now, err := cl.ListDir(ctx, dir)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -198,7 +203,7 @@ func listCheckpoints(ctx context.Context, cl *filesClient, dir string) ([]checkp
 	return out, now, nil
 }
 
-func hasCheckpointFiles(entries []volEntry) bool {
+func hasCheckpointFiles(entries []wire.DirEntry) bool {
 	for _, e := range entries {
 		if !e.IsDirectory && (e.Name == ckptMetadata || strings.HasSuffix(e.Name, ".distcp")) {
 			return true
@@ -209,8 +214,8 @@ func hasCheckpointFiles(entries []volEntry) bool {
 
 // describeCheckpoint reads a directory; ok is false when it holds no
 // checkpoint (.metadata, .distcp shards or a writer's lock).
-func describeCheckpoint(ctx context.Context, cl *filesClient, dir string, now time.Time) (checkpoint, bool, error) {
-	files, _, err := cl.walk(ctx, dir)
+func describeCheckpoint(ctx context.Context, cl *client.Client, dir string, now time.Time) (checkpoint, bool, error) {
+	files, _, err := cl.Walk(ctx, dir)
 	if err != nil {
 		return checkpoint{}, false, err
 	}
@@ -223,7 +228,7 @@ func describeCheckpoint(ctx context.Context, cl *filesClient, dir string, now ti
 	var newest, meta time.Time
 	for _, f := range files {
 		mt := time.UnixMilli(f.LastModified)
-		ck.size += f.FileSize
+		ck.size += fileSize(f)
 		ck.files++
 		if mt.After(newest) {
 			newest = mt
@@ -248,7 +253,7 @@ func describeCheckpoint(ctx context.Context, cl *filesClient, dir string, now ti
 	return ck, ck.complete || shards || lock, nil
 }
 
-func (c *CkptCommand) gc(ctx context.Context, cl *filesClient, dir string, keep int, grace time.Duration, dry bool) error {
+func (c *CkptCommand) gc(ctx context.Context, cl *client.Client, dir string, keep int, grace time.Duration, dry bool) error {
 	m := c.main
 	cks, now, err := listCheckpoints(ctx, cl, dir)
 	if err != nil {

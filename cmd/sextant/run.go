@@ -15,7 +15,7 @@ import (
 	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
-	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/gpu/nvml"
 	"github.com/sextant/sextant/internal/launcher"
 )
 
@@ -157,7 +157,8 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	if err != nil {
 		return &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
 	}
-	// The shipper retries on its own, with its own messages.
+	// The shipper retries on its own, with its own messages, and so does
+	// the GPU sampler's agent.
 	lopts := copts
 	lopts.RetryFor = -1
 	logs, err := client.New(cfg.TrackingURI, lopts)
@@ -193,13 +194,9 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes, Nice: cfg.Nice,
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,
 		Signals: sigs,
-		Sampler: &gpuSampler{
-			source: cfg.GPUSource, interval: cfg.GPUInterval, node: cfg.GPUNode, server: tracker.URL(), spoolDir: cfg.SpoolDir, numNodes: job.NNodes,
-			client: httpapi.GPUClientOptions{
-				Token: copts.Token, Username: copts.Username, Password: copts.Password,
-				UserAgent: "sextant-run/" + version, HTTPClient: gpuHTTPClient(copts.InsecureTLS),
-			},
-			log: launcherLog(messages),
+		Sampler: &launcher.GPUSampler{
+			Source: cfg.GPUSource, NVML: nvml.Open, Interval: cfg.GPUInterval, Node: cfg.GPUNode, Sink: logs.GPUSink(),
+			SpoolDir: cfg.SpoolDir, NumNodes: job.NNodes, Logger: launcher.GPULogger(messages),
 		},
 	})
 	if err != nil {

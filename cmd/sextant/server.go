@@ -305,14 +305,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	level, _ := parseLevel(cfg.LogLevel)
-	var handler slog.Handler
-	hopts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		handler = slog.NewJSONHandler(m.Stderr, hopts)
-	} else {
-		handler = slog.NewTextHandler(m.Stderr, hopts)
-	}
+	handler := logHandler(m.Stderr, cfg.LogLevel, cfg.LogFormat)
 	log := slog.New(handler)
 	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", absPath(cfg.DataDir), "db", redactDB(storeTarget(cfg)),
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),

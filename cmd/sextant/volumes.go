@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,6 +16,10 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // VolumesCommand manages catalogs, schemas and volumes, and copies files
@@ -32,11 +35,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-const ucAPI = "/api/2.1/unity-catalog"
-
 // volumesCommand is a leaf of `sextant volumes`: flags and --server, then
 // positional arguments (flags may follow them), then do.
-func volumesCommand(minArgs, maxArgs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+func volumesCommand(minArgs, maxArgs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, c *VolumesCommand, cl *client.Client, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 	return func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
 		var a apiFlags
 		a.bind(fs, m.Getenv)
@@ -50,7 +51,11 @@ func volumesCommand(minArgs, maxArgs int, extra func(fs *flag.FlagSet), do func(
 		if len(pos) < minArgs || len(pos) > maxArgs {
 			return usageError("%s: wrong number of arguments (see 'sextant %s -h')", fs.Name(), fs.Name())
 		}
-		return do(ctx, &VolumesCommand{main: m}, m.filesClient(a), pos)
+		cl, err := m.newClient(a.server, "sextant")
+		if err != nil {
+			return err
+		}
+		return do(ctx, &VolumesCommand{main: m}, cl, pos)
 	}
 }
 
@@ -70,7 +75,7 @@ func volumesCommands() []*command {
 			run: volumesCommand(1, 1, func(fs *flag.FlagSet) {
 				fs.StringVar(&comment, "comment", "", "comment of the new catalog, schema or volume")
 				fs.BoolVar(&parents, "p", false, "create the catalog and schema too when missing")
-			}, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+			}, func(ctx context.Context, c *VolumesCommand, cl *client.Client, args []string) error {
 				return c.create(ctx, cl, args[0], comment, parents)
 			}),
 		},
@@ -83,7 +88,7 @@ func volumesCommands() []*command {
 				"sextant volumes ls main.vision",
 				"sextant volumes ls /Volumes/main/vision/ckpt",
 			},
-			run: volumesCommand(0, 1, nil, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+			run: volumesCommand(0, 1, nil, func(ctx context.Context, c *VolumesCommand, cl *client.Client, args []string) error {
 				arg := ""
 				if len(args) == 1 {
 					arg = args[0]
@@ -105,7 +110,7 @@ func volumesCommands() []*command {
 				fs.IntVar(&jobs, "j", 8, "files transferred at once")
 				fs.BoolVar(&overwrite, "overwrite", true, "replace files that exist at the destination")
 				fs.StringVar(&progress, "progress", "auto", "progress on stderr: auto (when it is a terminal), on or off")
-			}, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+			}, func(ctx context.Context, c *VolumesCommand, cl *client.Client, args []string) error {
 				if jobs < 1 {
 					return usageError("volumes cp: -j must be at least 1")
 				}
@@ -128,7 +133,7 @@ func volumesCommands() []*command {
 			run: volumesCommand(1, 1, func(fs *flag.FlagSet) {
 				fs.BoolVar(&recursive, "r", false, "delete a directory and all it holds")
 				fs.BoolVar(&force, "force", false, "rm of a catalog or schema: delete everything in it")
-			}, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+			}, func(ctx context.Context, c *VolumesCommand, cl *client.Client, args []string) error {
 				return c.rm(ctx, cl, args[0], recursive, force)
 			}),
 		},
@@ -152,39 +157,32 @@ func showProgress(mode string, w io.Writer) (bool, error) {
 	return false, fmt.Errorf("--progress must be auto, on or off, got %q", mode)
 }
 
-func (c *VolumesCommand) create(ctx context.Context, cl *filesClient, name, comment string, parents bool) error {
+func (c *VolumesCommand) create(ctx context.Context, cl *client.Client, name, comment string, parents bool) error {
 	parts := strings.Split(name, ".")
 	if len(parts) > 3 || slicesContainsEmpty(parts) {
 		return fmt.Errorf("%q is not CATALOG, CATALOG.SCHEMA or CATALOG.SCHEMA.VOLUME", name)
 	}
-	bodies := []struct {
-		target string
-		body   map[string]any
-	}{
-		{ucAPI + "/catalogs", map[string]any{"name": parts[0]}},
+	// With -p the catalog and the schema are created first, when missing.
+	steps := []func(comment string) error{
+		func(comment string) error { return cl.CreateCatalog(ctx, parts[0], comment) },
 	}
 	if len(parts) >= 2 {
-		bodies = append(bodies, struct {
-			target string
-			body   map[string]any
-		}{ucAPI + "/schemas", map[string]any{"catalog_name": parts[0], "name": parts[1]}})
+		steps = append(steps, func(comment string) error { return cl.CreateSchema(ctx, parts[0], parts[1], comment) })
 	}
 	if len(parts) == 3 {
-		bodies = append(bodies, struct {
-			target string
-			body   map[string]any
-		}{ucAPI + "/volumes", map[string]any{"catalog_name": parts[0], "schema_name": parts[1], "name": parts[2], "volume_type": "MANAGED"}})
+		steps = append(steps, func(comment string) error { return cl.CreateVolume(ctx, parts[0], parts[1], parts[2], comment) })
 	}
 	if !parents {
-		bodies = bodies[len(bodies)-1:]
+		steps = steps[len(steps)-1:]
 	}
-	for i, b := range bodies {
-		last := i == len(bodies)-1
-		if last && comment != "" {
-			b.body["comment"] = comment
+	for i, step := range steps {
+		last := i == len(steps)-1
+		c := ""
+		if last {
+			c = comment
 		}
-		err := cl.json(ctx, "POST", b.target, b.body, nil)
-		if err != nil && !last && isStatus(err, http.StatusConflict) {
+		err := step(c)
+		if err != nil && !last && isConflict(err) {
 			continue // -p: the parent exists
 		}
 		if err != nil {
@@ -209,18 +207,10 @@ func slicesContainsEmpty(s []string) bool {
 	return false
 }
 
-type ucObject struct {
-	Name      string `json:"name"`
-	FullName  string `json:"full_name"`
-	Owner     string `json:"owner"`
-	Comment   string `json:"comment"`
-	CreatedAt int64  `json:"created_at"`
-}
-
-func (c *VolumesCommand) ls(ctx context.Context, cl *filesClient, arg string) error {
+func (c *VolumesCommand) ls(ctx context.Context, cl *client.Client, arg string) error {
 	tw := tabwriter.NewWriter(c.main.Stdout, 0, 4, 2, ' ', 0)
 	if strings.HasPrefix(arg, "/") {
-		entries, _, err := cl.list(ctx, strings.TrimRight(arg, "/"))
+		entries, _, err := cl.ListDir(ctx, strings.TrimRight(arg, "/"))
 		if err != nil {
 			return err
 		}
@@ -228,48 +218,48 @@ func (c *VolumesCommand) ls(ctx context.Context, cl *filesClient, arg string) er
 			if e.IsDirectory {
 				fmt.Fprintf(tw, "%s/\t-\t-\n", e.Name)
 			} else {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, humanBytes(e.FileSize), time.UnixMilli(e.LastModified).UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, humanBytes(fileSize(e)), time.UnixMilli(e.LastModified).UTC().Format(time.RFC3339))
 			}
 		}
 		return tw.Flush()
 	}
 	parts := strings.Split(arg, ".")
-	var target, key string
+	type row struct {
+		fullName, owner, comment string
+		created                  int64
+	}
+	var rows []row
 	switch {
 	case arg == "":
-		target, key = ucAPI+"/catalogs", "catalogs"
+		cs, err := cl.ListCatalogs(ctx)
+		if err != nil {
+			return err
+		}
+		for _, o := range cs {
+			rows = append(rows, row{o.FullName, o.Owner, o.Comment, o.CreatedAt})
+		}
 	case len(parts) == 1:
-		target, key = ucAPI+"/schemas?catalog_name="+urlQueryEscape(parts[0]), "schemas"
+		ss, err := cl.ListSchemas(ctx, parts[0])
+		if err != nil {
+			return err
+		}
+		for _, o := range ss {
+			rows = append(rows, row{o.FullName, o.Owner, o.Comment, o.CreatedAt})
+		}
 	case len(parts) == 2:
-		target, key = ucAPI+"/volumes?catalog_name="+urlQueryEscape(parts[0])+"&schema_name="+urlQueryEscape(parts[1]), "volumes"
+		vs, err := cl.ListVolumes(ctx, parts[0], parts[1])
+		if err != nil {
+			return err
+		}
+		for _, o := range vs {
+			rows = append(rows, row{o.FullName, o.Owner, o.Comment, o.CreatedAt})
+		}
 	default:
 		return fmt.Errorf("ls takes a catalog, CATALOG.SCHEMA or a /Volumes path, got %q", arg)
 	}
 	fmt.Fprintln(tw, "NAME\tOWNER\tCREATED\tCOMMENT")
-	for tok := ""; ; {
-		t := target
-		if tok != "" {
-			sep := "?"
-			if strings.Contains(t, "?") {
-				sep = "&"
-			}
-			t += sep + "page_token=" + urlQueryEscape(tok)
-		}
-		var page map[string]any
-		if err := cl.json(ctx, "GET", t, nil, &page); err != nil {
-			return err
-		}
-		items, _ := page[key].([]any)
-		for _, it := range items {
-			o, _ := it.(map[string]any)
-			created, _ := o["created_at"].(float64)
-			comment, _ := o["comment"].(string)
-			fmt.Fprintf(tw, "%v\t%v\t%s\t%s\n", o["full_name"], o["owner"], time.UnixMilli(int64(created)).UTC().Format(time.RFC3339), comment)
-		}
-		tok, _ = page["next_page_token"].(string)
-		if tok == "" {
-			break
-		}
+	for _, o := range rows {
+		fmt.Fprintf(tw, "%v\t%v\t%s\t%s\n", o.fullName, o.owner, time.UnixMilli(o.created).UTC().Format(time.RFC3339), o.comment)
 	}
 	return tw.Flush()
 }
@@ -289,7 +279,7 @@ type transfer struct {
 	size     int64
 }
 
-func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst string, o cpOptions) error {
+func (c *VolumesCommand) cp(ctx context.Context, cl *client.Client, src, dst string, o cpOptions) error {
 	up := isVolumePath(dst)
 	if up == isVolumePath(src) {
 		return errors.New("cp copies between the local disk and a volume: exactly one of SRC and DST must be a /Volumes path")
@@ -306,7 +296,7 @@ func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst strin
 			if !o.recursive {
 				return fmt.Errorf("%s is a directory: use -r", src)
 			}
-			if ok, _ := cl.isDir(ctx, dst); ok {
+			if ok, _ := cl.IsDir(ctx, dst); ok {
 				dst = dst + "/" + filepath.Base(filepath.Clean(src))
 			}
 			err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
@@ -336,23 +326,23 @@ func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst strin
 				return err
 			}
 		} else {
-			if ok, _ := cl.isDir(ctx, dst); ok {
+			if ok, _ := cl.IsDir(ctx, dst); ok {
 				dst = dst + "/" + filepath.Base(src)
 			}
 			plan = append(plan, transfer{src, dst, fi.Size()})
 		}
 	} else {
 		src = strings.TrimRight(src, "/")
-		size, err := cl.statFile(ctx, src)
+		size, err := cl.StatFile(ctx, src)
 		switch {
 		case err == nil:
 			if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
 				dst = filepath.Join(dst, path.Base(src))
 			}
 			plan = append(plan, transfer{src, dst, size})
-		case isStatus(err, http.StatusNotFound):
+		case errs.Is(err, errs.NotFound):
 			// Not a file: a directory, or nothing at all.
-			if dir, derr := cl.isDir(ctx, src); derr != nil {
+			if dir, derr := cl.IsDir(ctx, src); derr != nil {
 				return derr
 			} else if !dir {
 				return fmt.Errorf("%s: no such file or directory", src)
@@ -360,7 +350,7 @@ func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst strin
 			if !o.recursive {
 				return fmt.Errorf("%s is a directory: use -r", src)
 			}
-			files, rdirs, err := cl.walk(ctx, src)
+			files, rdirs, err := cl.Walk(ctx, src)
 			if err != nil {
 				return err
 			}
@@ -380,7 +370,7 @@ func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst strin
 				if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
 					return err
 				}
-				plan = append(plan, transfer{f.Path, local, f.FileSize})
+				plan = append(plan, transfer{f.Path, local, fileSize(f)})
 			}
 		default:
 			return err
@@ -388,7 +378,7 @@ func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst strin
 	}
 	// Empty directories exist on a volume only when made.
 	for _, d := range dirs {
-		if err := cl.mkdirs(ctx, d); err != nil {
+		if err := cl.MakeDir(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -396,7 +386,7 @@ func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst strin
 }
 
 // run transfers the plan with o.jobs workers, showing progress.
-func (c *VolumesCommand) run(ctx context.Context, cl *filesClient, plan []transfer, up bool, o cpOptions) error {
+func (c *VolumesCommand) run(ctx context.Context, cl *client.Client, plan []transfer, up bool, o cpOptions) error {
 	var total int64
 	for _, t := range plan {
 		total += t.size
@@ -430,7 +420,7 @@ func (c *VolumesCommand) run(ctx context.Context, cl *filesClient, plan []transf
 			for t := range work {
 				var err error
 				if up {
-					err = cl.upload(ctx, t.src, t.dst, o.overwrite, func(n int64) { done.Add(n) })
+					err = cl.UploadFile(ctx, t.src, t.dst, o.overwrite, func(n int64) { done.Add(n) })
 				} else {
 					err = c.downloadOne(ctx, cl, t, o.overwrite, func(n int64) { done.Add(n) })
 				}
@@ -463,13 +453,13 @@ func (c *VolumesCommand) run(ctx context.Context, cl *filesClient, plan []transf
 	return nil
 }
 
-func (c *VolumesCommand) downloadOne(ctx context.Context, cl *filesClient, t transfer, overwrite bool, progress func(int64)) error {
+func (c *VolumesCommand) downloadOne(ctx context.Context, cl *client.Client, t transfer, overwrite bool, progress func(int64)) error {
 	if !overwrite {
 		if _, err := os.Stat(t.dst); err == nil {
 			return fmt.Errorf("%s exists (--overwrite=false)", t.dst)
 		}
 	}
-	return cl.download(ctx, t.src, t.dst, progress)
+	return cl.DownloadFile(ctx, t.src, t.dst, progress)
 }
 
 func (c *VolumesCommand) printProgress(done, total, files int64, n int, start time.Time, final bool) {
@@ -487,7 +477,7 @@ func (c *VolumesCommand) printProgress(done, total, files int64, n int, start ti
 	fmt.Fprintf(c.main.Stderr, "\r[%s] %5.1f%%  %s / %s  %s/s  %d/%d files%s", bar, pct, humanBytes(done), humanBytes(total), humanBytes(int64(rate)), files, n, end)
 }
 
-func (c *VolumesCommand) rm(ctx context.Context, cl *filesClient, target string, recursive, force bool) error {
+func (c *VolumesCommand) rm(ctx context.Context, cl *client.Client, target string, recursive, force bool) error {
 	out := c.main.Stdout
 	if !strings.HasPrefix(target, "/") {
 		parts := strings.Split(target, ".")
@@ -495,32 +485,28 @@ func (c *VolumesCommand) rm(ctx context.Context, cl *filesClient, target string,
 		if kind == "" || slicesContainsEmpty(parts) {
 			return fmt.Errorf("%q is neither a /Volumes path nor CATALOG[.SCHEMA[.VOLUME]]", target)
 		}
-		q := ""
-		if force && kind != "volumes" {
-			q = "?force=true"
-		}
-		if err := cl.json(ctx, "DELETE", ucAPI+"/"+kind+"/"+urlQueryEscape(target)+q, nil, nil); err != nil {
+		if err := cl.DeleteCatalogObject(ctx, kind, target, force && kind != "volumes"); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "deleted %s %s\n", strings.TrimSuffix(kind, "s"), target)
 		return nil
 	}
 	target = strings.TrimRight(target, "/")
-	err := cl.deleteFile(ctx, target)
+	err := cl.DeleteFile(ctx, target)
 	if err == nil {
 		fmt.Fprintf(out, "deleted %s\n", target)
 		return nil
 	}
 	// Not a file: a directory?
-	if !isStatus(err, http.StatusNotFound) && !isStatus(err, http.StatusBadRequest) {
+	if !errs.Is(err, errs.NotFound) && !errs.Is(err, errs.Invalid) {
 		return err
 	}
-	if ok, derr := cl.isDir(ctx, target); derr != nil || !ok {
+	if ok, derr := cl.IsDir(ctx, target); derr != nil || !ok {
 		return err
 	}
 	if !recursive {
-		if err := cl.deleteDir(ctx, target); err != nil {
-			if isStatus(err, http.StatusConflict) {
+		if err := cl.DeleteDir(ctx, target); err != nil {
+			if isConflict(err) {
 				return fmt.Errorf("%w (sextant volumes rm -r deletes it with all it holds)", err)
 			}
 			return err
@@ -540,16 +526,16 @@ func (c *VolumesCommand) rm(ctx context.Context, cl *filesClient, target string,
 // first (a checkpoint's .metadata, so that it stops being complete at
 // once), then the other files in parallel, then the directories deepest
 // first. It returns the number of files deleted.
-func deleteTree(ctx context.Context, cl *filesClient, dir string, jobs int, first []string) (int, error) {
-	files, dirs, err := cl.walk(ctx, dir)
+func deleteTree(ctx context.Context, cl *client.Client, dir string, jobs int, first []string) (int, error) {
+	files, dirs, err := cl.Walk(ctx, dir)
 	if err != nil {
 		return 0, err
 	}
 	sort.SliceStable(files, func(i, j int) bool { return contains(first, files[i].Name) && !contains(first, files[j].Name) })
-	var rest []volEntry
+	var rest []wire.DirEntry
 	for _, f := range files {
 		if contains(first, f.Name) && path.Dir(f.Path) == dir {
-			if err := cl.deleteFile(ctx, f.Path); err != nil && !isStatus(err, http.StatusNotFound) {
+			if err := cl.DeleteFile(ctx, f.Path); err != nil && !errs.Is(err, errs.NotFound) {
 				return 0, err
 			}
 			continue
@@ -563,7 +549,7 @@ func deleteTree(ctx context.Context, cl *filesClient, dir string, jobs int, firs
 	for range jobs {
 		wg.Go(func() {
 			for p := range work {
-				if err := cl.deleteFile(ctx, p); err != nil && !isStatus(err, http.StatusNotFound) {
+				if err := cl.DeleteFile(ctx, p); err != nil && !errs.Is(err, errs.NotFound) {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -582,10 +568,10 @@ func deleteTree(ctx context.Context, cl *filesClient, dir string, jobs int, firs
 		return 0, firstErr
 	}
 	if strings.Count(dir, "/") > 4 { // not a volume's root, which stays
-		dirs = append(dirs, volEntry{Path: dir})
+		dirs = append(dirs, wire.DirEntry{Path: dir, IsDirectory: true})
 	}
 	for _, d := range dirs {
-		if err := cl.deleteDir(ctx, d.Path); err != nil && !isStatus(err, http.StatusNotFound) {
+		if err := cl.DeleteDir(ctx, d.Path); err != nil && !errs.Is(err, errs.NotFound) {
 			return 0, err
 		}
 	}
@@ -604,4 +590,18 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// fileSize is a listed file's size (0 when the server gave none).
+func fileSize(e wire.DirEntry) int64 {
+	if e.FileSize == nil {
+		return 0
+	}
+	return *e.FileSize
+}
+
+// isConflict reports whether err is a 409: what exists already, or a
+// directory that is not empty.
+func isConflict(err error) bool {
+	return errs.Is(err, errs.AlreadyExists) || errs.Is(err, errs.Conflict)
 }

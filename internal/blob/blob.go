@@ -68,6 +68,15 @@ type Store interface {
 	// until EOF (or size bytes and a check for more) and never closes it.
 	Put(ctx context.Context, key string, r io.Reader, size int64) (int64, error)
 
+	// PutIfAbsent is Put that stores r only if no blob is under key: when
+	// one is (already, or stored by another writer while r was read), it
+	// stores nothing and returns errs.AlreadyExists. The check and the
+	// publication are one atomic step, so of concurrent PutIfAbsents to a
+	// free key exactly one succeeds and the blob is its content; a Put
+	// racing with it may replace it afterwards. It is what overwrite=false
+	// means for the Files API.
+	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (int64, error)
+
 	// Open returns a reader of the bytes [offset, offset+length) of the blob
 	// under key, and the blob's Info (its whole size, not the range's). A
 	// length of -1 reads to the end; a range that runs past the end stops at

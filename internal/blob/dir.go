@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,8 +31,8 @@ import (
 //	uploads/<id>/<n>.<etag>  its part n, named by its MD5
 //
 // Every write goes to a file in tmp/, is fsynced and renamed into place, and
-// the directory it lands in is fsynced: a blob is complete and durable when
-// Put returns, and a crash leaves either the old blob or the new one plus a
+// the directory it lands in is fsynced (PutIfAbsent links it instead, which
+// fails if the name exists): a blob is complete and durable when Put returns, and a crash leaves either the old blob or the new one plus a
 // stray file in tmp/, which OpenDir removes once it is older than
 // DirOptions.TempMaxAge. tmp/ is on the same file system as blobs/, so the
 // rename is atomic.
@@ -48,6 +49,12 @@ type Dir struct {
 	opts DirOptions
 	log  *slog.Logger
 	reap reaper
+	// link is d.root.Link; tests replace it to act as a file system
+	// without hard links.
+	link func(oldname, newname string) error
+	// newMu serialises PutIfAbsent's check and rename where the file
+	// system has no hard links.
+	newMu sync.Mutex
 }
 
 var _ Store = (*Dir)(nil)
@@ -106,7 +113,7 @@ func OpenDir(root string, opts DirOptions) (*Dir, error) {
 	if err != nil {
 		return nil, fsError(err, "open blob directory "+root)
 	}
-	d := &Dir{root: r, path: root, opts: opts, log: log.With("component", "blob.dir")}
+	d := &Dir{root: r, path: root, opts: opts, log: log.With("component", "blob.dir"), link: r.Link}
 	for _, name := range []string{dirBlobs, dirTmp, dirUploads} {
 		if err := r.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			r.Close()
@@ -173,6 +180,17 @@ func (d *Dir) RemoveStale(ctx context.Context) error {
 
 // Put implements Store.
 func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
+	return d.put(ctx, key, r, size, d.publish)
+}
+
+// PutIfAbsent implements Store: the blob is published with link(2), which
+// fails when the name exists, where Put renames over it.
+func (d *Dir) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
+	return d.put(ctx, key, r, size, d.publishNew)
+}
+
+// put writes r to a temporary file and hands it to publish.
+func (d *Dir) put(ctx context.Context, key string, r io.Reader, size int64, publish func(tmp, key string) error) (int64, error) {
 	if err := ValidateKey(key); err != nil {
 		return 0, err
 	}
@@ -202,7 +220,7 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64) (int
 	if err := d.finishTemp(ctx, tmp, f); err != nil {
 		return 0, err
 	}
-	if err := d.publish(tmp, key); err != nil {
+	if err := publish(tmp, key); err != nil {
 		return 0, err
 	}
 	return n, nil
@@ -428,25 +446,62 @@ func (d *Dir) finishTemp(ctx context.Context, name string, f *os.File) error {
 // publish renames the temporary file tmp to key's path, creating the
 // directories above it, and fsyncs the directory it lands in.
 func (d *Dir) publish(tmp, key string) error {
+	return d.place(tmp, key, false)
+}
+
+// publishNew links the temporary file tmp to key's path, which must not
+// exist: link(2) checks and creates the name in one step, so of two
+// writers exactly one wins. The caller removes tmp. On a file system
+// without hard links it falls back to a check and a rename under a lock,
+// which holds between the writers of this Dir only.
+func (d *Dir) publishNew(tmp, key string) error {
+	err := d.place(tmp, key, true)
+	if !errors.Is(err, errNoLinks) {
+		return err
+	}
+	d.newMu.Lock()
+	defer d.newMu.Unlock()
+	if _, err := d.root.Lstat(blobPath(key)); err == nil {
+		return d.existsError(key)
+	} else if !isMissing(err) {
+		return fsError(err, "publish blob "+key)
+	}
+	return d.publish(tmp, key)
+}
+
+// errNoLinks is place's error when the file system has no hard links.
+var errNoLinks = errors.New("hard links not supported")
+
+// place renames tmp to key's path, or links it there when link is set,
+// creating the directories above it, and fsyncs the directory it lands in.
+func (d *Dir) place(tmp, key string, link bool) error {
 	p := blobPath(key)
 	parent := path.Dir(p)
+	op := d.root.Rename
+	if link {
+		op = d.link
+	}
 	var err error
 	// A concurrent Delete may remove a directory we just created because
 	// it was empty: make it again.
 	for range 100 {
 		err = d.mkdirs(key, parent)
 		if err == nil {
-			err = d.root.Rename(tmp, p)
+			err = op(tmp, p)
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
 	if err != nil {
-		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
+		switch {
+		case link && errors.Is(err, syscall.EEXIST):
+			return d.existsError(key)
+		case link && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EMLINK)):
+			return errNoLinks
+		case errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY):
 			return errs.Errorf(errs.Conflict, "blob key %q is a directory of other blobs", clip(key))
-		}
-		if errors.Is(err, syscall.ENOTDIR) {
+		case errors.Is(err, syscall.ENOTDIR):
 			return conflictParent(key)
 		}
 		return fsError(err, "publish blob "+key)
@@ -455,6 +510,15 @@ func (d *Dir) publish(tmp, key string) error {
 		return fsError(err, "sync directory of blob "+key)
 	}
 	return nil
+}
+
+// existsError is PutIfAbsent's error when key's path exists: a blob, or a
+// directory of other blobs.
+func (d *Dir) existsError(key string) error {
+	if fi, err := d.root.Lstat(blobPath(key)); err == nil && fi.IsDir() {
+		return errs.Errorf(errs.Conflict, "blob key %q is a directory of other blobs", clip(key))
+	}
+	return errs.Errorf(errs.AlreadyExists, "blob %q already exists", clip(key))
 }
 
 // mkdirs creates dir (a path under blobs/) and its missing parents, and

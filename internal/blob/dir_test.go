@@ -25,6 +25,17 @@ func TestDir(t *testing.T) {
 	blobtest.RunStoreTests(t, func(t *testing.T) blob.Store { return MustOpenDir(t, t.TempDir()) })
 }
 
+// TestDirWithoutHardLinks runs the suite on a Dir whose file system has no
+// hard links, where PutIfAbsent falls back to a check and a rename under a
+// lock.
+func TestDirWithoutHardLinks(t *testing.T) {
+	blobtest.RunStoreTests(t, func(t *testing.T) blob.Store {
+		d := MustOpenDir(t, t.TempDir())
+		d.WithoutHardLinks()
+		return d
+	})
+}
+
 // MustOpenDir opens a Dir at root, closed at tb's cleanup, or fails tb.
 func MustOpenDir(tb testing.TB, root string) *blob.Dir {
 	tb.Helper()
@@ -109,6 +120,8 @@ func TestDirConflict(t *testing.T) {
 	for _, key := range []string{"file/child", "file/a/b", "dir"} {
 		_, err := d.Put(t.Context(), key, strings.NewReader("z"), 1)
 		blobtest.WantCode(t, err, errs.Conflict)
+		_, err = d.PutIfAbsent(t.Context(), key, strings.NewReader("z"), 1)
+		blobtest.WantCode(t, err, errs.Conflict)
 	}
 	if got, _ := blobtest.MustRead(t, d, "file"); string(got) != "x" {
 		t.Errorf("file changed to %q", got)
@@ -144,6 +157,9 @@ func TestDirSymlinkEscape(t *testing.T) {
 		if _, err := d.Put(ctx, dir+"/planted", strings.NewReader("x"), 1); err == nil {
 			t.Errorf("Put(%s/planted) followed the link out", dir)
 		}
+		if _, err := d.PutIfAbsent(ctx, dir+"/planted2", strings.NewReader("x"), 1); err == nil {
+			t.Errorf("PutIfAbsent(%s/planted2) followed the link out", dir)
+		}
 		if got, err := d.List(ctx, dir+"/", "", 0); err == nil && len(got) > 0 {
 			t.Errorf("List(%s/) listed outside: %v", dir, got)
 		}
@@ -163,7 +179,7 @@ func TestDirSymlinkEscape(t *testing.T) {
 //
 //	go test -run '^$' -fuzz '^FuzzDirKey$' -fuzztime 20s ./internal/blob/
 func FuzzDirKey(f *testing.F) {
-	for _, k := range append([]string{"a", "a/b", "../x", "a/../../x", "./x", "x/.", "/etc/passwd"}, blobtest.SpecialKeys...) {
+	for _, k := range append([]string{"a", "a/b", "../x", "a/../../x", "./x", "x/.", "/etc/passwd"}, blobtest.SpecialKeys()...) {
 		f.Add(k)
 	}
 	root := f.TempDir()

@@ -1,6 +1,10 @@
 package blob
 
-import "context"
+import (
+	"context"
+	"os"
+	"syscall"
+)
 
 // IncompleteUploads returns the IDs of the multipart uploads in progress
 // for key, for tests that check cleanup. (MinIO lists uploads of one
@@ -21,3 +25,11 @@ func IncompleteUploads(ctx context.Context, s *S3, key string) ([]string, error)
 // WaitReaped returns once the blobs and trees deleted so far are removed
 // from tmp/.
 func (d *Dir) WaitReaped() { d.waitReaped() }
+
+// WithoutHardLinks makes d act as on a file system without hard links, so
+// that PutIfAbsent takes its fallback.
+func (d *Dir) WithoutHardLinks() {
+	d.link = func(oldname, newname string) error {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: syscall.EPERM}
+	}
+}

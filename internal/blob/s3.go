@@ -179,6 +179,18 @@ func (s *S3) Close() error {
 
 // Put implements Store.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
+	return s.put(ctx, key, r, size, false)
+}
+
+// PutIfAbsent implements Store with S3's conditional write: the PUT, or
+// the completion of a multipart upload, carries If-None-Match: *, which
+// the store refuses (412) when the object exists.
+func (s *S3) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
+	return s.put(ctx, key, r, size, true)
+}
+
+// put stores r under key; with absent, only if no object is there.
+func (s *S3) put(ctx context.Context, key string, r io.Reader, size int64, absent bool) (int64, error) {
 	if err := ValidateKey(key); err != nil {
 		return 0, err
 	}
@@ -186,19 +198,32 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (int6
 		return 0, errs.Errorf(errs.Invalid, "invalid size %d (-1: unknown)", size)
 	}
 	body := newBodyReader(ctx, r, size)
-	if size >= 0 && size <= s.opts.PartSize {
-		return s.putObject(ctx, key, body, size)
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
+	if absent {
+		opts.SetMatchETagExcept("*") // If-None-Match: *
 	}
-	return s.putMultipart(ctx, key, body, size)
+	var n int64
+	var err error
+	if size >= 0 && size <= s.opts.PartSize {
+		n, err = s.putObject(ctx, key, body, size, opts)
+	} else {
+		n, err = s.putMultipart(ctx, key, body, size, opts)
+	}
+	switch {
+	case absent && isS3Code(err, "PreconditionFailed"):
+		return 0, errs.Wrap(errs.AlreadyExists, err, fmt.Sprintf("blob %q already exists", clip(key)))
+	case isS3Code(err, "ConditionalRequestConflict"):
+		// Another conditional write to the key was in flight (AWS).
+		return 0, errs.Wrap(errs.Unavailable, err, fmt.Sprintf("a concurrent write to blob %q; retry", clip(key)))
+	}
+	return n, err
 }
 
 // putObject stores a blob of known size with one streaming PUT. The body
 // is not seekable, so minio-go does not retry it.
-func (s *S3) putObject(ctx context.Context, key string, body io.Reader, size int64) (int64, error) {
-	_, err := s.client.PutObject(ctx, s.bucket, s.object(key), body, size, minio.PutObjectOptions{
-		ContentType:      "application/octet-stream",
-		DisableMultipart: true,
-	})
+func (s *S3) putObject(ctx context.Context, key string, body io.Reader, size int64, opts minio.PutObjectOptions) (int64, error) {
+	opts.DisableMultipart = true
+	_, err := s.client.PutObject(ctx, s.bucket, s.object(key), body, size, opts)
 	if err != nil {
 		return 0, s.bodyError(ctx, err, body, "put", key)
 	}
@@ -208,7 +233,7 @@ func (s *S3) putObject(ctx context.Context, key string, body io.Reader, size int
 // putMultipart uploads body as parts, PartConcurrency at a time, or with one
 // PUT when it turns out to fit in the first part. On failure it aborts the
 // upload (under a context that ctx's cancellation does not end).
-func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, size int64) (n int64, err error) {
+func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, size int64, opts minio.PutObjectOptions) (n int64, err error) {
 	// Buffers circulate: from the pool to a part upload, to free when the
 	// upload returns, back to the pool when the Put ends. One that leaves
 	// the circle (an error path) is left to the garbage collector, never
@@ -217,7 +242,7 @@ func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, siz
 	m, err := io.ReadFull(body, first)
 	switch {
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		n, err := s.putObject(ctx, key, bytes.NewReader(first[:m]), int64(m))
+		n, err := s.putObject(ctx, key, bytes.NewReader(first[:m]), int64(m), opts)
 		s.putBuf(first)
 		return n, err
 	case err != nil:
@@ -226,7 +251,7 @@ func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, siz
 	}
 
 	obj := s.object(key)
-	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, obj, minio.PutObjectOptions{ContentType: "application/octet-stream"})
+	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, obj, minio.PutObjectOptions{ContentType: opts.ContentType})
 	if err != nil {
 		return 0, s.error(ctx, err, "put", key)
 	}
@@ -323,7 +348,9 @@ func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, siz
 		return 0, fmt.Errorf("upload cancelled: %w", err)
 	}
 	slices.SortFunc(parts, func(a, b minio.CompletePart) int { return cmp.Compare(a.PartNumber, b.PartNumber) })
-	if _, err := s.core.CompleteMultipartUpload(ctx, s.bucket, obj, uploadID, parts, minio.PutObjectOptions{}); err != nil {
+	// The condition (If-None-Match) goes with the completion, which is
+	// when the object appears.
+	if _, err := s.core.CompleteMultipartUpload(ctx, s.bucket, obj, uploadID, parts, opts); err != nil {
 		return 0, s.error(ctx, err, "put", key)
 	}
 	return n, nil

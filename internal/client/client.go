@@ -1,10 +1,13 @@
-// Package client talks to a Sextant (or MLflow) tracking server over HTTP
-// for the client commands: `sextant run` and `sextant logs`. It sends the
-// credentials the way the mlflow client does (a bearer token, or a user
-// name and password as HTTP Basic), retries what is worth retrying
-// (connection failures, 429 and 5xx answers) with backoff, and turns the
-// server's JSON errors back into *errs.Error values with their domain code,
-// so that callers branch on errs.CodeOf as they would against the store.
+// Package client is the one Go client of a Sextant (or MLflow) server, for
+// every Go caller: `sextant run` (tracking, run logs and its GPU sampler),
+// the GPU agent, `sextant logs` and `runs`, the admin commands, `sextant
+// volumes` and `ckpt`. It sends the credentials the way the mlflow client
+// does (a bearer token, or a user name and password as HTTP Basic),
+// retries what is worth retrying (connection failures, 429 and 5xx
+// answers; errs.Transient) with backoff, and turns the server's JSON
+// errors back into *errs.Error values with the domain code of wire's error
+// table, so that callers branch on errs.CodeOf as they would against the
+// store. The shapes it sends and reads are internal/wire's.
 package client
 
 import (
@@ -12,7 +15,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // Options configure a Client.
@@ -91,10 +94,13 @@ func New(uri string, opts Options) (*Client, error) {
 	if c.hc == nil {
 		tr := &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
-			MaxIdleConnsPerHost:   8,
+			MaxIdleConnsPerHost:   64, // sextant volumes cp -j N
 			IdleConnTimeout:       2 * time.Minute,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,
+			// Transfers without a timeout of their own (long requests)
+			// are cut when the answer does not start for this long.
+			ResponseHeaderTimeout: 5 * time.Minute,
 			// Appends are megabytes: large buffers mean few system calls.
 			WriteBufferSize: 256 << 10,
 			ReadBufferSize:  64 << 10,
@@ -127,12 +133,23 @@ type request struct {
 	method string
 	path   string
 	query  url.Values
+	header http.Header
 	body   io.ReadSeeker
 	size   int64
 	ctype  string
+	// open, when set instead of body, opens the body afresh for each
+	// attempt (a file being uploaded) and returns its length.
+	open func() (io.ReadCloser, int64, error)
 	// wait extends the attempt's timeout (long polls).
 	wait time.Duration
-	// accept lets the caller read the raw body.
+	// long lifts the attempt's timeout: a large file takes as long as it
+	// takes, and the transport's timeouts cut a stalled connection.
+	long bool
+	// noRetry sends the request once (the GPU agent spools and retries
+	// on its own).
+	noRetry bool
+	// raw, when set, reads a 2xx answer in place of the JSON decoding. An
+	// error it returns is the call's, and is retried only if transient.
 	raw func(*http.Response) error
 }
 
@@ -144,7 +161,7 @@ func jsonRequest(method, path string, in any) (*request, error) {
 	return &request{method: method, path: path, body: bytes.NewReader(b), size: int64(len(b)), ctype: "application/json"}, nil
 }
 
-// call sends r, retrying transient failures, and decodes a 200 JSON answer
+// call sends r, retrying transient failures, and decodes a 2xx JSON answer
 // into out (unless out is nil).
 func (c *Client) call(ctx context.Context, r *request, out any) error {
 	start := time.Now()
@@ -154,7 +171,7 @@ func (c *Client) call(ctx context.Context, r *request, out any) error {
 		if err == nil {
 			return nil
 		}
-		if !Transient(err) || c.opts.RetryFor < 0 || ctx.Err() != nil {
+		if !errs.Transient(err) || c.opts.RetryFor < 0 || r.noRetry || ctx.Err() != nil {
 			return err
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -176,25 +193,48 @@ func (c *Client) call(ctx context.Context, r *request, out any) error {
 
 func (c *Client) once(ctx context.Context, r *request, out any) (retryAfter time.Duration, err error) {
 	actx, cancel := context.WithTimeout(ctx, c.opts.Timeout+r.wait)
+	if r.long {
+		actx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	target := c.base + r.path
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
 	}
 	var body io.Reader
-	if r.body != nil {
+	size := r.size
+	switch {
+	case r.body != nil:
 		if _, err := r.body.Seek(0, io.SeekStart); err != nil {
 			return 0, fmt.Errorf("rewind request body: %w", err)
 		}
 		body = io.NopCloser(r.body) // keep the transport from closing it between attempts
+	case r.open != nil:
+		rc, n, err := r.open()
+		if err != nil {
+			return 0, err
+		}
+		body, size = rc, n
+		if n == 0 {
+			rc.Close()
+			body = http.NoBody
+		}
 	}
 	req, err := http.NewRequestWithContext(actx, r.method, target, body)
 	if err != nil {
+		if rc, ok := body.(io.Closer); ok {
+			rc.Close()
+		}
 		return 0, fmt.Errorf("build request: %w", err)
 	}
-	if r.body != nil {
-		req.ContentLength = r.size
-		req.Header.Set("Content-Type", r.ctype)
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.ContentLength = size
+		if r.ctype != "" {
+			req.Header.Set("Content-Type", r.ctype)
+		}
 	}
 	req.Header.Set("User-Agent", c.opts.UserAgent)
 	if c.auth != "" {
@@ -208,7 +248,7 @@ func (c *Client) once(ctx context.Context, r *request, out any) (retryAfter time
 		return 0, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("cannot reach the server at %s", c.base), Err: err}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if r.raw != nil {
 			return 0, r.raw(resp)
 		}
@@ -233,7 +273,7 @@ func (c *Client) once(ctx context.Context, r *request, out any) (retryAfter time
 	return retryAfter, responseError(resp.StatusCode, b)
 }
 
-// StatusError is the error of a non-200 answer, for callers that need the
+// StatusError is the error of a non-2xx answer, for callers that need the
 // HTTP status. It is the cause of the *errs.Error the client returns, whose
 // Msg is the server's message: its own text names only the status and the
 // error code, so that the message is not printed twice.
@@ -243,6 +283,7 @@ type StatusError struct {
 	Message   string
 }
 
+// Error implements error.
 func (e *StatusError) Error() string {
 	if e.ErrorCode != "" {
 		return fmt.Sprintf("HTTP %d %s", e.Status, e.ErrorCode)
@@ -250,71 +291,18 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("HTTP %d", e.Status)
 }
 
-// wireCodes maps the MLflow error codes the server sends back to domain
-// codes (the inverse of internal/httpapi/errors.go).
-var wireCodes = map[string]errs.Code{
-	"INVALID_PARAMETER_VALUE": errs.Invalid,
-	"BAD_REQUEST":             errs.Invalid,
-	"RESOURCE_LIMIT_EXCEEDED": errs.LimitExceeded,
-	"RESOURCE_DOES_NOT_EXIST": errs.NotFound,
-	"ENDPOINT_NOT_FOUND":      errs.NotFound,
-	"RESOURCE_ALREADY_EXISTS": errs.AlreadyExists,
-	"RESOURCE_CONFLICT":       errs.Conflict,
-	"UNAUTHENTICATED":         errs.Unauthenticated,
-	"PERMISSION_DENIED":       errs.PermissionDenied,
-	"REQUEST_LIMIT_EXCEEDED":  errs.Throttled,
-	"TEMPORARILY_UNAVAILABLE": errs.Unavailable,
-	"NOT_IMPLEMENTED":         errs.NotImplemented,
-	"RESOURCE_EXHAUSTED":      errs.InsufficientStorage,
-	"INTERNAL_ERROR":          errs.Internal,
-}
-
 func responseError(status int, body []byte) error {
 	se := &StatusError{Status: status}
-	var wire struct {
-		ErrorCode string `json:"error_code"`
-		Message   string `json:"message"`
-	}
-	if json.Unmarshal(body, &wire) == nil && wire.ErrorCode != "" {
-		se.ErrorCode, se.Message = wire.ErrorCode, wire.Message
+	var eb wire.ErrorBody
+	if json.Unmarshal(body, &eb) == nil && eb.ErrorCode != "" {
+		se.ErrorCode, se.Message = eb.ErrorCode, eb.Message
 	} else {
-		se.Message = strings.TrimSpace(string(body))
-		if len(se.Message) > 300 {
-			se.Message = se.Message[:300] + "..."
-		}
+		se.Message = errs.Truncate(strings.TrimSpace(string(body)), 300)
 	}
-	code, ok := wireCodes[se.ErrorCode]
-	switch {
-	case status == http.StatusTooManyRequests:
-		code = errs.Throttled
-	case status >= 500 && status != http.StatusNotImplemented && status != http.StatusInsufficientStorage:
-		code = errs.Unavailable
-	case !ok:
-		switch status {
-		case http.StatusNotFound:
-			code = errs.NotFound
-		case http.StatusUnauthorized:
-			code = errs.Unauthenticated
-		case http.StatusForbidden:
-			code = errs.PermissionDenied
-		default:
-			code = errs.Invalid
-		}
-	}
+	code := wire.CodeFor(se.ErrorCode, status)
 	msg := se.Message
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
 	return &errs.Error{Code: code, Msg: msg, Err: se}
-}
-
-// Transient reports whether err is worth retrying: the server could not be
-// reached, or answered 429 or a 5xx.
-func Transient(err error) bool {
-	switch errs.CodeOf(err) {
-	case errs.Unavailable, errs.Throttled:
-		return true
-	}
-	var se *StatusError
-	return errors.As(err, &se) && se.Status >= 500 && se.Status != http.StatusNotImplemented && se.Status != http.StatusInsufficientStorage
 }

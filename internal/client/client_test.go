@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/sqlstore"
@@ -62,7 +62,7 @@ func TestRetries(t *testing.T) {
 	status = http.StatusBadGateway
 	c = mustClient(t, srv.URL, client.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, RetryFor: 100 * time.Millisecond})
 	_, err = c.CreateExperiment(context.Background(), "/Shared/x")
-	if !client.Transient(err) || calls.Load() < 3 {
+	if !errs.Transient(err) || calls.Load() < 3 {
 		t.Fatalf("got %v after %d calls", err, calls.Load())
 	}
 	// No retries at all with a negative RetryFor.
@@ -98,7 +98,7 @@ func TestClientErrors(t *testing.T) {
 	if _, err := c.CreateExperiment(ctx, "/x"); errs.CodeOf(err) != errs.AlreadyExists {
 		t.Fatalf("exists: %v", err)
 	}
-	if _, err := c.GetRun(ctx, "r"); errs.CodeOf(err) != errs.PermissionDenied || client.Transient(err) {
+	if _, err := c.GetRun(ctx, "r"); errs.CodeOf(err) != errs.PermissionDenied || errs.Transient(err) {
 		t.Fatalf("403: %v", err)
 	}
 	if calls.Load() != 3 {
@@ -106,7 +106,7 @@ func TestClientErrors(t *testing.T) {
 	}
 	// Nobody listening: Unavailable, transient.
 	c = mustClient(t, "http://127.0.0.1:1", client.Options{RetryFor: -1})
-	if _, err := c.GetRun(ctx, "r"); errs.CodeOf(err) != errs.Unavailable || !client.Transient(err) {
+	if _, err := c.GetRun(ctx, "r"); errs.CodeOf(err) != errs.Unavailable || !errs.Transient(err) {
 		t.Fatalf("connection refused: %v", err)
 	}
 	if _, err := client.New("file:///tmp/mlruns", client.Options{}); errs.CodeOf(err) != errs.Invalid {
@@ -142,43 +142,6 @@ func TestAuthHeaders(t *testing.T) {
 	}
 }
 
-func TestAppendLogsBody(t *testing.T) {
-	b := runlogs.Batch{Source: "n0-x", FirstSeq: 5, Lines: []runlogs.Line{
-		{TimestampMs: 1, Stream: runlogs.Stdout, Node: 1, LocalRank: -1, Text: "a\"\\\x1b[0m\t\r\x00é"},
-		{TimestampMs: 2, Stream: runlogs.Stderr, Node: 2, LocalRank: 3, Flags: runlogs.FlagPartial | runlogs.FlagCR, Text: "bad \xff utf8"},
-	}}
-	var out struct {
-		RunID     string `json:"run_id"`
-		Source    string `json:"source"`
-		FirstSeq  int64  `json:"first_seq"`
-		Node      int    `json:"node"`
-		LocalRank int    `json:"local_rank"`
-		Lines     []struct {
-			Timestamp int64  `json:"timestamp"`
-			Stream    string `json:"stream"`
-			Text      string `json:"text"`
-			Node      *int   `json:"node"`
-			LocalRank *int   `json:"local_rank"`
-			Partial   bool   `json:"partial"`
-			CR        bool   `json:"cr"`
-		} `json:"lines"`
-	}
-	body := client.AppendLogsBody(nil, "run1", b)
-	if err := json.Unmarshal(body, &out); err != nil {
-		t.Fatalf("%s: %v", body, err)
-	}
-	if out.RunID != "run1" || out.Source != "n0-x" || out.FirstSeq != 5 || out.Node != 1 || out.LocalRank != -1 || len(out.Lines) != 2 {
-		t.Fatalf("decoded %+v", out)
-	}
-	l0, l1 := out.Lines[0], out.Lines[1]
-	if l0.Text != b.Lines[0].Text || l0.Node != nil || l0.Partial || l0.CR {
-		t.Fatalf("line 0 %+v", l0)
-	}
-	if l1.Text != "bad \uFFFD utf8" || *l1.Node != 2 || *l1.LocalRank != 3 || !l1.Partial || !l1.CR || l1.Stream != "stderr" {
-		t.Fatalf("line 1 %+v", l1)
-	}
-}
-
 func TestArtifactPath(t *testing.T) {
 	f := func(uri, want string, ok bool) {
 		t.Helper()
@@ -192,21 +155,25 @@ func TestArtifactPath(t *testing.T) {
 	f("s3://bucket/1/abc/artifacts", "", false)
 }
 
-// TestAgainstServer runs the log calls against the real HTTP API.
-func TestAgainstServer(t *testing.T) {
+// mustServer starts the real HTTP API, in single-user mode, on a fresh
+// SQLite store with run logs and GPU samples.
+func mustServer(t *testing.T) *httptest.Server {
+	t.Helper()
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close(ctx)
+	t.Cleanup(func() { store.Close(ctx) })
 	ls, err := sqlstore.OpenLogs(ctx, store, sqlstore.LogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ls.Close(ctx)
+	t.Cleanup(func() { ls.Close(ctx) })
+	g := sqlstore.OpenGPU(store, sqlstore.GPUOptions{PruneEvery: -1, CommitDelay: -1})
+	t.Cleanup(func() { g.Close(ctx) })
 	logs := runlogs.NewService(ls, runlogs.Options{PollInterval: 20 * time.Millisecond})
-	defer logs.Close()
+	t.Cleanup(func() { logs.Close() })
 	tr := tracking.NewService(store, tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -218,9 +185,17 @@ func TestAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := httpapi.New(httpapi.Options{Tracking: tr, Workspace: ws, Files: files, RunLogs: logs,
+		GPU:       gpu.NewService(g, gpu.ServiceOptions{Runs: tr}),
 		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")})})
 	srv := httptest.NewServer(api)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestAgainstServer runs the log calls against the real HTTP API.
+func TestAgainstServer(t *testing.T) {
+	ctx := context.Background()
+	srv := mustServer(t)
 	c := mustClient(t, srv.URL, client.Options{})
 
 	id, err := c.CreateExperiment(ctx, "/Shared/client")
@@ -264,26 +239,5 @@ func TestAgainstServer(t *testing.T) {
 	path, _ := client.ArtifactPath(run.Info.ArtifactURI)
 	if err := c.PutArtifact(ctx, path+"/logs/output.txt", body, 6); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	var all strings.Builder
-	for c := range 256 {
-		all.WriteByte(byte(c))
-	}
-	for _, s := range []string{"", "plain text of some length here", all.String(), "ab\"cdefgh\\ijklmn\x1fopq", "é€😀 mixed \x80 bad", strings.Repeat("x", 17) + "\n" + strings.Repeat("y", 9)} {
-		body := client.AppendLogsBody(nil, "r", runlogs.Batch{Source: "s", Lines: []runlogs.Line{{Stream: runlogs.Stdout, Text: s}}})
-		var out struct {
-			Lines []struct {
-				Text string `json:"text"`
-			} `json:"lines"`
-		}
-		if err := json.Unmarshal(body, &out); err != nil {
-			t.Fatalf("%q: %v", s, err)
-		}
-		if want := strings.ToValidUTF8(s, "\uFFFD"); out.Lines[0].Text != want {
-			t.Fatalf("round trip of %q gave %q", s, out.Lines[0].Text)
-		}
 	}
 }

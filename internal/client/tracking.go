@@ -2,109 +2,18 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"io"
-	"math"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
-	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // The MLflow tracking calls `sextant run` and `sextant logs` need, in the
 // MLflow REST API's JSON shape.
-
-type wireTag struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-type wireExperiment struct {
-	ExperimentID     string    `json:"experiment_id"`
-	Name             string    `json:"name"`
-	ArtifactLocation string    `json:"artifact_location"`
-	LifecycleStage   string    `json:"lifecycle_stage"`
-	Tags             []wireTag `json:"tags"`
-}
-
-func (w *wireExperiment) domain() *tracking.Experiment {
-	e := &tracking.Experiment{ID: w.ExperimentID, Name: w.Name, ArtifactLocation: w.ArtifactLocation, LifecycleStage: tracking.LifecycleStage(w.LifecycleStage)}
-	for _, t := range w.Tags {
-		e.Tags = append(e.Tags, tracking.Tag(t))
-	}
-	return e
-}
-
-type wireRun struct {
-	Info struct {
-		RunID          string `json:"run_id"`
-		RunName        string `json:"run_name"`
-		ExperimentID   string `json:"experiment_id"`
-		UserID         string `json:"user_id"`
-		Status         string `json:"status"`
-		StartTime      int64  `json:"start_time"`
-		EndTime        int64  `json:"end_time"`
-		ArtifactURI    string `json:"artifact_uri"`
-		LifecycleStage string `json:"lifecycle_stage"`
-	} `json:"info"`
-	Data struct {
-		Metrics []wireMetric `json:"metrics"`
-		Params  []wireTag    `json:"params"`
-		Tags    []wireTag    `json:"tags"`
-	} `json:"data"`
-}
-
-// wireMetric is a metric's latest point; the value is a JSON number, or
-// one of the strings "NaN", "Infinity" and "-Infinity".
-type wireMetric struct {
-	Key       string          `json:"key"`
-	Value     json.RawMessage `json:"value"`
-	Timestamp int64           `json:"timestamp"`
-	Step      int64           `json:"step"`
-}
-
-func (m wireMetric) value() float64 {
-	var s string
-	if json.Unmarshal(m.Value, &s) == nil {
-		switch s {
-		case "Infinity":
-			return math.Inf(1)
-		case "-Infinity":
-			return math.Inf(-1)
-		}
-		if v, err := strconv.ParseFloat(s, 64); err == nil {
-			return v
-		}
-		return math.NaN()
-	}
-	var v float64
-	if json.Unmarshal(m.Value, &v) != nil {
-		return math.NaN()
-	}
-	return v
-}
-
-func (w *wireRun) domain() *tracking.Run {
-	i := w.Info
-	st, _ := tracking.ParseRunStatus(i.Status)
-	r := &tracking.Run{Info: tracking.RunInfo{
-		RunID: i.RunID, RunName: i.RunName, ExperimentID: i.ExperimentID, UserID: i.UserID, Status: st,
-		StartTimeMs: i.StartTime, EndTimeMs: i.EndTime, ArtifactURI: i.ArtifactURI, LifecycleStage: tracking.LifecycleStage(i.LifecycleStage),
-	}}
-	for _, m := range w.Data.Metrics {
-		r.Data.Metrics = append(r.Data.Metrics, tracking.Metric{Key: m.Key, Point: metrics.Point{Step: m.Step, TimestampMs: m.Timestamp, Value: m.value()}})
-	}
-	for _, p := range w.Data.Params {
-		r.Data.Params = append(r.Data.Params, tracking.Param(p))
-	}
-	for _, t := range w.Data.Tags {
-		r.Data.Tags = append(r.Data.Tags, tracking.Tag(t))
-	}
-	return r
-}
 
 // Identity is who the server takes the client for.
 type Identity struct {
@@ -121,14 +30,8 @@ type Identity struct {
 // /api/2.0/sextant/auth/whoami). A server without that route (an MLflow
 // server) answers errs.NotFound.
 func (c *Client) WhoAmI(ctx context.Context) (*Identity, error) {
-	var out struct {
-		User struct {
-			Email string `json:"email"`
-			Admin bool   `json:"admin"`
-		} `json:"user"`
-		MultiUser bool `json:"multi_user"`
-	}
-	if err := c.call(ctx, &request{method: "GET", path: "/api/2.0/sextant/auth/whoami"}, &out); err != nil {
+	var out wire.WhoAmI
+	if err := c.call(ctx, &request{method: "GET", path: sxAPI + "/auth/whoami"}, &out); err != nil {
 		return nil, err
 	}
 	return &Identity{Email: out.User.Email, Admin: out.User.Admin, MultiUser: out.MultiUser}, nil
@@ -138,25 +41,25 @@ func (c *Client) WhoAmI(ctx context.Context) (*Identity, error) {
 // errs.NotFound when there is none.
 func (c *Client) GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error) {
 	var out struct {
-		Experiment wireExperiment `json:"experiment"`
+		Experiment wire.Experiment `json:"experiment"`
 	}
 	r := &request{method: "GET", path: "/api/2.0/mlflow/experiments/get-by-name", query: url.Values{"experiment_name": {name}}}
 	if err := c.call(ctx, r, &out); err != nil {
 		return nil, err
 	}
-	return out.Experiment.domain(), nil
+	return out.Experiment.Domain(), nil
 }
 
 // GetExperiment returns an experiment by id.
 func (c *Client) GetExperiment(ctx context.Context, id string) (*tracking.Experiment, error) {
 	var out struct {
-		Experiment wireExperiment `json:"experiment"`
+		Experiment wire.Experiment `json:"experiment"`
 	}
 	r := &request{method: "GET", path: "/api/2.0/mlflow/experiments/get", query: url.Values{"experiment_id": {id}}}
 	if err := c.call(ctx, r, &out); err != nil {
 		return nil, err
 	}
-	return out.Experiment.domain(), nil
+	return out.Experiment.Domain(), nil
 }
 
 // CreateExperiment creates an experiment and returns its id;
@@ -177,9 +80,9 @@ func (c *Client) CreateExperiment(ctx context.Context, name string) (string, err
 
 // CreateRun creates a run.
 func (c *Client) CreateRun(ctx context.Context, req tracking.CreateRunRequest) (*tracking.Run, error) {
-	tags := make([]wireTag, len(req.Tags))
+	tags := make([]wire.KV, len(req.Tags))
 	for i, t := range req.Tags {
-		tags[i] = wireTag(t)
+		tags[i] = wire.KV(t)
 	}
 	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/create", map[string]any{
 		"experiment_id": req.ExperimentID, "user_id": req.UserID, "run_name": req.RunName,
@@ -189,24 +92,24 @@ func (c *Client) CreateRun(ctx context.Context, req tracking.CreateRunRequest) (
 		return nil, err
 	}
 	var out struct {
-		Run wireRun `json:"run"`
+		Run wire.Run `json:"run"`
 	}
 	if err := c.call(ctx, r, &out); err != nil {
 		return nil, err
 	}
-	return out.Run.domain(), nil
+	return out.Run.Domain(), nil
 }
 
 // GetRun returns a run with its params and tags.
 func (c *Client) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
 	var out struct {
-		Run wireRun `json:"run"`
+		Run wire.Run `json:"run"`
 	}
 	r := &request{method: "GET", path: "/api/2.0/mlflow/runs/get", query: url.Values{"run_id": {id}}}
 	if err := c.call(ctx, r, &out); err != nil {
 		return nil, err
 	}
-	return out.Run.domain(), nil
+	return out.Run.Domain(), nil
 }
 
 // UpdateRun changes a run's status, end time or name.
@@ -230,9 +133,9 @@ func (c *Client) UpdateRun(ctx context.Context, id string, u tracking.RunUpdate)
 
 // SetTags sets run tags in one log-batch request.
 func (c *Client) SetTags(ctx context.Context, runID string, tags ...tracking.Tag) error {
-	wt := make([]wireTag, len(tags))
+	wt := make([]wire.KV, len(tags))
 	for i, t := range tags {
-		wt[i] = wireTag(t)
+		wt[i] = wire.KV(t)
 	}
 	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/log-batch", map[string]any{"run_id": runID, "tags": wt})
 	if err != nil {
@@ -252,14 +155,14 @@ func (c *Client) SearchExperiments(ctx context.Context, filter string) ([]*track
 			return nil, err
 		}
 		var out struct {
-			Experiments []wireExperiment `json:"experiments"`
-			Next        string           `json:"next_page_token"`
+			Experiments []wire.Experiment `json:"experiments"`
+			Next        string            `json:"next_page_token"`
 		}
 		if err := c.call(ctx, r, &out); err != nil {
 			return nil, err
 		}
 		for i := range out.Experiments {
-			all = append(all, out.Experiments[i].domain())
+			all = append(all, out.Experiments[i].Domain())
 		}
 		if out.Next == "" {
 			return all, nil
@@ -278,14 +181,14 @@ func (c *Client) SearchRuns(ctx context.Context, experimentIDs []string, filter 
 		return nil, err
 	}
 	var out struct {
-		Runs []wireRun `json:"runs"`
+		Runs []wire.Run `json:"runs"`
 	}
 	if err := c.call(ctx, r, &out); err != nil {
 		return nil, err
 	}
 	runs := make([]*tracking.Run, len(out.Runs))
 	for i := range out.Runs {
-		runs[i] = out.Runs[i].domain()
+		runs[i] = out.Runs[i].Domain()
 	}
 	return runs, nil
 }

@@ -8,6 +8,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Code classifies an error by what the caller can do about it.
@@ -114,5 +115,30 @@ func MessageOf(err error) string {
 	return "internal error"
 }
 
+// Transient reports whether retrying err may help: its code is
+// Unavailable or Throttled (a server that could not be reached, or
+// answered 429 or a 5xx other than 501 and 507).
+func Transient(err error) bool {
+	switch CodeOf(err) {
+	case Unavailable, Throttled:
+		return true
+	}
+	return false
+}
+
 // Is reports whether err carries the given code.
 func Is(err error, code Code) bool { return CodeOf(err) == code }
+
+// Truncate returns s cut to at most n bytes, on a UTF-8 character
+// boundary, followed by "..." when it was cut: for quoting a client's
+// input, which may be long, in a message. n below 0 counts as 0.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n = max(n, 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}

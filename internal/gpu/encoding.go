@@ -134,7 +134,7 @@ func DecodeSample(data []byte, dst *Sample) error {
 		mask := d.byte()
 		for f := range NumFields {
 			if mask&(1<<f) == 0 {
-				g.Values[f] = Missing
+				g.Values[f] = Missing()
 				continue
 			}
 			if Field(f).IsBytes() {

@@ -46,7 +46,7 @@ func TestPackedSampleRoundTrip(t *testing.T) {
 		for f := range gpu.NumFields {
 			want := a.Values[f]
 			if !gpu.IsMissing(want) && gpu.Field(f).IsBytes() && want < 0 {
-				want = gpu.Missing // negative byte counts are not stored
+				want = gpu.Missing() // negative byte counts are not stored
 			}
 			got := b.Values[f]
 			switch {

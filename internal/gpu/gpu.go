@@ -72,9 +72,10 @@ func ParseField(name string) (Field, bool) {
 // FieldNames returns every field's name, in field order.
 func FieldNames() []string { return append([]string(nil), fieldNames[:]...) }
 
-// Missing is the value of a reading that is not available: not supported
-// by the GPU or driver, or failed. It is a NaN; test with IsMissing.
-var Missing = math.NaN()
+// Missing returns the value of a reading that is not available: not
+// supported by the GPU or driver, or failed. It is a NaN; test with
+// IsMissing.
+func Missing() float64 { return math.NaN() }
 
 // IsMissing reports whether v is not a usable reading: NaN or infinite.
 func IsMissing(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
@@ -100,7 +101,7 @@ type GPU struct {
 func NewGPU(index int, uuid, name string) GPU {
 	g := GPU{Index: index, UUID: uuid, Name: name}
 	for i := range g.Values {
-		g.Values[i] = Missing
+		g.Values[i] = Missing()
 	}
 	return g
 }

@@ -39,9 +39,9 @@ func ParseAgg(s string) (Agg, bool) {
 	return 0, false
 }
 
-// DefaultSeriesFields are the fields a series query returns when it names
-// none: what the GPU pane draws.
-var DefaultSeriesFields = []Field{FieldUtil, FieldMemUsed, FieldTemp}
+// DefaultSeriesFields returns the fields a series query returns when it
+// names none: what the GPU pane draws. The slice is the caller's.
+func DefaultSeriesFields() []Field { return []Field{FieldUtil, FieldMemUsed, FieldTemp} }
 
 // SeriesQuery asks for the history of some GPUs.
 type SeriesQuery struct {
@@ -54,7 +54,7 @@ type SeriesQuery struct {
 	// Points is the most points each series may have. 0 returns every
 	// sample (raw).
 	Points int
-	// Fields are the readings to return; empty means DefaultSeriesFields.
+	// Fields are the readings to return; empty means DefaultSeriesFields().
 	Fields []Field
 	// Agg says what each downsampled point holds.
 	Agg Agg
@@ -130,7 +130,7 @@ func (s *Service) Series(ctx context.Context, q SeriesQuery) (*SeriesResult, err
 	from = max(from, now-s.opts.Retention.Milliseconds())
 	fields := q.Fields
 	if len(fields) == 0 {
-		fields = DefaultSeriesFields
+		fields = DefaultSeriesFields()
 	}
 	res := &SeriesResult{FromMs: from, ToMs: to, Fields: fields, Agg: q.Agg}
 	if from >= to {

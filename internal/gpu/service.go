@@ -287,7 +287,7 @@ func normalize(smp Sample) Sample {
 		seen[g.Key()] = true
 		for f := range g.Values {
 			if !storable(Field(f), g.Values[f]) {
-				g.Values[f] = Missing
+				g.Values[f] = Missing()
 			}
 		}
 		out.GPUs = append(out.GPUs, g)

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sextant/sextant/internal/errs"
 )
 
 // smiQueryFields are the --query-gpu fields the nvidia-smi source asks
@@ -243,7 +245,7 @@ func ParseQueryGPU(out []byte) ([]GPU, error) {
 		return ok || n == "index" || n == "uuid" || n == "name"
 	})
 	if hi < 0 {
-		return nil, fmt.Errorf("no header line in nvidia-smi output %q", truncate(string(out), 200))
+		return nil, fmt.Errorf("no header line in nvidia-smi output %q", errs.Truncate(string(out), 200))
 	}
 	hs := parseHeader(lines[hi])
 	col := map[string]int{}
@@ -328,7 +330,7 @@ func ParseComputeApps(out []byte, gpus []GPU) ([]Process, error) {
 		if strings.Contains(string(out), "No running") || strings.TrimSpace(string(out)) == "" {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("no header line in nvidia-smi output %q", truncate(string(out), 200))
+		return nil, fmt.Errorf("no header line in nvidia-smi output %q", errs.Truncate(string(out), 200))
 	}
 	hs := parseHeader(lines[hi])
 	col := map[string]int{}
@@ -420,11 +422,11 @@ func parseSMIValue(cell, headerUnit string, f Field) (float64, string) {
 	cell = strings.TrimSpace(cell)
 	switch {
 	case cell == "":
-		return Missing, ""
+		return Missing(), ""
 	case isBracketed(cell):
-		return Missing, strings.TrimSpace(cell[1 : len(cell)-1])
+		return Missing(), strings.TrimSpace(cell[1 : len(cell)-1])
 	case strings.EqualFold(cell, "N/A"):
-		return Missing, "N/A"
+		return Missing(), "N/A"
 	}
 	end := 0
 	for end < len(cell) && strings.IndexByte("0123456789.+-eE", cell[end]) >= 0 {
@@ -433,7 +435,7 @@ func parseSMIValue(cell, headerUnit string, f Field) (float64, string) {
 	num, unit := cell[:end], strings.TrimSpace(cell[end:])
 	v, err := strconv.ParseFloat(num, 64)
 	if err != nil || IsMissing(v) {
-		return Missing, ""
+		return Missing(), ""
 	}
 	if unit == "" {
 		unit = headerUnit
@@ -451,7 +453,7 @@ func parseSMIValue(cell, headerUnit string, f Field) (float64, string) {
 		}
 		v *= mult
 		if v < 0 {
-			return Missing, ""
+			return Missing(), ""
 		}
 	case FieldPower, FieldPowerLimit:
 		if strings.EqualFold(unit, "mW") {
@@ -463,11 +465,4 @@ func parseSMIValue(cell, headerUnit string, f Field) (float64, string) {
 		}
 	}
 	return v, ""
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

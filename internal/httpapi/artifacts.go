@@ -14,6 +14,7 @@ import (
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // The MLflow artifact proxy (/api/2.0/mlflow-artifacts): the mlflow client
@@ -174,7 +175,7 @@ func parseRange(h string, size int64) (offset, length int64, partial bool, err e
 	if !ok || strings.Contains(spec, ",") {
 		return 0, size, false, nil
 	}
-	bad := &errs.Error{Code: errs.Invalid, Msg: fmt.Sprintf("Range %q cannot be satisfied for a file of %d bytes", truncate(h, 60), size), Err: errRange}
+	bad := &errs.Error{Code: errs.Invalid, Msg: fmt.Sprintf("Range %q cannot be satisfied for a file of %d bytes", errs.Truncate(h, 60), size), Err: errRange}
 	first, last, ok := strings.Cut(strings.TrimSpace(spec), "-")
 	if !ok {
 		return 0, 0, false, bad
@@ -309,8 +310,8 @@ func escapePath(p string) string {
 
 func (s *Server) createMultipart(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		Path     string  `json:"path"`
-		NumParts flexInt `json:"num_parts"`
+		Path     string   `json:"path"`
+		NumParts wire.Int `json:"num_parts"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -377,9 +378,9 @@ func (s *Server) completeMultipart(w http.ResponseWriter, r *http.Request) error
 		Path     string `json:"path"`
 		UploadID string `json:"upload_id"`
 		Parts    []struct {
-			PartNumber flexInt `json:"part_number"`
-			ETag       string  `json:"etag"`
-			URL        string  `json:"url"`
+			PartNumber wire.Int `json:"part_number"`
+			ETag       string   `json:"etag"`
+			URL        string   `json:"url"`
 		} `json:"parts"`
 	}
 	if err := s.decode(w, r, &req); err != nil {

@@ -81,7 +81,7 @@ func levelOf(a Access) workspace.Level {
 // authenticate returns the request's subject, or an Unauthenticated error.
 func (s *Server) authenticate(r *http.Request) (*workspace.Subject, error) {
 	if s.opts.Auth == AuthOff {
-		return workspace.LocalAdmin, nil
+		return workspace.LocalAdmin(), nil
 	}
 	ctx := r.Context()
 	if h := r.Header.Get("Authorization"); h != "" {

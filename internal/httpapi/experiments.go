@@ -5,6 +5,7 @@ import (
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) registerExperimentRoutes() {
 	s.handle("POST", "/mlflow/experiments/delete-experiment-tag", EditExperiment, s.deleteExperimentTag)
 }
 
-func kvTags(in []wireKV) []tracking.Tag {
+func kvTags(in []wire.KV) []tracking.Tag {
 	out := make([]tracking.Tag, len(in))
 	for i, t := range in {
 		out[i] = tracking.Tag(t)
@@ -33,9 +34,9 @@ func kvTags(in []wireKV) []tracking.Tag {
 
 func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		Name             string   `json:"name"`
-		ArtifactLocation string   `json:"artifact_location"`
-		Tags             []wireKV `json:"tags"`
+		Name             string    `json:"name"`
+		ArtifactLocation string    `json:"artifact_location"`
+		Tags             []wire.KV `json:"tags"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -77,7 +78,7 @@ func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"experiment": toWireExperiment(e)})
+	return writeJSON(w, map[string]any{"experiment": wire.ToExperiment(e)})
 }
 
 func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) error {
@@ -92,16 +93,16 @@ func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) err
 	if err := s.allowExperiment(r, e.ID); err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"experiment": toWireExperiment(e)})
+	return writeJSON(w, map[string]any{"experiment": wire.ToExperiment(e)})
 }
 
 func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		MaxResults flexInt  `json:"max_results"`
-		PageToken  string   `json:"page_token"`
-		Filter     string   `json:"filter"`
-		OrderBy    []string `json:"order_by"`
-		ViewType   flexEnum `json:"view_type"`
+		MaxResults wire.Int  `json:"max_results"`
+		PageToken  string    `json:"page_token"`
+		Filter     string    `json:"filter"`
+		OrderBy    []string  `json:"order_by"`
+		ViewType   wire.Enum `json:"view_type"`
 	}
 	if r.Method == http.MethodGet {
 		q, err := parseQuery(r, "max_results", "page_token", "filter", "order_by", "view_type")
@@ -112,15 +113,15 @@ func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error
 		if err != nil {
 			return err
 		}
-		req.MaxResults = flexInt{V: n, Set: set}
+		req.MaxResults = wire.Int{V: n, Set: set}
 		req.PageToken, req.Filter, req.OrderBy = q.str("page_token"), q.str("filter"), q.list("order_by")
 		if q.has("view_type") {
-			req.ViewType = flexEnum{Name: q.str("view_type"), Set: true}
+			req.ViewType = wire.Enum{Name: q.str("view_type"), Set: true}
 		}
 	} else if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	vt, err := req.ViewType.resolve("view_type", viewTypes)
+	vt, err := req.ViewType.Resolve("view_type", viewTypes)
 	if err != nil {
 		return err
 	}
@@ -144,11 +145,11 @@ func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	resp := struct {
-		Experiments   []wireExperiment `json:"experiments"`
-		NextPageToken string           `json:"next_page_token,omitempty"`
-	}{Experiments: make([]wireExperiment, 0, len(page.Experiments)), NextPageToken: page.NextPageToken}
+		Experiments   []wire.Experiment `json:"experiments"`
+		NextPageToken string            `json:"next_page_token,omitempty"`
+	}{Experiments: make([]wire.Experiment, 0, len(page.Experiments)), NextPageToken: page.NextPageToken}
 	for _, e := range page.Experiments {
-		resp.Experiments = append(resp.Experiments, toWireExperiment(e))
+		resp.Experiments = append(resp.Experiments, wire.ToExperiment(e))
 	}
 	return writeJSON(w, resp)
 }
@@ -292,5 +293,5 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if err != nil {
 		return err
 	}
-	return decodeJSON(body, dst)
+	return wire.Decode(body, dst)
 }

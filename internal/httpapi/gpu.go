@@ -7,6 +7,7 @@ import (
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -37,7 +38,7 @@ func (s *Server) ingestGPUSamples(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	b, err := decodeGPUBatch(body)
+	b, err := wire.DecodeGPUBatch(body)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func (s *Server) ingestGPUSamples(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, appendGPUResult(nil, res))
+	return writeRaw(w, wire.AppendGPUResult(nil, res))
 }
 
 // allowGPURun checks a level on a run's experiment. A run that does not
@@ -125,7 +126,7 @@ func (s *Server) latestGPUSamples(w http.ResponseWriter, r *http.Request) error 
 		}
 		s.readableRuns(r, ids)
 	}
-	return writeRaw(w, appendGPULatest(nil, nodes))
+	return writeRaw(w, wire.AppendGPULatest(nil, nodes))
 }
 
 // defaultGPUPoints is the number of points of a series when the request
@@ -164,14 +165,14 @@ func (s *Server) gpuSeries(w http.ResponseWriter, r *http.Request) error {
 			}
 			f, ok := gpu.ParseField(name)
 			if !ok {
-				return invalid("unknown field '%s' in fields: use %s", truncate(name, 60), strings.Join(gpu.FieldNames(), ", "))
+				return invalid("unknown field '%s' in fields: use %s", errs.Truncate(name, 60), strings.Join(gpu.FieldNames(), ", "))
 			}
 			sq.Fields = append(sq.Fields, f)
 		}
 	}
 	agg, ok := gpu.ParseAgg(q.str("agg"))
 	if !ok {
-		return invalid("unknown agg '%s': use avg, min, max or minavgmax", truncate(q.str("agg"), 60))
+		return invalid("unknown agg '%s': use avg, min, max or minavgmax", errs.Truncate(q.str("agg"), 60))
 	}
 	sq.Agg = agg
 	res, err := s.gpu.Series(r.Context(), sq)
@@ -185,7 +186,7 @@ func (s *Server) gpuSeries(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.readableRuns(r, ids)
 	}
-	return writeRaw(w, appendGPUSeries(make([]byte, 0, seriesSizeHint(res)), res))
+	return writeRaw(w, wire.AppendGPUSeries(make([]byte, 0, seriesSizeHint(res)), res))
 }
 
 // seriesSizeHint estimates the encoded size of a series response, so the

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/sqlstore"
@@ -292,54 +290,6 @@ func TestGPUPermissions(t *testing.T) {
 	for _, rt := range s.h.Routes() {
 		if strings.HasPrefix(rt.Path, gpuAPI) && rt.Access != httpapi.Authenticated {
 			t.Errorf("%s %s declares %s, want authenticated", rt.Method, rt.Path, rt.Access)
-		}
-	}
-}
-
-func TestGPUClient(t *testing.T) {
-	s := mustGPUServer(t, httpapi.AuthOff)
-	var authHeader string
-	status := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		authHeader = r.Header.Get("Authorization")
-		if status != 0 {
-			w.WriteHeader(status)
-			fmt.Fprint(w, `{"error_code":"X","message":"refused"}`)
-			return
-		}
-		s.h.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	now := time.Now().UnixMilli()
-	g := gpu.NewGPU(0, "GPU-0", "H100")
-	g.Values[gpu.FieldUtil] = 12.5
-	b := &gpu.Batch{Labels: gpu.Labels{Node: "c1", NodeRank: 0, NumNodes: 1}, Samples: []gpu.Sample{{TimestampMs: now, GPUs: []gpu.GPU{g}, Processes: []gpu.Process{{GPU: 0, PID: 1, MemUsedBytes: -1}}}}}
-
-	c, err := httpapi.NewGPUClient(srv.URL+"/", httpapi.GPUClientOptions{Token: "tok123"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Send(t.Context(), b)
-	if err != nil || res.Accepted != 1 || authHeader != "Bearer tok123" {
-		t.Fatalf("send: %+v %v, Authorization %q", res, err, authHeader)
-	}
-	c, _ = httpapi.NewGPUClient(srv.URL, httpapi.GPUClientOptions{Username: "u", Password: "p"})
-	if _, err := c.Send(t.Context(), b); err != nil || authHeader != "Basic "+base64.StdEncoding.EncodeToString([]byte("u:p")) {
-		t.Fatalf("basic: %v %q", err, authHeader)
-	}
-	for st, code := range map[int]errs.Code{400: errs.Invalid, 401: errs.Unauthenticated, 403: errs.PermissionDenied, 503: errs.Unavailable, 500: errs.Unavailable, 429: errs.Unavailable} {
-		status = st
-		if _, err := c.Send(t.Context(), b); errs.CodeOf(err) != code || !strings.Contains(err.Error(), "refused") {
-			t.Errorf("HTTP %d: %v (%s), want %s", st, err, errs.CodeOf(err), code)
-		}
-	}
-	srv.Close()
-	if _, err := c.Send(t.Context(), b); !errs.Is(err, errs.Unavailable) {
-		t.Errorf("server gone: %v, want Unavailable", err)
-	}
-	for _, bad := range []string{"", "file:///tmp/mlruns", "databricks", "http://"} {
-		if _, err := httpapi.NewGPUClient(bad, httpapi.GPUClientOptions{}); err == nil {
-			t.Errorf("NewGPUClient(%q) accepted", bad)
 		}
 	}
 }

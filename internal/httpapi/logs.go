@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/runlogs"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // Run logs (/api/2.0/sextant/logs/...): launchers append the output they
@@ -33,14 +35,14 @@ func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req logAppendRequest
-	if err := decodeLogAppend(body, &req); err != nil {
+	var req wire.LogAppendRequest
+	if err := wire.DecodeLogAppend(body, &req); err != nil {
 		return err
 	}
 	if err := s.allowRun(r, req.RunID); err != nil {
 		return err
 	}
-	b, err := req.toBatch()
+	b, err := req.Batch()
 	if err != nil {
 		return err
 	}
@@ -48,59 +50,7 @@ func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]byte, 0, 96)
-	out = append(out, `{"first_line":`...)
-	out = strconv.AppendInt(out, res.FirstLine, 10)
-	out = append(out, `,"stored":`...)
-	out = strconv.AppendInt(out, int64(res.Stored), 10)
-	out = append(out, `,"duplicates":`...)
-	out = strconv.AppendInt(out, int64(res.Duplicates), 10)
-	out = append(out, `,"next_seq":`...)
-	out = strconv.AppendInt(out, res.NextSeq, 10)
-	return writeRaw(w, append(out, '}'))
-}
-
-func (req *logAppendRequest) toBatch() (runlogs.Batch, error) {
-	if !req.FirstSeq.Set && len(req.Lines) > 0 {
-		return runlogs.Batch{}, invalid("Missing value for required parameter 'first_seq'")
-	}
-	node, rank := int64(0), int64(runlogs.UnknownRank)
-	if req.Node.Set {
-		node = req.Node.V
-	}
-	if req.LocalRank.Set {
-		rank = req.LocalRank.V
-	}
-	b := runlogs.Batch{Source: req.Source, FirstSeq: req.FirstSeq.V, Lines: make([]runlogs.Line, len(req.Lines))}
-	for i := range req.Lines {
-		in := &req.Lines[i]
-		st, ok := runlogs.ParseStream(in.Stream)
-		if !ok {
-			return runlogs.Batch{}, invalid("Invalid value '%s' for parameter 'lines[%d].stream': expected stdout or stderr", truncate(in.Stream, 20), i)
-		}
-		n, k := node, rank
-		if in.Node.Set {
-			n = in.Node.V
-		}
-		if in.LocalRank.Set {
-			k = in.LocalRank.V
-		}
-		if n < 0 || n > math.MaxInt32 || k < runlogs.UnknownRank || k > math.MaxInt32 {
-			return runlogs.Batch{}, invalid("lines[%d]: node must be 0 or more and local_rank -1 or more (got %d and %d)", i, n, k)
-		}
-		if !in.Timestamp.Set {
-			return runlogs.Batch{}, invalid("Missing value for required parameter 'lines[%d].timestamp'", i)
-		}
-		l := runlogs.Line{TimestampMs: in.Timestamp.V, Stream: st, Node: int32(n), LocalRank: int32(k), Text: in.Text}
-		if in.Partial {
-			l.Flags |= runlogs.FlagPartial
-		}
-		if in.CR {
-			l.Flags |= runlogs.FlagCR
-		}
-		b.Lines[i] = l
-	}
-	return b, nil
+	return writeRaw(w, wire.AppendLogAppendResult(make([]byte, 0, 96), res))
 }
 
 // logQuery parses the parameters shared by get, search and tail.
@@ -134,7 +84,7 @@ func logQuery(r *http.Request, extra ...string) (runlogs.Query, query, error) {
 	if st := qs.str("stream"); st != "" {
 		var ok bool
 		if q.Stream, ok = runlogs.ParseStream(st); !ok {
-			return q, qs, invalid("Invalid value '%s' for parameter 'stream': expected stdout or stderr", truncate(st, 20))
+			return q, qs, invalid("Invalid value '%s' for parameter 'stream': expected stdout or stderr", errs.Truncate(st, 20))
 		}
 	}
 	if q.SinceMs, _, err = qs.int("since_ms"); err != nil {
@@ -158,7 +108,7 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, appendLogPage(nil, &page))
+	return writeRaw(w, wire.AppendLogPage(nil, &page))
 }
 
 func (s *Server) searchLogs(w http.ResponseWriter, r *http.Request) error {
@@ -182,7 +132,7 @@ func (s *Server) searchLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, appendLogPage(nil, &page))
+	return writeRaw(w, wire.AppendLogPage(nil, &page))
 }
 
 // tailLogs answers with the lines after after_line, waiting up to wait_ms
@@ -227,7 +177,7 @@ func (s *Server) tailLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, appendLogPage(nil, &page))
+	return writeRaw(w, wire.AppendLogPage(nil, &page))
 }
 
 // streamLogs serves a tail as server-sent events: an event "lines" per
@@ -263,7 +213,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, q runlogs.Qu
 			buf = append(buf, "id: "...)
 			buf = strconv.AppendInt(buf, page.NextLine-1, 10)
 			buf = append(buf, "\nevent: lines\ndata: "...)
-			buf = appendLogPage(buf, &page)
+			buf = wire.AppendLogPage(buf, &page)
 			buf = append(buf, "\n\n"...)
 		default:
 			buf = append(buf, ": keep-alive\n\n"...)
@@ -290,51 +240,4 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, q runlogs.Qu
 		}
 		q.FromLine = page.NextLine
 	}
-}
-
-// appendLogPage appends the JSON of a page of lines. Pages of log lines are
-// built by hand: a 10,000-line page is a few megabytes of strings.
-func appendLogPage(dst []byte, p *runlogs.Page) []byte {
-	n := 64
-	for i := range p.Lines {
-		n += len(p.Lines[i].Text) + 110
-	}
-	if cap(dst)-len(dst) < n {
-		nd := make([]byte, len(dst), len(dst)+n)
-		copy(nd, dst)
-		dst = nd
-	}
-	dst = append(dst, `{"lines":[`...)
-	for i := range p.Lines {
-		l := &p.Lines[i]
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"line":`...)
-		dst = strconv.AppendInt(dst, l.Number, 10)
-		dst = append(dst, `,"timestamp":`...)
-		dst = strconv.AppendInt(dst, l.TimestampMs, 10)
-		dst = append(dst, `,"stream":"`...)
-		dst = append(dst, l.Stream.String()...)
-		dst = append(dst, `","node":`...)
-		dst = strconv.AppendInt(dst, int64(l.Node), 10)
-		dst = append(dst, `,"local_rank":`...)
-		dst = strconv.AppendInt(dst, int64(l.LocalRank), 10)
-		if l.Flags&runlogs.FlagPartial != 0 {
-			dst = append(dst, `,"partial":true`...)
-		}
-		if l.Flags&runlogs.FlagCR != 0 {
-			dst = append(dst, `,"cr":true`...)
-		}
-		dst = append(dst, `,"text":`...)
-		dst = appendString(dst, l.Text)
-		dst = append(dst, '}')
-	}
-	dst = append(dst, `],"next_line":`...)
-	dst = strconv.AppendInt(dst, p.NextLine, 10)
-	dst = append(dst, `,"total_lines":`...)
-	dst = strconv.AppendInt(dst, p.Head.Lines(), 10)
-	dst = append(dst, `,"run_status":"`...)
-	dst = append(dst, p.Head.RunStatus.String()...)
-	return append(dst, `"}`...)
 }

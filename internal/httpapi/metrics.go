@@ -9,6 +9,7 @@ import (
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 func (s *Server) registerMetricRoutes() {
@@ -46,7 +47,7 @@ func (s *Server) getMetricHistory(w http.ResponseWriter, r *http.Request) error 
 	tail := []byte{']'}
 	if hb.NextPageToken != "" {
 		tail = append(tail, `,"next_page_token":`...)
-		tail = appendString(tail, hb.NextPageToken)
+		tail = wire.AppendString(tail, hb.NextPageToken)
 	}
 	tail = append(tail, '}')
 	return writeParts(w, head, parts, tail)
@@ -88,7 +89,7 @@ const pointsPerPart = 4096
 // in parts that together form the list, on up to GOMAXPROCS goroutines.
 // The parts come from encodeBuffers.
 func encodeHistory(key string, hb *tracking.HistoryBuffer) []*[]byte {
-	prefix := appendString([]byte(`{"key":`), key)
+	prefix := wire.AppendString([]byte(`{"key":`), key)
 	prefix = append(prefix, `,"value":`...)
 	n := min(runtime.GOMAXPROCS(0), (len(hb.Points)+pointsPerPart-1)/pointsPerPart)
 	parts := make([]*[]byte, max(n, 1))
@@ -124,14 +125,14 @@ func appendHistory(dst, prefix []byte, hb *tracking.HistoryBuffer, from, to int)
 			dst = append(dst, ',')
 		}
 		dst = append(dst, prefix...)
-		dst = appendFloat(dst, p.Value)
+		dst = wire.AppendFloat(dst, p.Value)
 		dst = append(dst, `,"timestamp":`...)
 		dst = ts.append(dst, p.TimestampMs)
 		dst = append(dst, `,"step":`...)
 		dst = step.append(dst, p.Step)
 		var c *tracking.MetricContext
 		if c, j = hb.ContextAt(i, j); c != nil {
-			dst = appendContext(dst, c)
+			dst = wire.AppendContext(dst, c)
 		}
 		dst = append(dst, '}')
 	}
@@ -220,7 +221,7 @@ func appendPoints(buf []byte, key string, pts []tracking.HistoryPoint, runID str
 		if i > 0 || !first {
 			buf = append(buf, ',')
 		}
-		buf = appendHistoryPoint(buf, key, &pts[i], runID)
+		buf = wire.AppendHistoryPoint(buf, key, &pts[i], runID)
 	}
 	return buf
 }
@@ -258,7 +259,7 @@ func (s *Server) getMetricHistoryBulkInterval(w http.ResponseWriter, r *http.Req
 	case "minmax":
 		bq.Mode = tracking.SampleMinMax
 	default:
-		return invalid("Invalid value '%s' for parameter 'sampling': expected steps or minmax", truncate(q.str("sampling"), 40))
+		return invalid("Invalid value '%s' for parameter 'sampling': expected steps or minmax", errs.Truncate(q.str("sampling"), 40))
 	}
 	if len(bq.RunIDs) > s.tr.Limits().BulkIntervalMaxRuns {
 		return errs.Errorf(errs.LimitExceeded, "limit exceeded: GetMetricHistoryBulkInterval request must specify at most %d run_ids. Received %d run_ids.", s.tr.Limits().BulkIntervalMaxRuns, len(bq.RunIDs))

@@ -3,8 +3,18 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 )
+
+// loggedModelStatusNames maps MLflow's names of logged-model statuses to
+// statuses.
+var loggedModelStatusNames = map[string]int64{
+	"LOGGED_MODEL_PENDING":       int64(tracking.ModelPending),
+	"LOGGED_MODEL_READY":         int64(tracking.ModelReady),
+	"LOGGED_MODEL_UPLOAD_FAILED": int64(tracking.ModelUploadFailed),
+}
 
 // MLflow 3 logged models (/api/2.0/mlflow/logged-models). Every
 // mlflow.<flavor>.log_model and autolog depend on these: without them the
@@ -12,25 +22,25 @@ import (
 
 type wireLoggedModel struct {
 	Info struct {
-		ModelID                string   `json:"model_id"`
-		ExperimentID           string   `json:"experiment_id"`
-		Name                   string   `json:"name"`
-		CreationTimestampMs    int64    `json:"creation_timestamp_ms"`
-		LastUpdatedTimestampMs int64    `json:"last_updated_timestamp_ms"`
-		ArtifactURI            string   `json:"artifact_uri"`
-		Status                 string   `json:"status"`
-		ModelType              string   `json:"model_type,omitempty"`
-		SourceRunID            string   `json:"source_run_id,omitempty"`
-		StatusMessage          string   `json:"status_message,omitempty"`
-		Tags                   []wireKV `json:"tags,omitempty"`
+		ModelID                string    `json:"model_id"`
+		ExperimentID           string    `json:"experiment_id"`
+		Name                   string    `json:"name"`
+		CreationTimestampMs    int64     `json:"creation_timestamp_ms"`
+		LastUpdatedTimestampMs int64     `json:"last_updated_timestamp_ms"`
+		ArtifactURI            string    `json:"artifact_uri"`
+		Status                 string    `json:"status"`
+		ModelType              string    `json:"model_type,omitempty"`
+		SourceRunID            string    `json:"source_run_id,omitempty"`
+		StatusMessage          string    `json:"status_message,omitempty"`
+		Tags                   []wire.KV `json:"tags,omitempty"`
 		Registrations          []struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
 		} `json:"registrations,omitempty"`
 	} `json:"info"`
 	Data struct {
-		Params  []wireKV     `json:"params,omitempty"`
-		Metrics []wireMetric `json:"metrics,omitempty"`
+		Params  []wire.KV     `json:"params,omitempty"`
+		Metrics []wire.Metric `json:"metrics,omitempty"`
 	} `json:"data"`
 }
 
@@ -42,7 +52,7 @@ func toWireLoggedModel(m *tracking.LoggedModel) *wireLoggedModel {
 	i.ArtifactURI, i.Status, i.ModelType = m.ArtifactURI, m.Status.String(), m.ModelType
 	i.SourceRunID, i.StatusMessage = m.SourceRunID, m.StatusMessage
 	for _, t := range m.Tags {
-		i.Tags = append(i.Tags, wireKV(t))
+		i.Tags = append(i.Tags, wire.KV(t))
 	}
 	for _, r := range m.Registrations {
 		i.Registrations = append(i.Registrations, struct {
@@ -51,11 +61,11 @@ func toWireLoggedModel(m *tracking.LoggedModel) *wireLoggedModel {
 		}{r.Name, r.Version})
 	}
 	for _, p := range m.Params {
-		w.Data.Params = append(w.Data.Params, wireKV(p))
+		w.Data.Params = append(w.Data.Params, wire.KV(p))
 	}
 	for _, mt := range m.Metrics {
-		w.Data.Metrics = append(w.Data.Metrics, wireMetric{
-			Key: mt.Key, Value: wireFloat(mt.Value), Timestamp: mt.TimestampMs, Step: mt.Step,
+		w.Data.Metrics = append(w.Data.Metrics, wire.Metric{
+			Key: mt.Key, Value: wire.Double(mt.Value), Timestamp: mt.TimestampMs, Step: mt.Step,
 			DatasetName: mt.DatasetName, DatasetDigest: mt.DatasetDigest, ModelID: mt.ModelID, RunID: mt.RunID,
 		})
 	}
@@ -75,12 +85,12 @@ func (s *Server) registerModelRoutes() {
 
 func (s *Server) createLoggedModel(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		ExperimentID string   `json:"experiment_id"`
-		Name         string   `json:"name"`
-		ModelType    string   `json:"model_type"`
-		SourceRunID  string   `json:"source_run_id"`
-		Params       []wireKV `json:"params"`
-		Tags         []wireKV `json:"tags"`
+		ExperimentID string    `json:"experiment_id"`
+		Name         string    `json:"name"`
+		ModelType    string    `json:"model_type"`
+		SourceRunID  string    `json:"source_run_id"`
+		Params       []wire.KV `json:"params"`
+		Tags         []wire.KV `json:"tags"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -122,8 +132,8 @@ func (s *Server) getLoggedModel(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) finalizeLoggedModel(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		ModelID string   `json:"model_id"`
-		Status  flexEnum `json:"status"`
+		ModelID string    `json:"model_id"`
+		Status  wire.Enum `json:"status"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -131,7 +141,7 @@ func (s *Server) finalizeLoggedModel(w http.ResponseWriter, r *http.Request) err
 	if !req.Status.Set {
 		return invalid("Missing value for required parameter 'status'")
 	}
-	st, err := req.Status.resolve("status", tracking.LoggedModelStatusNames)
+	st, err := req.Status.Resolve("status", loggedModelStatusNames)
 	if err != nil {
 		return err
 	}
@@ -169,8 +179,8 @@ func (s *Server) deleteLoggedModel(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) setLoggedModelTags(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		ModelID string   `json:"model_id"`
-		Tags    []wireKV `json:"tags"`
+		ModelID string    `json:"model_id"`
+		Tags    []wire.KV `json:"tags"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -199,8 +209,8 @@ func (s *Server) deleteLoggedModelTag(w http.ResponseWriter, r *http.Request) er
 
 func (s *Server) logLoggedModelParams(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		ModelID string   `json:"model_id"`
-		Params  []wireKV `json:"params"`
+		ModelID string    `json:"model_id"`
+		Params  []wire.KV `json:"params"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -229,7 +239,7 @@ func (s *Server) searchLoggedModels(w http.ResponseWriter, r *http.Request) erro
 			DatasetName   string `json:"dataset_name"`
 			DatasetDigest string `json:"dataset_digest"`
 		} `json:"datasets"`
-		MaxResults flexInt `json:"max_results"`
+		MaxResults wire.Int `json:"max_results"`
 		OrderBy    []struct {
 			FieldName     string `json:"field_name"`
 			Ascending     *bool  `json:"ascending"`
@@ -283,7 +293,7 @@ func (s *Server) searchLoggedModels(w http.ResponseWriter, r *http.Request) erro
 // path names the model acted on, and a second id would name nothing.
 func samePathModel(r *http.Request, bodyID string) error {
 	if bodyID != "" && bodyID != r.PathValue("model_id") {
-		return invalid("model_id '%s' in the body differs from '%s' in the path: send the path's or none", truncate(bodyID, 80), truncate(r.PathValue("model_id"), 80))
+		return invalid("model_id '%s' in the body differs from '%s' in the path: send the path's or none", errs.Truncate(bodyID, 80), errs.Truncate(r.PathValue("model_id"), 80))
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/sextant/sextant/internal/errs"
 )
 
 // Requests for API paths that no route takes get a JSON error body, as
@@ -43,11 +45,11 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allow) == 0 {
-		s.writeError(w, r, &routeError{http.StatusNotFound, fmt.Sprintf("No API found for %s %s", r.Method, truncate(r.URL.Path, 200))})
+		s.writeError(w, r, &routeError{http.StatusNotFound, fmt.Sprintf("No API found for %s %s", r.Method, errs.Truncate(r.URL.Path, 200))})
 		return
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	s.writeError(w, r, &routeError{http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not served: this path takes %s", r.Method, truncate(r.URL.Path, 200), strings.Join(allow, ", "))})
+	s.writeError(w, r, &routeError{http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not served: this path takes %s", r.Method, errs.Truncate(r.URL.Path, 200), strings.Join(allow, ", "))})
 }
 
 // routeError is a request that no route takes (404), or that routes take

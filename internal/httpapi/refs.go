@@ -162,7 +162,7 @@ func refError(ref Ref, value string, err error) error {
 	if code == errs.Internal {
 		return err
 	}
-	return &errs.Error{Code: code, Msg: ref.Field + " " + truncate(value, 120) + ": " + errs.MessageOf(err), Err: err}
+	return &errs.Error{Code: code, Msg: ref.Field + " " + errs.Truncate(value, 120) + ": " + errs.MessageOf(err), Err: err}
 }
 
 func isAdmin(sub *workspace.Subject) bool {

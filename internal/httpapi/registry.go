@@ -5,26 +5,27 @@ import (
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // The model registry basics that mlflow.register_model and loading
 // models:/<name>/<version> need.
 
 type wireModelVersion struct {
-	Name                 string   `json:"name"`
-	Version              string   `json:"version"`
-	CreationTimestamp    int64    `json:"creation_timestamp"`
-	LastUpdatedTimestamp int64    `json:"last_updated_timestamp"`
-	UserID               string   `json:"user_id,omitempty"`
-	CurrentStage         string   `json:"current_stage"`
-	Description          string   `json:"description,omitempty"`
-	Source               string   `json:"source"`
-	RunID                string   `json:"run_id,omitempty"`
-	RunLink              string   `json:"run_link,omitempty"`
-	ModelID              string   `json:"model_id,omitempty"`
-	Status               string   `json:"status"`
-	Tags                 []wireKV `json:"tags,omitempty"`
-	Aliases              []string `json:"aliases,omitempty"`
+	Name                 string    `json:"name"`
+	Version              string    `json:"version"`
+	CreationTimestamp    int64     `json:"creation_timestamp"`
+	LastUpdatedTimestamp int64     `json:"last_updated_timestamp"`
+	UserID               string    `json:"user_id,omitempty"`
+	CurrentStage         string    `json:"current_stage"`
+	Description          string    `json:"description,omitempty"`
+	Source               string    `json:"source"`
+	RunID                string    `json:"run_id,omitempty"`
+	RunLink              string    `json:"run_link,omitempty"`
+	ModelID              string    `json:"model_id,omitempty"`
+	Status               string    `json:"status"`
+	Tags                 []wire.KV `json:"tags,omitempty"`
+	Aliases              []string  `json:"aliases,omitempty"`
 }
 
 func toWireVersion(v *tracking.ModelVersion) wireModelVersion {
@@ -34,7 +35,7 @@ func toWireVersion(v *tracking.ModelVersion) wireModelVersion {
 		RunID: v.RunID, RunLink: v.RunLink, ModelID: v.ModelID, Status: "READY", Aliases: v.Aliases,
 	}
 	for _, t := range v.Tags {
-		w.Tags = append(w.Tags, wireKV(t))
+		w.Tags = append(w.Tags, wire.KV(t))
 	}
 	return w
 }
@@ -46,7 +47,7 @@ type wireRegisteredModel struct {
 	UserID               string             `json:"user_id,omitempty"`
 	Description          string             `json:"description,omitempty"`
 	LatestVersions       []wireModelVersion `json:"latest_versions,omitempty"`
-	Tags                 []wireKV           `json:"tags,omitempty"`
+	Tags                 []wire.KV          `json:"tags,omitempty"`
 	Aliases              []struct {
 		Alias   string `json:"alias"`
 		Version string `json:"version"`
@@ -59,7 +60,7 @@ func toWireRegistered(m *tracking.RegisteredModel) wireRegisteredModel {
 		w.LatestVersions = append(w.LatestVersions, toWireVersion(v))
 	}
 	for _, t := range m.Tags {
-		w.Tags = append(w.Tags, wireKV(t))
+		w.Tags = append(w.Tags, wire.KV(t))
 	}
 	for _, a := range m.Aliases {
 		w.Aliases = append(w.Aliases, struct {
@@ -106,10 +107,10 @@ func versionResponse(w http.ResponseWriter, v *tracking.ModelVersion) error {
 
 func (s *Server) createRegisteredModel(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		Name            string   `json:"name"`
-		Tags            []wireKV `json:"tags"`
-		Description     string   `json:"description"`
-		DeploymentJobID string   `json:"deployment_job_id"`
+		Name            string    `json:"name"`
+		Tags            []wire.KV `json:"tags"`
+		Description     string    `json:"description"`
+		DeploymentJobID string    `json:"deployment_job_id"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -309,13 +310,13 @@ func (s *Server) getModelVersionByAlias(w http.ResponseWriter, r *http.Request) 
 
 func (s *Server) createModelVersion(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		Name        string   `json:"name"`
-		Source      string   `json:"source"`
-		RunID       string   `json:"run_id"`
-		Tags        []wireKV `json:"tags"`
-		RunLink     string   `json:"run_link"`
-		Description string   `json:"description"`
-		ModelID     string   `json:"model_id"`
+		Name        string    `json:"name"`
+		Source      string    `json:"source"`
+		RunID       string    `json:"run_id"`
+		Tags        []wire.KV `json:"tags"`
+		RunLink     string    `json:"run_link"`
+		Description string    `json:"description"`
+		ModelID     string    `json:"model_id"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err

@@ -3,8 +3,9 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 var runStatuses = map[string]int64{"RUNNING": 1, "SCHEDULED": 2, "FINISHED": 3, "FAILED": 4, "KILLED": 5}
@@ -30,7 +31,7 @@ func (s *Server) registerRunRoutes() {
 // checked and acted on.
 func runID(id, uuid string) (string, error) {
 	if id != "" && uuid != "" && id != uuid {
-		return "", invalid("run_id '%s' and run_uuid '%s' name different runs: send one of them", truncate(id, 80), truncate(uuid, 80))
+		return "", invalid("run_id '%s' and run_uuid '%s' name different runs: send one of them", errs.Truncate(id, 80), errs.Truncate(uuid, 80))
 	}
 	if id != "" {
 		return id, nil
@@ -40,11 +41,11 @@ func runID(id, uuid string) (string, error) {
 
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		ExperimentID string   `json:"experiment_id"`
-		UserID       string   `json:"user_id"`
-		RunName      string   `json:"run_name"`
-		StartTime    flexInt  `json:"start_time"`
-		Tags         []wireKV `json:"tags"`
+		ExperimentID string    `json:"experiment_id"`
+		UserID       string    `json:"user_id"`
+		RunName      string    `json:"run_name"`
+		StartTime    wire.Int  `json:"start_time"`
+		Tags         []wire.KV `json:"tags"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -69,7 +70,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"run": toWireRun(run)})
+	return writeJSON(w, map[string]any{"run": wire.ToRun(run)})
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
@@ -88,23 +89,23 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"run": toWireRun(run)})
+	return writeJSON(w, map[string]any{"run": wire.ToRun(run)})
 }
 
 func (s *Server) updateRun(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		RunID   string   `json:"run_id"`
-		RunUUID string   `json:"run_uuid"`
-		Status  flexEnum `json:"status"`
-		EndTime flexInt  `json:"end_time"`
-		RunName *string  `json:"run_name"`
+		RunID   string    `json:"run_id"`
+		RunUUID string    `json:"run_uuid"`
+		Status  wire.Enum `json:"status"`
+		EndTime wire.Int  `json:"end_time"`
+		RunName *string   `json:"run_name"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
 	var u tracking.RunUpdate
 	if req.Status.Set {
-		st, err := req.Status.resolve("status", runStatuses)
+		st, err := req.Status.Resolve("status", runStatuses)
 		if err != nil {
 			return err
 		}
@@ -126,7 +127,7 @@ func (s *Server) updateRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"run_info": toWireRunInfo(info)})
+	return writeJSON(w, map[string]any{"run_info": wire.ToRunInfo(info)})
 }
 
 type runIDRequest struct {
@@ -161,47 +162,16 @@ func (s *Server) restoreRun(w http.ResponseWriter, r *http.Request) error {
 	return writeRaw(w, emptyObject)
 }
 
-// wireMetricIn is a metric as clients send it.
-type wireMetricIn struct {
-	Key           string    `json:"key"`
-	Value         flexFloat `json:"value"`
-	Timestamp     flexInt   `json:"timestamp"`
-	Step          flexInt   `json:"step"`
-	DatasetName   string    `json:"dataset_name"`
-	DatasetDigest string    `json:"dataset_digest"`
-	ModelID       string    `json:"model_id"`
-	RunID         string    `json:"run_id"`
-}
-
-func (m *wireMetricIn) toDomain(field string) (tracking.Metric, error) {
-	if m.Key == "" {
-		return tracking.Metric{}, invalid("Missing value for required parameter '%skey'", field)
-	}
-	if !m.Value.Set {
-		return tracking.Metric{}, invalid("Missing value for required parameter '%svalue'", field)
-	}
-	if !m.Timestamp.Set {
-		return tracking.Metric{}, invalid("Missing value for required parameter '%stimestamp'", field)
-	}
-	return tracking.Metric{
-		Key:   m.Key,
-		Point: metrics.Point{Step: m.Step.V, TimestampMs: m.Timestamp.V, Value: m.Value.V},
-		MetricContext: tracking.MetricContext{
-			ModelID: m.ModelID, DatasetName: m.DatasetName, DatasetDigest: m.DatasetDigest,
-		},
-	}, nil
-}
-
 func (s *Server) logMetric(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		RunID   string `json:"run_id"`
 		RunUUID string `json:"run_uuid"`
-		wireMetricIn
+		wire.MetricIn
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	m, err := req.wireMetricIn.toDomain("")
+	m, err := req.MetricIn.Domain("")
 	if err != nil {
 		return err
 	}
@@ -297,8 +267,8 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req logBatchRequest
-	if err := decodeLogBatch(body, &req); err != nil {
+	var req wire.LogBatchRequest
+	if err := wire.DecodeLogBatch(body, &req); err != nil {
 		return err
 	}
 	b := tracking.Batch{
@@ -307,14 +277,14 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 		Tags:    make([]tracking.Tag, len(req.Tags)),
 	}
 	for i := range req.Metrics {
-		m, err := req.Metrics[i].toDomain(indexed("metrics", i))
+		m, err := req.Metrics[i].Domain(indexed("metrics", i))
 		if err != nil {
 			return err
 		}
 		// A metric's run_id (MLflow 3's Metric carries one) can only be the
 		// run the batch is logged to: it names no other object.
 		if id := req.Metrics[i].RunID; id != "" && id != req.RunID {
-			return invalid("Invalid value '%s' for parameter '%srun_id': a metric of a batch belongs to the batch's run %s", truncate(id, 80), indexed("metrics", i), truncate(req.RunID, 80))
+			return invalid("Invalid value '%s' for parameter '%srun_id': a metric of a batch belongs to the batch's run %s", errs.Truncate(id, 80), indexed("metrics", i), errs.Truncate(req.RunID, 80))
 		}
 		b.Metrics[i] = m
 	}
@@ -348,9 +318,9 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 			checkedModels[id] = true
 		}
 	}
-	tags := make([]wireKV, len(b.Tags))
+	tags := make([]wire.KV, len(b.Tags))
 	for i, t := range b.Tags {
-		tags[i] = wireKV(t)
+		tags[i] = wire.KV(t)
 	}
 	if err := s.allowParentTags(r, tags); err != nil {
 		return err
@@ -383,10 +353,10 @@ func (s *Server) logInputs(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		RunID    string `json:"run_id"`
 		Datasets []struct {
-			Tags    []wireKV    `json:"tags"`
-			Dataset wireDataset `json:"dataset"`
+			Tags    []wire.KV    `json:"tags"`
+			Dataset wire.Dataset `json:"dataset"`
 		} `json:"datasets"`
-		Models []wireModelInput `json:"models"`
+		Models []wire.ModelInput `json:"models"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -417,8 +387,8 @@ func (s *Server) logOutputs(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		RunID  string `json:"run_id"`
 		Models []struct {
-			ModelID string  `json:"model_id"`
-			Step    flexInt `json:"step"`
+			ModelID string   `json:"model_id"`
+			Step    wire.Int `json:"step"`
 		} `json:"models"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
@@ -444,17 +414,17 @@ func (s *Server) logOutputs(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
-		ExperimentIDs []string `json:"experiment_ids"`
-		Filter        string   `json:"filter"`
-		RunViewType   flexEnum `json:"run_view_type"`
-		MaxResults    flexInt  `json:"max_results"`
-		OrderBy       []string `json:"order_by"`
-		PageToken     string   `json:"page_token"`
+		ExperimentIDs []string  `json:"experiment_ids"`
+		Filter        string    `json:"filter"`
+		RunViewType   wire.Enum `json:"run_view_type"`
+		MaxResults    wire.Int  `json:"max_results"`
+		OrderBy       []string  `json:"order_by"`
+		PageToken     string    `json:"page_token"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	vt, err := req.RunViewType.resolve("run_view_type", viewTypes)
+	vt, err := req.RunViewType.Resolve("run_view_type", viewTypes)
 	if err != nil {
 		return err
 	}
@@ -468,11 +438,11 @@ func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, appendRuns(make([]byte, 0, 1024*(len(page.Runs)+1)), page))
+	return writeRaw(w, wire.AppendRuns(make([]byte, 0, 1024*(len(page.Runs)+1)), page))
 }
 
 // allowParentTags checks the parent a mlflow.parentRunId tag names.
-func (s *Server) allowParentTags(r *http.Request, tags []wireKV) error {
+func (s *Server) allowParentTags(r *http.Request, tags []wire.KV) error {
 	for _, t := range tags {
 		if t.Key == tracking.TagParentRunID {
 			if err := s.allowRef(r, refParentRunTag, t.Value); err != nil {

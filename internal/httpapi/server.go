@@ -27,6 +27,7 @@ import (
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/volumes"
+	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -88,6 +89,7 @@ type Server struct {
 	tr      *tracking.Service
 	art     *artifacts.Service
 	ws      *workspace.Service
+	files   *workspace.Files
 	gpu     *gpu.Service
 	owners  ownerCache
 	log     *slog.Logger
@@ -236,6 +238,9 @@ func New(opts Options) *Server {
 		opts.MaxBodyBytes = 16 << 20
 	}
 	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, ws: opts.Workspace, gpu: opts.GPU, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.Workspace != nil && opts.Files != nil {
+		s.files = workspace.NewFiles(opts.Workspace, opts.Files)
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -418,7 +423,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		// to the cleaned one, which a client following it would act on: a
 		// DELETE could land on a parent. Refuse them instead.
 		if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
-			s.writeError(sw, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", truncate(p, 200)))
+			s.writeError(sw, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", errs.Truncate(p, 200)))
 			return
 		}
 		defer func() {
@@ -461,15 +466,7 @@ func (s *Server) healthCheck(w http.ResponseWriter, r *http.Request) error {
 		text = "READ-ONLY: " + h.Reason + "; reads work, writes answer 507 until space is freed"
 	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
-		type db struct {
-			Writable bool   `json:"writable"`
-			Reason   string `json:"reason,omitempty"`
-			SinceMs  int64  `json:"since_ms,omitempty"`
-		}
-		return writeJSON(w, struct {
-			Status   string `json:"status"`
-			Database db     `json:"database"`
-		}{status, db{h.Writable, h.Reason, h.SinceMs}})
+		return writeJSON(w, wire.Health{Status: status, Database: wire.DatabaseHealth{Writable: h.Writable, Reason: h.Reason, SinceMs: h.SinceMs}})
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte(text))

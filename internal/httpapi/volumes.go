@@ -12,6 +12,7 @@ import (
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/volumes"
+	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -83,55 +84,6 @@ func (s *Server) volumePathOp(op func(context.Context, *workspace.Subject, volum
 	}
 }
 
-// ---- Unity Catalog shapes ----
-
-type wireCatalog struct {
-	Name      string `json:"name"`
-	FullName  string `json:"full_name"`
-	Comment   string `json:"comment,omitempty"`
-	Owner     string `json:"owner"`
-	CreatedAt int64  `json:"created_at"`
-	CreatedBy string `json:"created_by"`
-	UpdatedAt int64  `json:"updated_at"`
-}
-
-func toWireCatalog(c *volumes.Catalog) wireCatalog {
-	return wireCatalog{c.Name, c.Name, c.Comment, c.Owner, c.CreatedMs, c.Owner, c.UpdatedMs}
-}
-
-type wireSchema struct {
-	Name        string `json:"name"`
-	CatalogName string `json:"catalog_name"`
-	FullName    string `json:"full_name"`
-	Comment     string `json:"comment,omitempty"`
-	Owner       string `json:"owner"`
-	CreatedAt   int64  `json:"created_at"`
-	CreatedBy   string `json:"created_by"`
-	UpdatedAt   int64  `json:"updated_at"`
-}
-
-func toWireSchema(sc *volumes.Schema) wireSchema {
-	return wireSchema{sc.Name, sc.Catalog, sc.FullName(), sc.Comment, sc.Owner, sc.CreatedMs, sc.Owner, sc.UpdatedMs}
-}
-
-type wireVolume struct {
-	Name        string `json:"name"`
-	CatalogName string `json:"catalog_name"`
-	SchemaName  string `json:"schema_name"`
-	FullName    string `json:"full_name"`
-	VolumeID    string `json:"volume_id"`
-	VolumeType  string `json:"volume_type"`
-	Comment     string `json:"comment,omitempty"`
-	Owner       string `json:"owner"`
-	CreatedAt   int64  `json:"created_at"`
-	CreatedBy   string `json:"created_by"`
-	UpdatedAt   int64  `json:"updated_at"`
-}
-
-func toWireVolume(v *volumes.Volume) wireVolume {
-	return wireVolume{v.Name, v.Catalog, v.Schema, v.FullName(), v.ID, "MANAGED", v.Comment, v.Owner, v.CreatedMs, v.Owner, v.UpdatedMs}
-}
-
 // maxUCPage is the largest page of a Unity Catalog listing (and the
 // default).
 const maxUCPage = 1000
@@ -153,7 +105,7 @@ func ucPage[T any](q query, items []T, name func(T) string) ([]T, string, error)
 	if tok := q.str("page_token"); tok != "" {
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		if err != nil || len(b) == 0 {
-			return nil, "", invalid("invalid page_token %q: pass the next_page_token of the previous page", truncate(tok, 60))
+			return nil, "", invalid("invalid page_token %q: pass the next_page_token of the previous page", errs.Truncate(tok, 60))
 		}
 		after = string(b)
 	}
@@ -179,14 +131,11 @@ func parseBool(q query, key string, def bool) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	return false, invalid("Invalid value '%s' for parameter '%s': expected true or false", truncate(q.str(key), 40), key)
+	return false, invalid("Invalid value '%s' for parameter '%s': expected true or false", errs.Truncate(q.str(key), 40), key)
 }
 
 func (s *Server) createCatalog(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name    string `json:"name"`
-		Comment string `json:"comment"`
-	}
+	var req wire.CreateCatalogRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -194,7 +143,7 @@ func (s *Server) createCatalog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, toWireCatalog(c))
+	return writeJSON(w, wire.ToCatalog(c))
 }
 
 func (s *Server) listCatalogs(w http.ResponseWriter, r *http.Request) error {
@@ -210,11 +159,11 @@ func (s *Server) listCatalogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wireCatalog, len(page))
+	out := wire.CatalogsResponse{Catalogs: make([]wire.Catalog, len(page)), NextPageToken: next}
 	for i, c := range page {
-		out[i] = toWireCatalog(c)
+		out.Catalogs[i] = wire.ToCatalog(c)
 	}
-	return writeJSON(w, map[string]any{"catalogs": out, "next_page_token": next})
+	return writeJSON(w, out)
 }
 
 func (s *Server) getCatalog(w http.ResponseWriter, r *http.Request) error {
@@ -226,7 +175,7 @@ func (s *Server) getCatalog(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireCatalog(c))
+	return writeJSON(w, wire.ToCatalog(c))
 }
 
 func (s *Server) deleteCatalog(w http.ResponseWriter, r *http.Request) error {
@@ -246,11 +195,7 @@ func (s *Server) deleteCatalog(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createSchema(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name        string `json:"name"`
-		CatalogName string `json:"catalog_name"`
-		Comment     string `json:"comment"`
-	}
+	var req wire.CreateSchemaRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -259,7 +204,7 @@ func (s *Server) createSchema(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireSchema(sc))
+	return writeJSON(w, wire.ToSchema(sc))
 }
 
 func (s *Server) listSchemas(w http.ResponseWriter, r *http.Request) error {
@@ -279,11 +224,11 @@ func (s *Server) listSchemas(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wireSchema, len(page))
+	out := wire.SchemasResponse{Schemas: make([]wire.Schema, len(page)), NextPageToken: next}
 	for i, sc := range page {
-		out[i] = toWireSchema(sc)
+		out.Schemas[i] = wire.ToSchema(sc)
 	}
-	return writeJSON(w, map[string]any{"schemas": out, "next_page_token": next})
+	return writeJSON(w, out)
 }
 
 func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
@@ -296,7 +241,7 @@ func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireSchema(sc))
+	return writeJSON(w, wire.ToSchema(sc))
 }
 
 func (s *Server) deleteSchema(w http.ResponseWriter, r *http.Request) error {
@@ -320,19 +265,12 @@ func (s *Server) deleteSchema(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		CatalogName     string `json:"catalog_name"`
-		SchemaName      string `json:"schema_name"`
-		Name            string `json:"name"`
-		VolumeType      string `json:"volume_type"`
-		Comment         string `json:"comment"`
-		StorageLocation string `json:"storage_location"`
-	}
+	var req wire.CreateVolumeRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
 	if t := strings.ToUpper(req.VolumeType); t != "" && t != "MANAGED" {
-		return invalid("volume_type %q is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store", truncate(req.VolumeType, 40))
+		return invalid("volume_type %q is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store", errs.Truncate(req.VolumeType, 40))
 	}
 	if req.StorageLocation != "" {
 		return invalid("storage_location is not supported: Sextant keeps the files of its (MANAGED) volumes in its own blob store")
@@ -342,7 +280,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireVolume(v))
+	return writeJSON(w, wire.ToVolume(v))
 }
 
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) error {
@@ -362,11 +300,11 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wireVolume, len(page))
+	out := wire.VolumesResponse{Volumes: make([]wire.Volume, len(page)), NextPageToken: next}
 	for i, v := range page {
-		out[i] = toWireVolume(v)
+		out.Volumes[i] = wire.ToVolume(v)
 	}
-	return writeJSON(w, map[string]any{"volumes": out, "next_page_token": next})
+	return writeJSON(w, out)
 }
 
 func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
@@ -382,7 +320,7 @@ func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireVolume(v))
+	return writeJSON(w, wire.ToVolume(v))
 }
 
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) error {
@@ -402,11 +340,7 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) error {
 // decodeUpdate reads the body of a Unity Catalog PATCH: new_name, comment
 // and owner, each optional.
 func (s *Server) decodeUpdate(w http.ResponseWriter, r *http.Request) (volumes.Update, error) {
-	var req struct {
-		NewName *string `json:"new_name"`
-		Comment *string `json:"comment"`
-		Owner   *string `json:"owner"`
-	}
+	var req wire.UpdateRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return volumes.Update{}, err
 	}
@@ -423,7 +357,7 @@ func (s *Server) updateCatalog(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireCatalog(c))
+	return writeJSON(w, wire.ToCatalog(c))
 }
 
 func (s *Server) updateSchema(w http.ResponseWriter, r *http.Request) error {
@@ -440,7 +374,7 @@ func (s *Server) updateSchema(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireSchema(sc))
+	return writeJSON(w, wire.ToSchema(sc))
 }
 
 func (s *Server) updateVolume(w http.ResponseWriter, r *http.Request) error {
@@ -457,7 +391,7 @@ func (s *Server) updateVolume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	return writeJSON(w, toWireVolume(v))
+	return writeJSON(w, wire.ToVolume(v))
 }
 
 // ---- the Files API ----
@@ -593,7 +527,7 @@ func noQuery(r *http.Request) error {
 		return nil
 	}
 	if _, err := parseQuery(r); err != nil {
-		return invalid("this endpoint takes no query parameters (got %q)", truncate(r.URL.RawQuery, 80))
+		return invalid("this endpoint takes no query parameters (got %q)", errs.Truncate(r.URL.RawQuery, 80))
 	}
 	return nil
 }
@@ -607,14 +541,6 @@ func innermost(w http.ResponseWriter) http.ResponseWriter {
 		}
 		w = u.Unwrap()
 	}
-}
-
-type wireDirEntry struct {
-	Path         string `json:"path"`
-	Name         string `json:"name"`
-	IsDirectory  bool   `json:"is_directory"`
-	FileSize     *int64 `json:"file_size,omitempty"`
-	LastModified int64  `json:"last_modified,omitempty"`
 }
 
 func (s *Server) listVolumeDir(w http.ResponseWriter, r *http.Request) error {
@@ -638,18 +564,14 @@ func (s *Server) listVolumeDir(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	checked(r)
-	out := make([]wireDirEntry, len(entries))
+	out := wire.DirListing{Contents: make([]wire.DirEntry, len(entries)), NextPageToken: next}
 	for i, e := range entries {
-		out[i] = wireDirEntry{Path: p.Join(e.Name).String(), Name: e.Name, IsDirectory: e.IsDir}
+		out.Contents[i] = wire.DirEntry{Path: p.Join(e.Name).String(), Name: e.Name, IsDirectory: e.IsDir}
 		if !e.IsDir {
 			size := e.Size
-			out[i].FileSize = &size
-			out[i].LastModified = e.ModTime.UnixMilli()
+			out.Contents[i].FileSize = &size
+			out.Contents[i].LastModified = e.ModTime.UnixMilli()
 		}
 	}
-	resp := map[string]any{"contents": out}
-	if next != "" {
-		resp["next_page_token"] = next
-	}
-	return writeJSON(w, resp)
+	return writeJSON(w, out)
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // Multipart uploads through the Files API, in the shape the Databricks SDK
@@ -33,14 +35,7 @@ func (s *Server) fsEndpoints(w http.ResponseWriter, r *http.Request) error {
 	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 		scheme = "https"
 	}
-	type endpoint struct {
-		API                      string `json:"api"`
-		APIVersion               string `json:"api_version"`
-		Scheme                   string `json:"scheme"`
-		Hostname                 string `json:"hostname"`
-		MultipartUploadSupported bool   `json:"multipart_upload_supported"`
-	}
-	return writeJSON(w, map[string][]endpoint{"endpoints": {{"FILES_API", "2.0", scheme, r.Host, true}}})
+	return writeJSON(w, wire.FSEndpoints{Endpoints: []wire.FSEndpoint{{API: "FILES_API", APIVersion: "2.0", Scheme: scheme, Hostname: r.Host, MultipartUploadSupported: true}}})
 }
 
 // postVolumeFile serves the multipart actions on a file.
@@ -72,14 +67,11 @@ func (s *Server) postVolumeFile(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		checked(r)
-		return writeJSON(w, map[string]any{"multipart_upload": map[string]string{"session_token": token}})
+		var out wire.MultipartUpload
+		out.MultipartUpload.SessionToken = token
+		return writeJSON(w, out)
 	case "complete-upload":
-		var req struct {
-			Parts []struct {
-				PartNumber flexInt `json:"part_number"`
-				ETag       string  `json:"etag"`
-			} `json:"parts"`
-		}
+		var req wire.CompleteUploadRequest
 		if err := s.decode(w, r, &req); err != nil {
 			return err
 		}
@@ -99,7 +91,7 @@ func (s *Server) postVolumeFile(w http.ResponseWriter, r *http.Request) error {
 		checked(r)
 		return writeRaw(w, []byte("{}"))
 	}
-	return invalid("Invalid value '%s' for parameter 'action': expected initiate-upload, complete-upload or abort-upload", truncate(action, 40))
+	return invalid("Invalid value '%s' for parameter 'action': expected initiate-upload, complete-upload or abort-upload", errs.Truncate(action, 40))
 }
 
 // putVolumePart stores one part of a multipart upload.
@@ -131,7 +123,7 @@ func (s *Server) putVolumePart(w http.ResponseWriter, r *http.Request, q query) 
 // multipart upload (upload_type=multipart).
 func sessionToken(q query) (string, error) {
 	if t := q.str("upload_type"); t != "multipart" {
-		return "", invalid("Invalid value '%s' for parameter 'upload_type': only multipart uploads are served", truncate(t, 40))
+		return "", invalid("Invalid value '%s' for parameter 'upload_type': only multipart uploads are served", errs.Truncate(t, 40))
 	}
 	token := q.str("session_token")
 	if token == "" {

@@ -4,12 +4,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -55,27 +54,11 @@ func (s *Server) requireMultiUser() error {
 	return nil
 }
 
-type wireUser struct {
-	ID          int64  `json:"id"`
-	Email       string `json:"email"`
-	DisplayName string `json:"display_name,omitempty"`
-	Admin       bool   `json:"admin"`
-	Disabled    bool   `json:"disabled"`
-	CreatedMs   int64  `json:"created_time"`
-}
-
-func toWireUser(u *workspace.User) wireUser {
-	return wireUser{u.ID, u.Email, u.DisplayName, u.Admin, u.Disabled, u.CreatedMs}
-}
-
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireMultiUser(); err != nil {
 		return err
 	}
-	var req struct {
-		Email    string `json:"email"`
-		Password string `json:"password"`
-	}
+	var req wire.LoginRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -84,7 +67,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	http.SetCookie(w, cookieFor(r, cookie, time.UnixMilli(sess.ExpiresMs)))
-	return writeJSON(w, map[string]any{"user": toWireUser(u), "csrf_token": sess.CSRF, "expires_time": sess.ExpiresMs})
+	return writeJSON(w, wire.LoginResponse{User: wire.ToUser(u), CSRFToken: sess.CSRF, ExpiresTime: sess.ExpiresMs})
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
@@ -103,18 +86,14 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	sub := SubjectFromContext(r.Context())
-	return writeJSON(w, map[string]any{"user": toWireUser(sub.User), "multi_user": s.multiUser()})
+	return writeJSON(w, wire.WhoAmI{User: wire.ToUser(sub.User), MultiUser: s.multiUser()})
 }
 
 func (s *Server) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireMultiUser(); err != nil {
 		return err
 	}
-	var req struct {
-		Email    string `json:"email"`
-		Password string `json:"password"`
-		Admin    bool   `json:"admin"`
-	}
+	var req wire.CreateUserRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -122,7 +101,7 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"user": toWireUser(u)})
+	return writeJSON(w, wire.UserResponse{User: wire.ToUser(u)})
 }
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
@@ -130,20 +109,15 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wireUser, 0, len(users))
+	out := wire.UsersResponse{Users: make([]wire.User, 0, len(users))}
 	for _, u := range users {
-		out = append(out, toWireUser(u))
+		out.Users = append(out.Users, wire.ToUser(u))
 	}
-	return writeJSON(w, map[string]any{"users": out})
+	return writeJSON(w, out)
 }
 
 func (s *Server) updateUser(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Email       string  `json:"email"`
-		Disabled    *bool   `json:"disabled"`
-		Admin       *bool   `json:"admin"`
-		DisplayName *string `json:"display_name"`
-	}
+	var req wire.UpdateUserRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -151,15 +125,11 @@ func (s *Server) updateUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"user": toWireUser(u)})
+	return writeJSON(w, wire.UserResponse{User: wire.ToUser(u)})
 }
 
 func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Email       string `json:"email"`
-		OldPassword string `json:"old_password"`
-		NewPassword string `json:"new_password"`
-	}
+	var req wire.SetPasswordRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -169,28 +139,11 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) error {
 	return writeRaw(w, emptyObject)
 }
 
-type wireToken struct {
-	ID         int64  `json:"id"`
-	Name       string `json:"name"`
-	CreatedMs  int64  `json:"created_time"`
-	ExpiresMs  int64  `json:"expires_time,omitempty"`
-	LastUsedMs int64  `json:"last_used_time,omitempty"`
-	RevokedMs  int64  `json:"revoked_time,omitempty"`
-	Token      string `json:"token,omitempty"`
-}
-
-func toWireToken(t *workspace.Token) wireToken {
-	return wireToken{ID: t.ID, Name: t.Name, CreatedMs: t.CreatedMs, ExpiresMs: t.ExpiresMs, LastUsedMs: t.LastUsedMs, RevokedMs: t.RevokedMs}
-}
-
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireMultiUser(); err != nil {
 		return err
 	}
-	var req struct {
-		Name            string  `json:"name"`
-		LifetimeSeconds flexInt `json:"lifetime_seconds"`
-	}
+	var req wire.CreateTokenRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -198,9 +151,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wt := toWireToken(t)
+	wt := wire.ToToken(t)
 	wt.Token = secret // shown this once
-	return writeJSON(w, map[string]any{"token": wt})
+	return writeJSON(w, wire.TokenResponse{Token: wt})
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
@@ -211,20 +164,18 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wireToken, 0, len(tokens))
+	out := wire.TokensResponse{Tokens: make([]wire.Token, 0, len(tokens))}
 	for _, t := range tokens {
-		out = append(out, toWireToken(t))
+		out.Tokens = append(out.Tokens, wire.ToToken(t))
 	}
-	return writeJSON(w, map[string]any{"tokens": out})
+	return writeJSON(w, out)
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireMultiUser(); err != nil {
 		return err
 	}
-	var req struct {
-		ID flexInt `json:"id"`
-	}
+	var req wire.RevokeTokenRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -235,9 +186,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createGroup(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name string `json:"name"`
-	}
+	var req wire.CreateGroupRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -252,23 +201,15 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type wg struct {
-		Name    string   `json:"name"`
-		Members []string `json:"members"`
-	}
-	out := []wg{}
+	out := wire.GroupsResponse{Groups: []wire.Group{}}
 	for _, g := range groups {
-		out = append(out, wg{g.Name, append([]string{}, g.Members...)})
+		out.Groups = append(out.Groups, wire.Group{Name: g.Name, Members: append([]string{}, g.Members...)})
 	}
-	return writeJSON(w, map[string]any{"groups": out})
+	return writeJSON(w, out)
 }
 
 func (s *Server) setGroupMember(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Group  string `json:"group"`
-		Email  string `json:"email"`
-		Member *bool  `json:"member"`
-	}
+	var req wire.GroupMemberRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -292,23 +233,15 @@ func (s *Server) getPermissions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type wg struct {
-		Principal string `json:"principal"`
-		Level     string `json:"level"`
-	}
-	out := []wg{}
+	out := wire.PermissionsResponse{Resource: q.str("resource"), Grants: []wire.Grant{}}
 	for _, g := range grants {
-		out = append(out, wg{g.PrincipalName, g.Level.String()})
+		out.Grants = append(out.Grants, wire.Grant{Principal: g.PrincipalName, Level: g.Level.String()})
 	}
-	return writeJSON(w, map[string]any{"resource": q.str("resource"), "grants": out})
+	return writeJSON(w, out)
 }
 
 func (s *Server) setPermission(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Resource  string `json:"resource"`
-		Principal string `json:"principal"`
-		Level     string `json:"level"`
-	}
+	var req wire.SetPermissionRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -318,7 +251,7 @@ func (s *Server) setPermission(w http.ResponseWriter, r *http.Request) error {
 	}
 	lvl, ok := workspace.ParseLevel(req.Level)
 	if !ok {
-		return invalid("Invalid value '%s' for parameter 'level': expected CAN_READ, CAN_EDIT, CAN_MANAGE or NO_PERMISSIONS", truncate(req.Level, 40))
+		return invalid("Invalid value '%s' for parameter 'level': expected CAN_READ, CAN_EDIT, CAN_MANAGE or NO_PERMISSIONS", errs.Truncate(req.Level, 40))
 	}
 	if err := s.ws.SetPermission(r.Context(), SubjectFromContext(r.Context()), res, req.Principal, lvl); err != nil {
 		return err
@@ -327,9 +260,7 @@ func (s *Server) setPermission(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) mkdirs(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path string `json:"path"`
-	}
+	var req wire.MkdirsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -337,7 +268,7 @@ func (s *Server) mkdirs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"path": f.Path})
+	return writeJSON(w, wire.Folder{Path: f.Path})
 }
 
 func (s *Server) listWorkspace(w http.ResponseWriter, r *http.Request) error {
@@ -353,14 +284,11 @@ func (s *Server) listWorkspace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type wf struct {
-		Path string `json:"path"`
-	}
-	out := []wf{}
+	out := wire.FoldersResponse{Folders: []wire.Folder{}}
 	for _, f := range folders {
-		out = append(out, wf{f.Path})
+		out.Folders = append(out.Folders, wire.Folder{Path: f.Path})
 	}
-	return writeJSON(w, map[string]any{"folders": out})
+	return writeJSON(w, out)
 }
 
 // ---- comments ----
@@ -375,7 +303,7 @@ func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Lev
 		return t, invalid("Missing value for required parameter 'target_kind' (run or experiment)")
 	}
 	if kind != "run" && kind != "experiment" {
-		return t, invalid("Invalid value %q for parameter 'target_kind': must be run or experiment", truncate(kind, 40))
+		return t, invalid("Invalid value %q for parameter 'target_kind': must be run or experiment", errs.Truncate(kind, 40))
 	}
 	if id == "" {
 		return t, invalid("Missing value for required parameter 'target_id' (the id of the %s)", kind)
@@ -384,21 +312,21 @@ func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Lev
 	switch kind {
 	case "run":
 		if tracking.ValidateRunID(id) != nil {
-			return t, invalid("Invalid value %q for parameter 'target_id': not a run id", truncate(id, 80))
+			return t, invalid("Invalid value %q for parameter 'target_id': not a run id", errs.Truncate(id, 80))
 		}
 		e, err := s.runExperiment(r.Context(), id)
 		if errs.Is(err, errs.NotFound) {
-			return t, errs.Errorf(errs.NotFound, "No run with id %q (parameter 'target_id') exists", truncate(id, 80))
+			return t, errs.Errorf(errs.NotFound, "No run with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
 		} else if err != nil {
 			return t, err
 		}
 		exp = e
 	case "experiment":
 		if tracking.ValidateExperimentID(id) != nil {
-			return t, invalid("Invalid value %q for parameter 'target_id': not an experiment id", truncate(id, 80))
+			return t, invalid("Invalid value %q for parameter 'target_id': not an experiment id", errs.Truncate(id, 80))
 		}
 		if _, err := s.tr.GetExperiment(r.Context(), id); errs.Is(err, errs.NotFound) {
-			return t, errs.Errorf(errs.NotFound, "No experiment with id %q (parameter 'target_id') exists", truncate(id, 80))
+			return t, errs.Errorf(errs.NotFound, "No experiment with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
 		} else if err != nil {
 			return t, err
 		}
@@ -413,7 +341,7 @@ func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Lev
 
 // commentByID returns the comment a PATCH or DELETE names in its id
 // field, after checking that the subject can read what it is on.
-func (s *Server) commentByID(r *http.Request, id flexInt) (*workspace.Comment, error) {
+func (s *Server) commentByID(r *http.Request, id wire.Int) (*workspace.Comment, error) {
 	if !id.Set {
 		return nil, invalid("Missing value for required parameter 'id' (the comment's id)")
 	}
@@ -432,26 +360,8 @@ func (s *Server) commentByID(r *http.Request, id flexInt) (*workspace.Comment, e
 	return c, nil
 }
 
-type wireComment struct {
-	ID         int64  `json:"id"`
-	TargetKind string `json:"target_kind"`
-	TargetID   string `json:"target_id"`
-	Author     string `json:"author"`
-	Body       string `json:"body"`
-	CreatedMs  int64  `json:"created_time"`
-	UpdatedMs  int64  `json:"updated_time"`
-}
-
-func toWireComment(c *workspace.Comment) wireComment {
-	return wireComment{c.ID, c.Target.Kind, c.Target.ID, c.AuthorEmail, c.Body, c.CreatedMs, c.UpdatedMs}
-}
-
 func (s *Server) addComment(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		TargetKind string `json:"target_kind"`
-		TargetID   string `json:"target_id"`
-		Body       string `json:"body"`
-	}
+	var req wire.AddCommentRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -464,7 +374,7 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c.AuthorEmail = SubjectFromContext(r.Context()).User.Email
-	return writeJSON(w, map[string]any{"comment": toWireComment(c)})
+	return writeJSON(w, wire.CommentResponse{Comment: wire.ToComment(c)})
 }
 
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
@@ -480,18 +390,15 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]wireComment, 0, len(cs))
+	out := wire.CommentsResponse{Comments: make([]wire.Comment, 0, len(cs))}
 	for _, c := range cs {
-		out = append(out, toWireComment(c))
+		out.Comments = append(out.Comments, wire.ToComment(c))
 	}
-	return writeJSON(w, map[string]any{"comments": out})
+	return writeJSON(w, out)
 }
 
 func (s *Server) editComment(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		ID   flexInt `json:"id"`
-		Body string  `json:"body"`
-	}
+	var req wire.EditCommentRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -502,13 +409,11 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"comment": toWireComment(c)})
+	return writeJSON(w, wire.CommentResponse{Comment: wire.ToComment(c)})
 }
 
 func (s *Server) deleteComment(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		ID flexInt `json:"id"`
-	}
+	var req wire.DeleteCommentRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -551,83 +456,39 @@ func (s *Server) auditLog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type we struct {
-		ID     int64  `json:"id"`
-		TimeMs int64  `json:"time"`
-		Actor  string `json:"actor"`
-		Action string `json:"action"`
-		Target string `json:"target"`
-		Detail string `json:"detail,omitempty"`
-	}
-	out := []we{}
+	out := wire.AuditResponse{Events: []wire.AuditEvent{}}
 	for _, e := range events {
-		out = append(out, we{e.ID, e.TimeMs, e.Actor, e.Action, e.Target, e.Detail})
+		out.Events = append(out.Events, wire.AuditEvent{ID: e.ID, TimeMs: e.TimeMs, Actor: e.Actor, Action: e.Action, Target: e.Target, Detail: e.Detail})
 	}
-	return writeJSON(w, map[string]any{"events": out})
+	return writeJSON(w, out)
 }
 
 // ---- workspace files (the Files API under /Workspace) ----
 
-// workspaceFilePath returns the canonical workspace path of a Files API
-// request and its blob key.
-func workspaceFilePath(r *http.Request) (string, string, error) {
-	p, err := workspace.NormalizePath("/" + r.PathValue("path"))
-	if err != nil {
-		return "", "", err
-	}
-	if p == "/" {
-		return "", "", invalid("a file path is required")
-	}
-	key := strings.TrimPrefix(p, "/")
-	if err := blob.ValidateKey(key); err != nil {
-		return "", "", err
-	}
-	return p, key, nil
-}
-
-// workspaceFolderOf returns the nearest folder above p that exists, for
-// the permission check of a file.
-func (s *Server) checkWorkspaceFile(r *http.Request, p string, l workspace.Level) error {
-	folder := workspace.Parent(p)
-	return s.allowFolder(r, folder, l)
-}
+// workspaceFile is the workspace path of a Files API request.
+func workspaceFile(r *http.Request) string { return "/" + r.PathValue("path") }
 
 func (s *Server) putWorkspaceFile(w http.ResponseWriter, r *http.Request) error {
-	p, key, err := workspaceFilePath(r)
-	if err != nil {
-		return err
-	}
 	q, err := parseQuery(r, "overwrite")
 	if err != nil {
 		return err
 	}
-	if err := s.checkWorkspaceFile(r, p, workspace.CanEdit); err != nil {
-		return err
-	}
-	if q.str("overwrite") == "false" {
-		if _, err := s.opts.Files.Stat(r.Context(), key); err == nil {
-			return errs.Errorf(errs.AlreadyExists, "file %s already exists", p)
-		}
-	}
-	if _, err := s.opts.Files.Put(r.Context(), key, r.Body, r.ContentLength); err != nil {
+	overwrite := q.str("overwrite") != "false"
+	if err := s.files.Put(r.Context(), SubjectFromContext(r.Context()), workspaceFile(r), r.Body, r.ContentLength, overwrite); err != nil {
 		return bodyError(err)
 	}
+	checked(r) // Put checked CAN_EDIT on the file's folder
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error {
-	p, key, err := workspaceFilePath(r)
+	ctx, sub := r.Context(), SubjectFromContext(r.Context())
+	info, err := s.files.Stat(ctx, sub, workspaceFile(r))
 	if err != nil {
 		return err
 	}
-	if err := s.checkWorkspaceFile(r, p, workspace.CanRead); err != nil {
-		return err
-	}
-	info, err := s.opts.Files.Stat(r.Context(), key)
-	if err != nil {
-		return err
-	}
+	checked(r) // Stat checked CAN_READ on the file's folder
 	offset, length, partial, err := parseRange(r.Header.Get("Range"), info.Size)
 	if err != nil {
 		return err
@@ -646,7 +507,7 @@ func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error 
 		w.WriteHeader(status)
 		return nil
 	}
-	rc, _, err := s.opts.Files.Open(r.Context(), key, offset, length)
+	rc, _, err := s.files.Open(ctx, sub, workspaceFile(r), offset, length)
 	if err != nil {
 		h.Del("Content-Length")
 		return err
@@ -660,57 +521,34 @@ func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) deleteWorkspaceFile(w http.ResponseWriter, r *http.Request) error {
-	p, key, err := workspaceFilePath(r)
-	if err != nil {
+	if err := s.files.Delete(r.Context(), SubjectFromContext(r.Context()), workspaceFile(r)); err != nil {
 		return err
 	}
-	if err := s.checkWorkspaceFile(r, p, workspace.CanEdit); err != nil {
-		return err
-	}
-	if _, err := s.opts.Files.Stat(r.Context(), key); err != nil {
-		return err
-	}
-	if err := s.opts.Files.Delete(r.Context(), key); err != nil {
-		return err
-	}
+	checked(r) // Delete checked CAN_EDIT on the file's folder
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 func (s *Server) listWorkspaceDirectory(w http.ResponseWriter, r *http.Request) error {
-	p, err := workspace.NormalizePath("/" + r.PathValue("path"))
-	if err != nil {
-		return err
-	}
 	if _, err := parseQuery(r, "page_token", "page_size"); err != nil {
 		return err
 	}
-	if err := s.allowFolder(r, p, workspace.CanRead); err != nil {
-		return err
-	}
-	prefix := strings.TrimPrefix(p, "/") + "/"
-	entries, err := s.opts.Files.List(r.Context(), prefix, "", 0)
+	entries, p, err := s.files.List(r.Context(), SubjectFromContext(r.Context()), workspaceFile(r))
 	if err != nil {
 		return err
 	}
-	type we struct {
-		Path         string `json:"path"`
-		IsDirectory  bool   `json:"is_directory"`
-		FileSize     int64  `json:"file_size,omitempty"`
-		LastModified int64  `json:"last_modified,omitempty"`
-		Name         string `json:"name"`
-	}
-	out := []we{}
+	checked(r) // List checked CAN_READ on the folder
+	out := wire.DirListing{Contents: []wire.DirEntry{}}
 	for _, e := range entries {
-		name := strings.TrimSuffix(e.Name, "/")
-		item := we{Path: "/Workspace" + p + "/" + name, IsDirectory: e.IsDir, Name: name}
+		item := wire.DirEntry{Path: "/Workspace" + p + "/" + e.Name, IsDirectory: e.IsDir, Name: e.Name}
 		if !e.IsDir {
-			item.FileSize = e.Size
+			size := e.Size
+			item.FileSize = &size
 			item.LastModified = e.ModTime.UnixMilli()
 		}
-		out = append(out, item)
+		out.Contents = append(out.Contents, item)
 	}
-	return writeJSON(w, map[string]any{"contents": out})
+	return writeJSON(w, out)
 }
 
 func (s *Server) mkdirWorkspaceDirectory(w http.ResponseWriter, r *http.Request) error {

@@ -49,7 +49,7 @@ type Tracker interface {
 // goroutine at a time, with a source's batches in sequence order, and a
 // batch may be sent again after an error: the sink must store each line
 // once (the server does, by source and sequence number). It does not keep
-// b. Transient failures (client.Transient) are retried by the launcher;
+// b. Transient failures (errs.Transient) are retried by the launcher;
 // any other error stops the shipping of output.
 type LogSink interface {
 	AppendLogs(ctx context.Context, runID string, b runlogs.Batch) (runlogs.AppendResult, error)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/launcher"
@@ -798,5 +799,24 @@ func TestHugeLineWithoutNewline(t *testing.T) {
 	}
 	if total != size || l.res.Lost != 0 {
 		t.Fatalf("stored %d bytes, lost %d", total, l.res.Lost)
+	}
+}
+
+// TestLongCommandTag: a command line over the tag's 5000 bytes is cut on
+// a character boundary, so the tag stays valid UTF-8 (the server refuses
+// any other). Cutting at byte 5000 split an é in two.
+func TestLongCommandTag(t *testing.T) {
+	f := newFakeServer()
+	l := launch(t, f, []string{"/bin/true", "x" + strings.Repeat("é", 3000)}, nil)
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	r, err := f.GetRun(t.Context(), l.res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tag(r, launcher.TagCommand)
+	if !utf8.ValidString(got) || len(got) > 5003 || !strings.HasPrefix(got, "/bin/true xéé") || !strings.HasSuffix(got, "é...") {
+		t.Fatalf("command tag of %d bytes, valid UTF-8 %v: ...%q", len(got), utf8.ValidString(got), got[max(0, len(got)-12):])
 	}
 }

@@ -155,7 +155,7 @@ func (l *launcher) createRun(ctx context.Context) (*tracking.Run, error) {
 		{Key: tracking.TagUser, Value: o.User},
 		{Key: "mlflow.source.name", Value: sourceName(o.Command)},
 		{Key: "mlflow.source.type", Value: "JOB"},
-		{Key: TagCommand, Value: truncate(strings.Join(o.Command, " "), 5000)},
+		{Key: TagCommand, Value: errs.Truncate(strings.Join(o.Command, " "), 5000)},
 	}
 	if o.Job.ID != "" {
 		tags = append(tags, tracking.Tag{Key: TagJobID, Value: o.Job.ID}, tracking.Tag{Key: TagNNodes, Value: strconv.Itoa(o.Job.NNodes)})
@@ -177,13 +177,6 @@ func sourceName(argv []string) string {
 		}
 	}
 	return argv[0]
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // crashSignals end a process because it failed, not because it was told

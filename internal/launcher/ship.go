@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/runlogs"
 )
@@ -147,7 +146,7 @@ func (s *shipper) run(ctx context.Context) {
 			}
 			// A full disk on the server (507) is kept and retried too:
 			// the server writes again once space is freed.
-			if !client.Transient(err) && errs.CodeOf(err) != errs.Internal && errs.CodeOf(err) != errs.InsufficientStorage {
+			if !errs.Transient(err) && errs.CodeOf(err) != errs.Internal && errs.CodeOf(err) != errs.InsufficientStorage {
 				s.warn("the server refused the output (%s); it is still shown here but no longer stored", errs.MessageOf(err))
 				s.q.disable()
 				break

@@ -160,7 +160,7 @@ func (s *Store) logParams(tx *wtx, st *runState, runID string, params []tracking
 		switch {
 		case err == nil:
 			if old != p.Value {
-				return errs.Errorf(errs.Invalid, "Changing param values is not allowed. Param with key='%s' was already logged with value='%s' for run ID='%s'. Attempted logging new value '%s'.", p.Key, truncate(old, 200), runID, truncate(p.Value, 200))
+				return errs.Errorf(errs.Invalid, "Changing param values is not allowed. Param with key='%s' was already logged with value='%s' for run ID='%s'. Attempted logging new value '%s'.", p.Key, errs.Truncate(old, 200), runID, errs.Truncate(p.Value, 200))
 			}
 			continue
 		case !errors.Is(err, sql.ErrNoRows):

@@ -364,7 +364,7 @@ func (s *Store) SearchExperiments(ctx context.Context, q tracking.ExperimentQuer
 			err = json.Unmarshal(b, &tok)
 		}
 		if err != nil || tok.Offset < 0 {
-			return tracking.ExperimentPage{}, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", truncate(q.PageToken, 40))
+			return tracking.ExperimentPage{}, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", errs.Truncate(q.PageToken, 40))
 		}
 		if tok.Query != "" && tok.Query != fingerprint {
 			return tracking.ExperimentPage{}, errs.E(errs.Invalid, "page_token belongs to a different search (filter, order_by or view_type changed)")

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"unicode/utf8"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking/search"
@@ -77,14 +76,4 @@ func sideCompare(sub string, c search.Comparison) (string, []any, error) {
 func queryFingerprint(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:6])
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }

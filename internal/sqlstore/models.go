@@ -244,7 +244,7 @@ func (s *Store) LogLoggedModelParams(ctx context.Context, id string, params []tr
 			err := tx.QueryRowContext(ctx, `SELECT value FROM logged_model_params WHERE model_pk = ? AND key = ?`, pk, p.Key).Scan(&old)
 			switch {
 			case err == nil && old != p.Value:
-				return errs.Errorf(errs.Invalid, "Changing param values is not allowed. Param with key='%s' was already logged with value='%s' for logged model '%s'.", p.Key, truncate(old, 200), id)
+				return errs.Errorf(errs.Invalid, "Changing param values is not allowed. Param with key='%s' was already logged with value='%s' for logged model '%s'.", p.Key, errs.Truncate(old, 200), id)
 			case err == nil:
 				continue
 			case !errors.Is(err, sql.ErrNoRows):
@@ -408,7 +408,7 @@ func (s *Store) SearchLoggedModels(ctx context.Context, q tracking.LoggedModelQu
 			err = json.Unmarshal(b, &tok)
 		}
 		if err != nil || tok.Offset < 0 {
-			return tracking.LoggedModelPage{}, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", truncate(q.PageToken, 40))
+			return tracking.LoggedModelPage{}, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", errs.Truncate(q.PageToken, 40))
 		}
 		if tok.Query != fingerprint {
 			return tracking.LoggedModelPage{}, errs.E(errs.Invalid, "page_token belongs to a different search (experiment_ids, filter, datasets or order_by changed)")

@@ -474,7 +474,7 @@ func decodeOffsetToken(tok, fingerprint string) (int, error) {
 		err = json.Unmarshal(b, &t)
 	}
 	if err != nil || t.Offset < 0 {
-		return 0, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", truncate(tok, 40))
+		return 0, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", errs.Truncate(tok, 40))
 	}
 	if t.Query != fingerprint {
 		return 0, errs.E(errs.Invalid, "page_token belongs to a different search (filter or order_by changed)")

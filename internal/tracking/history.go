@@ -375,7 +375,7 @@ func decodeHistoryToken(tok string) (historyToken, error) {
 	if tok == "" {
 		return historyToken{}, nil
 	}
-	bad := errs.Errorf(errs.Invalid, "invalid page_token %q for get-history: pass back the next_page_token of the previous page unchanged", truncate(tok, 40))
+	bad := errs.Errorf(errs.Invalid, "invalid page_token %q for get-history: pass back the next_page_token of the previous page unchanged", errs.Truncate(tok, 40))
 	if len(tok) < 2 || (tok[:2] != "h1" && tok[:2] != "h2") {
 		return historyToken{}, bad
 	}

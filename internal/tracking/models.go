@@ -34,13 +34,6 @@ func (s LoggedModelStatus) String() string {
 	return "LOGGED_MODEL_STATUS_UNSPECIFIED"
 }
 
-// LoggedModelStatusNames maps MLflow status names to statuses.
-var LoggedModelStatusNames = map[string]int64{
-	"LOGGED_MODEL_PENDING":       int64(ModelPending),
-	"LOGGED_MODEL_READY":         int64(ModelReady),
-	"LOGGED_MODEL_UPLOAD_FAILED": int64(ModelUploadFailed),
-}
-
 // LoggedModel is an MLflow 3 logged model: a model's files, stored under
 // its experiment, with the params, tags and metrics that describe it.
 type LoggedModel struct {
@@ -211,10 +204,10 @@ func (s *Service) CreateLoggedModel(ctx context.Context, req CreateLoggedModelRe
 // validateModelName applies MLflow's rule for logged model names.
 func validateModelName(name string) error {
 	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > 500 {
-		return invalidf("Invalid model name %q: it must be 1 to 500 characters of valid UTF-8", truncate(name, 80))
+		return invalidf("Invalid model name %q: it must be 1 to 500 characters of valid UTF-8", errs.Truncate(name, 80))
 	}
 	if strings.ContainsAny(name, "/:.%\"'") {
-		return invalidf("Invalid model name %q: names cannot contain '/', ':', '.', '%%', '\"' or \"'\"", truncate(name, 80))
+		return invalidf("Invalid model name %q: names cannot contain '/', ':', '.', '%%', '\"' or \"'\"", errs.Truncate(name, 80))
 	}
 	return nil
 }
@@ -224,7 +217,7 @@ func validateModelID(id string) error {
 		return invalidf("Missing value for required parameter 'model_id'")
 	}
 	if !idShape(id, 256) {
-		return invalidf("Invalid model ID: '%s'", truncate(id, 80))
+		return invalidf("Invalid model ID: '%s'", errs.Truncate(id, 80))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
@@ -91,10 +92,10 @@ func validateRegisteredName(name string) error {
 		return invalidf("Missing value for required parameter 'name'")
 	}
 	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > 256 {
-		return invalidf("Invalid registered model name %q: at most 256 characters of valid UTF-8", truncate(name, 80))
+		return invalidf("Invalid registered model name %q: at most 256 characters of valid UTF-8", errs.Truncate(name, 80))
 	}
 	if strings.ContainsAny(name, "/\x00") {
-		return invalidf("Invalid registered model name %q: names cannot contain '/'", truncate(name, 80))
+		return invalidf("Invalid registered model name %q: names cannot contain '/'", errs.Truncate(name, 80))
 	}
 	return nil
 }
@@ -102,7 +103,7 @@ func validateRegisteredName(name string) error {
 func validateVersion(v string) error {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 1 {
-		return invalidf("Invalid model version %q: versions are positive integers", truncate(v, 40))
+		return invalidf("Invalid model version %q: versions are positive integers", errs.Truncate(v, 40))
 	}
 	return nil
 }
@@ -229,7 +230,7 @@ func validateAlias(alias string) error {
 		return invalidf("Missing value for required parameter 'alias'")
 	}
 	if len(alias) > 255 || strings.ContainsAny(alias, "/@ ") {
-		return invalidf("Invalid alias %q: at most 255 characters, without '/', '@' or spaces", truncate(alias, 60))
+		return invalidf("Invalid alias %q: at most 255 characters, without '/', '@' or spaces", errs.Truncate(alias, 60))
 	}
 	if strings.EqualFold(alias, "latest") || (alias[0] == 'v' || alias[0] == 'V') && isDigits(alias[1:]) {
 		return invalidf("Invalid alias %q: 'latest' and 'v<number>' are reserved", alias)
@@ -378,7 +379,7 @@ func (s *Service) UpdateModelVersion(ctx context.Context, name, version string, 
 func (s *Service) TransitionModelVersionStage(ctx context.Context, name, version, stage string, archiveOthers bool) (*ModelVersion, error) {
 	canonical, ok := modelStages[strings.ToLower(stage)]
 	if !ok {
-		return nil, invalidf("Invalid Model Version stage: %q. Value must be one of None, Staging, Production, Archived.", truncate(stage, 40))
+		return nil, invalidf("Invalid Model Version stage: %q. Value must be one of None, Staging, Production, Archived.", errs.Truncate(stage, 40))
 	}
 	if _, err := s.GetModelVersion(ctx, name, version); err != nil {
 		return nil, err
@@ -450,7 +451,7 @@ func (s *Service) LatestVersions(ctx context.Context, name string, stages []stri
 	for _, st := range stages {
 		c, ok := modelStages[strings.ToLower(st)]
 		if !ok {
-			return nil, invalidf("Invalid Model Version stage: %q", truncate(st, 40))
+			return nil, invalidf("Invalid Model Version stage: %q", errs.Truncate(st, 40))
 		}
 		want[c] = true
 	}

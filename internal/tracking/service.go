@@ -433,7 +433,7 @@ func (s *Service) LogBatch(ctx context.Context, runID string, b Batch) error {
 			return err
 		}
 		if v, dup := seen[p.Key]; dup && v != p.Value {
-			return invalidf("Duplicate parameter keys have been submitted: '%s' with values '%s' and '%s'", p.Key, truncate(v, 80), truncate(p.Value, 80))
+			return invalidf("Duplicate parameter keys have been submitted: '%s' with values '%s' and '%s'", p.Key, errs.Truncate(v, 80), errs.Truncate(p.Value, 80))
 		}
 		seen[p.Key] = p.Value
 	}

@@ -24,15 +24,15 @@ func ValidateKey(kind, key string, maxLen int) error {
 		return invalidf("Missing value for required parameter '%s key'", kind)
 	}
 	if n := utf8.RuneCountInString(key); n > maxLen {
-		return invalidf("%s key '%s' has length %d, which exceeds the limit of %d", kind, truncate(key, 80), n, maxLen)
+		return invalidf("%s key '%s' has length %d, which exceeds the limit of %d", kind, errs.Truncate(key, 80), n, maxLen)
 	}
 	for _, r := range key {
 		if !keyRune(r) {
-			return invalidf("Invalid %s name: '%s'. Names may only contain alphanumerics, underscores (_), dashes (-), periods (.), spaces ( ), colons (:) and slashes (/)", kind, truncate(key, 80))
+			return invalidf("Invalid %s name: '%s'. Names may only contain alphanumerics, underscores (_), dashes (-), periods (.), spaces ( ), colons (:) and slashes (/)", kind, errs.Truncate(key, 80))
 		}
 	}
 	if path.Clean(key) != key || key == "." || strings.HasPrefix(key, "..") || strings.HasPrefix(key, "/") {
-		return invalidf("Invalid %s name: '%s'. Names cannot resolve to a different path when normalized (no '//', '/./', '../', leading or trailing '/')", kind, truncate(key, 80))
+		return invalidf("Invalid %s name: '%s'. Names cannot resolve to a different path when normalized (no '//', '/./', '../', leading or trailing '/')", kind, errs.Truncate(key, 80))
 	}
 	return nil
 }
@@ -51,10 +51,10 @@ func keyRune(r rune) bool {
 // ValidateValueLength checks a param or tag value against its limit.
 func ValidateValueLength(kind, key, value string, maxLen int) error {
 	if !utf8.ValidString(value) {
-		return invalidf("%s '%s' has a value that is not valid UTF-8", kind, truncate(key, 80))
+		return invalidf("%s '%s' has a value that is not valid UTF-8", kind, errs.Truncate(key, 80))
 	}
 	if n := utf8.RuneCountInString(value); n > maxLen {
-		return invalidf("limit exceeded: %s '%s' has a value of length %d, which exceeds the limit of %d characters", kind, truncate(key, 80), n, maxLen)
+		return invalidf("limit exceeded: %s '%s' has a value of length %d, which exceeds the limit of %d characters", kind, errs.Truncate(key, 80), n, maxLen)
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ func ValidateRunID(id string) error {
 		return invalidf("Missing value for required parameter 'run_id'")
 	}
 	if !idShape(id, 256) {
-		return invalidf("Invalid run ID: '%s'", truncate(id, 80))
+		return invalidf("Invalid run ID: '%s'", errs.Truncate(id, 80))
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func ValidateExperimentID(id string) error {
 		return invalidf("Missing value for required parameter 'experiment_id'")
 	}
 	if !idShape(id, 64) {
-		return invalidf("Invalid experiment ID: '%s'", truncate(id, 80))
+		return invalidf("Invalid experiment ID: '%s'", errs.Truncate(id, 80))
 	}
 	return nil
 }
@@ -122,15 +122,4 @@ func (l Limits) validateMetric(m Metric, i int) error {
 	}
 	// NaN and ±Inf are valid values: MLflow stores them.
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut on a rune boundary.
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }

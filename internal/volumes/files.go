@@ -97,7 +97,16 @@ func (s *Service) PutFile(ctx context.Context, sub *workspace.Subject, p Path, r
 	if err := s.refuseExisting(ctx, v, p, overwrite); err != nil {
 		return FileInfo{}, err
 	}
-	if _, err := s.blobs.Put(ctx, key, r, size); err != nil {
+	put := s.blobs.Put
+	if !overwrite {
+		// The claim refuses a second upload in flight; PutIfAbsent also
+		// covers one that landed since refuseExisting looked.
+		put = s.blobs.PutIfAbsent
+	}
+	if _, err := put(ctx, key, r, size); err != nil {
+		if errs.Is(err, errs.AlreadyExists) {
+			return FileInfo{}, errs.Errorf(errs.AlreadyExists, "file %s already exists (overwrite=false)", p)
+		}
 		return FileInfo{}, fileError(err, p)
 	}
 	// The file is there: earlier uploads of it (attempts this one retries,

@@ -562,8 +562,8 @@ func (s *Service) GetComment(ctx context.Context, id int64) (*Comment, error) {
 // nameLocalAuthor gives a comment of single-user mode's local user, who has
 // no row in the users table, the email AddComment answered with.
 func nameLocalAuthor(c *Comment) *Comment {
-	if c.AuthorID == LocalAdmin.User.ID && c.AuthorEmail == "" {
-		c.AuthorEmail = LocalAdmin.User.Email
+	if c.AuthorID == LocalAdmin().User.ID && c.AuthorEmail == "" {
+		c.AuthorEmail = LocalAdmin().User.Email
 	}
 	return c
 }

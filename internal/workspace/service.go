@@ -144,8 +144,11 @@ func (s *Service) resetCaches() {
 	s.expPaths = map[string]cached[string]{}
 }
 
-// LocalAdmin is the subject of single-user mode (authentication off).
-var LocalAdmin = &Subject{User: &User{ID: -1, Email: "local", Admin: true}}
+// LocalAdmin returns the subject of single-user mode (authentication off),
+// a new value on each call: callers may not change each other's.
+func LocalAdmin() *Subject {
+	return &Subject{User: &User{ID: -1, Email: "local", Admin: true}}
+}
 
 // ---- setup ----
 

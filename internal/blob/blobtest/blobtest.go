@@ -25,6 +25,8 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) blob.Store) {
 	t.Run("Range", func(t *testing.T) { testRange(t, open) })
 	t.Run("Overwrite", func(t *testing.T) { testOverwrite(t, open(t)) })
 	t.Run("ConcurrentPuts", func(t *testing.T) { testConcurrentPuts(t, open(t)) })
+	t.Run("PutIfAbsent", func(t *testing.T) { testPutIfAbsent(t, open(t)) })
+	t.Run("RacingPutIfAbsent", func(t *testing.T) { testRacingPutIfAbsent(t, open(t)) })
 	t.Run("BadBody", func(t *testing.T) { testBadBody(t, open) })
 	t.Run("Cancel", func(t *testing.T) { testCancel(t, open) })
 	t.Run("Stat", func(t *testing.T) { testStat(t, open(t)) })

@@ -9,11 +9,13 @@ import (
 	"github.com/sextant/sextant/internal/errs"
 )
 
-// InvalidKeys are keys that ValidateKey refuses, one per rule.
-var InvalidKeys = []string{
-	"", "/abs", "a//b", "a/", "/", ".", "..", "a/./b", "a/../b", "../x", "x/..",
-	`a\b`, "a\x00b", "a\nb", "a\tb", "a\x7fb", "a\u0085b", "a\xffb",
-	strings.Repeat("s", 256), strings.Repeat("a/", 512) + "a",
+// InvalidKeys returns keys that ValidateKey refuses, one per rule.
+func InvalidKeys() []string {
+	return []string{
+		"", "/abs", "a//b", "a/", "/", ".", "..", "a/./b", "a/../b", "../x", "x/..",
+		`a\b`, "a\x00b", "a\nb", "a\tb", "a\x7fb", "a\u0085b", "a\xffb",
+		strings.Repeat("s", 256), strings.Repeat("a/", 512) + "a",
+	}
 }
 
 func testInvalidKeys(t *testing.T, s blob.Store) {
@@ -22,7 +24,7 @@ func testInvalidKeys(t *testing.T, s blob.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range InvalidKeys {
+	for _, key := range InvalidKeys() {
 		calls := map[string]func() error{
 			"Put": func() error { _, err := s.Put(ctx, key, strings.NewReader("x"), 1); return err },
 			"Open": func() error {
@@ -63,27 +65,29 @@ func testInvalidKeys(t *testing.T, s blob.Store) {
 	}
 }
 
-// SpecialKeys are valid keys with characters that need escaping in URLs,
-// shells or file systems.
-var SpecialKeys = []string{
-	"with space/file name.txt",
-	"unicode/Ünïcødé/日本語.bin",
-	"emoji/😀.png",
-	"hash/#frag#",
-	"percent/100%25%",
-	"plus/a+b c+",
-	"query/?x=1&y=2",
-	"quotes/'single' \"double\"",
-	"misc/~tilde;semi:colon,comma=eq@at$dollar!bang*star(paren)[br]{br}|pipe^caret`tick",
-	"dots/.hidden/..name/...",
-	"trailing space /x ",
-	"-dash/-x",
-	strings.Repeat("é", 127) + "/" + strings.Repeat("x", 255),
+// SpecialKeys returns valid keys with characters that need escaping in
+// URLs, shells or file systems.
+func SpecialKeys() []string {
+	return []string{
+		"with space/file name.txt",
+		"unicode/Ünïcødé/日本語.bin",
+		"emoji/😀.png",
+		"hash/#frag#",
+		"percent/100%25%",
+		"plus/a+b c+",
+		"query/?x=1&y=2",
+		"quotes/'single' \"double\"",
+		"misc/~tilde;semi:colon,comma=eq@at$dollar!bang*star(paren)[br]{br}|pipe^caret`tick",
+		"dots/.hidden/..name/...",
+		"trailing space /x ",
+		"-dash/-x",
+		strings.Repeat("é", 127) + "/" + strings.Repeat("x", 255),
+	}
 }
 
 func testSpecialKeys(t *testing.T, s blob.Store) {
 	ctx := t.Context()
-	for _, key := range SpecialKeys {
+	for _, key := range SpecialKeys() {
 		if err := blob.ValidateKey(key); err != nil {
 			t.Fatalf("special key %q is not valid: %v", key, err)
 		}
@@ -99,7 +103,7 @@ func testSpecialKeys(t *testing.T, s blob.Store) {
 			t.Errorf("List(%q) = %q, missing %q", dir, got, base)
 		}
 	}
-	for _, key := range SpecialKeys {
+	for _, key := range SpecialKeys() {
 		if err := s.Delete(ctx, key); err != nil {
 			t.Errorf("Delete(%q): %v", key, err)
 		}

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"bytes"
@@ -7,42 +7,20 @@ import (
 	"unicode/utf8"
 )
 
-// logAppendRequest is the body of POST /api/2.0/sextant/logs/append.
-type logAppendRequest struct {
-	RunID     string          `json:"run_id"`
-	Source    string          `json:"source"`
-	FirstSeq  flexInt         `json:"first_seq"`
-	Node      flexInt         `json:"node"`
-	LocalRank flexInt         `json:"local_rank"`
-	Lines     []wireLogLineIn `json:"lines"`
-}
-
-// wireLogLineIn is a line as launchers send it. Node and local_rank
-// default to the batch's.
-type wireLogLineIn struct {
-	Timestamp flexInt `json:"timestamp"`
-	Stream    string  `json:"stream"`
-	Text      string  `json:"text"`
-	Node      flexInt `json:"node"`
-	LocalRank flexInt `json:"local_rank"`
-	Partial   bool    `json:"partial"`
-	CR        bool    `json:"cr"`
-}
-
-// decodeLogAppend decodes an append body. Appends carry all of a job's
+// DecodeLogAppend decodes an append body. Appends carry all of a job's
 // output (a busy job sends megabytes a second), so the usual shape is
 // parsed by hand, escapes included; anything unusual (null, quoted or
 // fractional numbers, unknown fields, lone surrogates, malformed JSON)
 // falls back to the strict general decoder, which also writes the error
 // messages. FuzzDecodeLogAppend checks that the two agree whenever the
-// fast path succeeds. body must be valid UTF-8 (readBody checks).
-func decodeLogAppend(body []byte, req *logAppendRequest) error {
+// fast path succeeds. body must be valid UTF-8 (httpapi's readBody checks).
+func DecodeLogAppend(body []byte, req *LogAppendRequest) error {
 	p := appendParser{b: body}
 	if p.parse(req) {
 		return nil
 	}
-	*req = logAppendRequest{}
-	return decodeJSON(body, req)
+	*req = LogAppendRequest{}
+	return Decode(body, req)
 }
 
 type appendParser struct {
@@ -204,7 +182,7 @@ func (p *appendParser) key() ([]byte, bool) {
 }
 
 // integer reads a JSON integer (no fraction or exponent).
-func (p *appendParser) integer() (flexInt, bool) {
+func (p *appendParser) integer() (Int, bool) {
 	p.ws()
 	j := p.i
 	if j < len(p.b) && p.b[j] == '-' {
@@ -215,17 +193,17 @@ func (p *appendParser) integer() (flexInt, bool) {
 		j++
 	}
 	if j == d || (p.b[d] == '0' && j-d > 1) || j-d > 18 {
-		return flexInt{}, false
+		return Int{}, false
 	}
 	if j < len(p.b) && (p.b[j] == '.' || p.b[j] == 'e' || p.b[j] == 'E') {
-		return flexInt{}, false
+		return Int{}, false
 	}
 	v, err := strconv.ParseInt(string(p.b[p.i:j]), 10, 64)
 	if err != nil {
-		return flexInt{}, false
+		return Int{}, false
 	}
 	p.i = j
-	return flexInt{V: v, Set: true}, true
+	return Int{V: v, Set: true}, true
 }
 
 func (p *appendParser) boolean() (bool, bool) {
@@ -254,7 +232,7 @@ func (t textRef) of(body, arena string) string {
 	return body[t.start:t.end]
 }
 
-func (p *appendParser) parse(req *logAppendRequest) bool {
+func (p *appendParser) parse(req *LogAppendRequest) bool {
 	var texts []textRef
 	var src, run textRef
 	seen := 0 // top-level keys seen, as bits: a repeated key goes to the strict path
@@ -334,23 +312,23 @@ func (p *appendParser) parse(req *logAppendRequest) bool {
 	return true
 }
 
-func (p *appendParser) lines(req *logAppendRequest) ([]textRef, bool) {
+func (p *appendParser) lines(req *LogAppendRequest) ([]textRef, bool) {
 	if !p.eat('[') {
 		return nil, false
 	}
 	var texts []textRef
 	if p.eat(']') {
-		req.Lines = []wireLogLineIn{}
+		req.Lines = []LogLineIn{}
 		return texts, true
 	}
 	// Size the slices once: every line is an object (braces in texts
 	// only make the estimate generous).
 	if n := bytes.Count(p.b[p.i:], []byte{'{'}); n > 0 {
-		req.Lines = make([]wireLogLineIn, 0, n)
+		req.Lines = make([]LogLineIn, 0, n)
 		texts = make([]textRef, 0, n)
 	}
 	for {
-		req.Lines = append(req.Lines, wireLogLineIn{})
+		req.Lines = append(req.Lines, LogLineIn{})
 		n := len(req.Lines) - 1
 		l := &req.Lines[n]
 		if !p.eat('{') {

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"fmt"
@@ -25,14 +25,14 @@ func sampleBatch(n int) []byte {
 
 // equalBatches compares decoded requests, treating nil and empty slices
 // alike and NaN as equal to NaN.
-func equalBatches(a, b *logBatchRequest) bool {
+func equalBatches(a, b *LogBatchRequest) bool {
 	if a.RunID != b.RunID || len(a.Metrics) != len(b.Metrics) || len(a.Params) != len(b.Params) || len(a.Tags) != len(b.Tags) {
 		return false
 	}
 	for i := range a.Metrics {
 		x, y := a.Metrics[i], b.Metrics[i]
 		vx, vy := x.Value, y.Value
-		x.Value, y.Value = flexFloat{}, flexFloat{}
+		x.Value, y.Value = Float{}, Float{}
 		if x != y || vx.Set != vy.Set || (vx.V != vy.V && !(math.IsNaN(vx.V) && math.IsNaN(vy.V))) {
 			return false
 		}
@@ -50,7 +50,7 @@ func equalBatches(a, b *logBatchRequest) bool {
 	return true
 }
 
-func equalKV(a, b wireKVIn) bool {
+func equalKV(a, b KVIn) bool {
 	if a.Key != b.Key || (a.Value == nil) != (b.Value == nil) {
 		return false
 	}
@@ -73,20 +73,21 @@ func TestDecodeLogBatch(t *testing.T) {
 		"OKNull":          {body: `{"run_id":"r","params":null}`},
 		"ErrUnknownField": {body: `{"run_id":"r","metricz":[]}`, wantErr: `unknown field "metricz"`},
 		"ErrType":         {body: `{"run_id":"r","metrics":[{"key":"a","value":true,"timestamp":1}]}`, wantErr: "metrics.value"},
-		"ErrFraction":     {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":1.5}]}`, wantErr: "metrics.timestamp"},
+		"ErrFraction":     {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":1.5}]}`, wantErr: "'metrics.timestamp': expected an integer, got number 1.5"},
+		"ErrFloatType":    {body: `{"run_id":"r","metrics":[{"key":"a","value":{},"timestamp":1}]}`, wantErr: "'metrics.value': expected a number, got object"},
 		"ErrSyntax":       {body: `{"run_id":"r",`, wantErr: "malformed JSON"},
 		"ErrTrailing":     {body: `{"run_id":"r"} {}`, wantErr: "unexpected data"},
 		"ErrNumberKey":    {body: `{"run_id":"r","metrics":[{"key":5,"value":1,"timestamp":1}]}`, wantErr: "metrics.key"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var fast logBatchRequest
+			var fast LogBatchRequest
 			p := batchParser{b: []byte(tc.body)}
 			if got := p.parse(&fast); got != tc.fast {
 				t.Fatalf("fast path handled it: %v, want %v", got, tc.fast)
 			}
-			var req logBatchRequest
-			err := decodeLogBatch([]byte(tc.body), &req)
+			var req LogBatchRequest
+			err := DecodeLogBatch([]byte(tc.body), &req)
 			if tc.wantErr != "" {
 				if !errs.Is(err, errs.Invalid) || !strings.Contains(errs.MessageOf(err), tc.wantErr) {
 					t.Fatalf("err = %v, want Invalid containing %q", err, tc.wantErr)
@@ -99,8 +100,8 @@ func TestDecodeLogBatch(t *testing.T) {
 			if len(req.Metrics) != tc.wantKeys {
 				t.Fatalf("%d metrics, want %d", len(req.Metrics), tc.wantKeys)
 			}
-			var slow logBatchRequest
-			if err := decodeJSON([]byte(tc.body), &slow); err != nil {
+			var slow LogBatchRequest
+			if err := Decode([]byte(tc.body), &slow); err != nil {
 				t.Fatal(err)
 			}
 			if !equalBatches(&req, &slow) {
@@ -110,42 +111,49 @@ func TestDecodeLogBatch(t *testing.T) {
 	}
 }
 
-// FuzzDecodeLogBatch checks that whenever the hand-written parser accepts a
-// body, encoding/json accepts it too and decodes the same request.
+// FuzzDecodeLogBatch checks that DecodeLogBatch, the hand-written parser
+// with its fallback, and the strict decoder (encoding/json) give the same
+// request or the same error for any body.
 func FuzzDecodeLogBatch(f *testing.F) {
 	f.Add(sampleBatch(3))
 	f.Add([]byte(`{"run_id":"r","metrics":[{"key":"a","value":1e308,"timestamp":-0,"step":9223372036854775807}],"params":[],"tags":[{"key":"k","value":"v"}]}`))
 	f.Add([]byte(`{"metrics":[{"key":"a","value":0.1,"timestamp":1,"dataset_name":"d","dataset_digest":"x","model_id":"m","run_id":"r"}]}`))
 	f.Add([]byte(`{"run_id":"a","run_id":"b","params":[{"key":"x"}],"params":[{"value":"y"}]}`))
+	f.Add([]byte(`{"run_id":"r","metrics":[{"key":"a","value":"NaN","timestamp":"1"}],"tags":[{"key":"t","value":null}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if !utf8.Valid(body) {
 			return // readBody refuses these before any decoder sees them
 		}
-		var fast logBatchRequest
-		p := batchParser{b: body}
-		if !p.parse(&fast) {
-			return
+		var got, want LogBatchRequest
+		gerr, werr := DecodeLogBatch(body, &got), Decode(body, &want)
+		if !sameError(gerr, werr) {
+			t.Fatalf("on %q DecodeLogBatch says %v, encoding/json %v", body, gerr, werr)
 		}
-		var slow logBatchRequest
-		if err := decodeJSON(body, &slow); err != nil {
-			t.Fatalf("fast path accepted %q, encoding/json refused it: %v", body, err)
-		}
-		if !equalBatches(&fast, &slow) {
-			t.Fatalf("decoders disagree on %q:\n%+v\n%+v", body, fast, slow)
+		if gerr == nil && !equalBatches(&got, &want) {
+			t.Fatalf("decoders disagree on %q:\n%+v\n%+v", body, got, want)
 		}
 	})
 }
 
-// go test -run '^$' -bench DecodeLogBatch -benchmem ./internal/httpapi/
+// sameError reports whether a and b are both nil or both errors with the
+// same message.
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Error() == b.Error()
+}
+
+// go test -run '^$' -bench DecodeLogBatch -benchmem ./internal/wire/
 func BenchmarkDecodeLogBatch(b *testing.B) {
 	body := sampleBatch(1000)
 	b.Run("decoder=fast", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			var req logBatchRequest
-			if err := decodeLogBatch(body, &req); err != nil {
+			var req LogBatchRequest
+			if err := DecodeLogBatch(body, &req); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -155,8 +163,8 @@ func BenchmarkDecodeLogBatch(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			var req logBatchRequest
-			if err := decodeJSON(body, &req); err != nil {
+			var req LogBatchRequest
+			if err := Decode(body, &req); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 )
 
 // TestAppendRuns checks the hand-written runs/search encoder against
-// encoding/json's encoding of wireRun: the same JSON value.
+// encoding/json's encoding of Run: the same JSON value.
 func TestAppendRuns(t *testing.T) {
 	full := &tracking.Run{
 		Info: tracking.RunInfo{RunID: "0123456789abcdef0123456789abcdef", RunName: "a \"quoted\" <name>\n", ExperimentID: "7", UserID: "ü@x",
@@ -43,17 +43,17 @@ func TestAppendRuns(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			want := struct {
-				Runs          []*wireRun `json:"runs,omitempty"`
+				Runs          []*Run `json:"runs,omitempty"`
 				NextPageToken string     `json:"next_page_token,omitempty"`
 			}{NextPageToken: page.NextPageToken}
 			for _, r := range page.Runs {
-				want.Runs = append(want.Runs, toWireRun(r))
+				want.Runs = append(want.Runs, ToRun(r))
 			}
 			wb, err := json.Marshal(want)
 			if err != nil {
 				t.Fatal(err)
 			}
-			gb := appendRuns(nil, page)
+			gb := AppendRuns(nil, page)
 			var w, g any
 			if err := json.Unmarshal(wb, &w); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"strconv"
@@ -8,9 +8,9 @@ import (
 
 // appendRuns appends the runs/search response for page. A page of 1,000
 // runs is about a megabyte of JSON; encoding/json spent more time on it,
-// reflecting over wireRun, than the search that found the runs. The shape
-// is wireRun's, field for field.
-func appendRuns(dst []byte, page tracking.RunPage) []byte {
+// reflecting over Run, than the search that found the runs. The shape
+// is Run's, field for field.
+func AppendRuns(dst []byte, page tracking.RunPage) []byte {
 	dst = append(dst, '{')
 	if len(page.Runs) > 0 {
 		dst = append(dst, `"runs":[`...)
@@ -27,26 +27,26 @@ func appendRuns(dst []byte, page tracking.RunPage) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"next_page_token":`...)
-		dst = appendString(dst, page.NextPageToken)
+		dst = AppendString(dst, page.NextPageToken)
 	}
 	return append(dst, '}')
 }
 
-// appendRun appends one run as wireRun encodes it.
+// appendRun appends one run as Run encodes it.
 func appendRun(dst []byte, r *tracking.Run) []byte {
 	i := &r.Info
 	dst = append(dst, `{"info":{"run_id":`...)
-	dst = appendString(dst, i.RunID)
+	dst = AppendString(dst, i.RunID)
 	dst = append(dst, `,"run_uuid":`...)
-	dst = appendString(dst, i.RunID)
+	dst = AppendString(dst, i.RunID)
 	dst = append(dst, `,"run_name":`...)
-	dst = appendString(dst, i.RunName)
+	dst = AppendString(dst, i.RunName)
 	dst = append(dst, `,"experiment_id":`...)
-	dst = appendString(dst, i.ExperimentID)
+	dst = AppendString(dst, i.ExperimentID)
 	dst = append(dst, `,"user_id":`...)
-	dst = appendString(dst, i.UserID)
+	dst = AppendString(dst, i.UserID)
 	dst = append(dst, `,"status":`...)
-	dst = appendString(dst, i.Status.String())
+	dst = AppendString(dst, i.Status.String())
 	dst = append(dst, `,"start_time":`...)
 	dst = strconv.AppendInt(dst, i.StartTimeMs, 10)
 	if i.EndTimeMs != 0 {
@@ -54,9 +54,9 @@ func appendRun(dst []byte, r *tracking.Run) []byte {
 		dst = strconv.AppendInt(dst, i.EndTimeMs, 10)
 	}
 	dst = append(dst, `,"artifact_uri":`...)
-	dst = appendString(dst, i.ArtifactURI)
+	dst = AppendString(dst, i.ArtifactURI)
 	dst = append(dst, `,"lifecycle_stage":`...)
-	dst = appendString(dst, string(i.LifecycleStage))
+	dst = AppendString(dst, string(i.LifecycleStage))
 	dst = append(dst, `},"data":{`...)
 	comma := false
 	sep := func() {
@@ -74,14 +74,14 @@ func appendRun(dst []byte, r *tracking.Run) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"key":`...)
-			dst = appendString(dst, m.Key)
+			dst = AppendString(dst, m.Key)
 			dst = append(dst, `,"value":`...)
-			dst = appendFloat(dst, m.Value)
+			dst = AppendFloat(dst, m.Value)
 			dst = append(dst, `,"timestamp":`...)
 			dst = strconv.AppendInt(dst, m.TimestampMs, 10)
 			dst = append(dst, `,"step":`...)
 			dst = strconv.AppendInt(dst, m.Step, 10)
-			dst = appendContext(dst, &m.MetricContext)
+			dst = AppendContext(dst, &m.MetricContext)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -110,20 +110,20 @@ func appendRun(dst []byte, r *tracking.Run) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `"dataset":{"name":`...)
-			dst = appendString(dst, d.Dataset.Name)
+			dst = AppendString(dst, d.Dataset.Name)
 			dst = append(dst, `,"digest":`...)
-			dst = appendString(dst, d.Dataset.Digest)
+			dst = AppendString(dst, d.Dataset.Digest)
 			dst = append(dst, `,"source_type":`...)
-			dst = appendString(dst, d.Dataset.SourceType)
+			dst = AppendString(dst, d.Dataset.SourceType)
 			dst = append(dst, `,"source":`...)
-			dst = appendString(dst, d.Dataset.Source)
+			dst = AppendString(dst, d.Dataset.Source)
 			if d.Dataset.Schema != "" {
 				dst = append(dst, `,"schema":`...)
-				dst = appendString(dst, d.Dataset.Schema)
+				dst = AppendString(dst, d.Dataset.Schema)
 			}
 			if d.Dataset.Profile != "" {
 				dst = append(dst, `,"profile":`...)
-				dst = appendString(dst, d.Dataset.Profile)
+				dst = AppendString(dst, d.Dataset.Profile)
 			}
 			dst = append(dst, "}}"...)
 		}
@@ -136,7 +136,7 @@ func appendRun(dst []byte, r *tracking.Run) []byte {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(append(dst, `{"model_id":`...), m.ModelID)
+			dst = AppendString(append(dst, `{"model_id":`...), m.ModelID)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -148,7 +148,7 @@ func appendRun(dst []byte, r *tracking.Run) []byte {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(append(dst, `{"model_id":`...), m.ModelID)
+			dst = AppendString(append(dst, `{"model_id":`...), m.ModelID)
 			dst = strconv.AppendInt(append(dst, `,"step":`...), m.Step, 10)
 			dst = append(dst, '}')
 		}
@@ -164,8 +164,8 @@ func appendTags(dst []byte, kvs []tracking.Tag) []byte {
 		if k > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(append(dst, `{"key":`...), kvs[k].Key)
-		dst = appendString(append(dst, `,"value":`...), kvs[k].Value)
+		dst = AppendString(append(dst, `{"key":`...), kvs[k].Key)
+		dst = AppendString(append(dst, `,"value":`...), kvs[k].Value)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
@@ -177,8 +177,8 @@ func appendParams(dst []byte, kvs []tracking.Param) []byte {
 		if k > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(append(dst, `{"key":`...), kvs[k].Key)
-		dst = appendString(append(dst, `,"value":`...), kvs[k].Value)
+		dst = AppendString(append(dst, `{"key":`...), kvs[k].Key)
+		dst = AppendString(append(dst, `,"value":`...), kvs[k].Value)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"math"
@@ -16,29 +16,43 @@ func FuzzDecodeGPUBatch(f *testing.F) {
 	f.Add([]byte(`{"node":"n","run_id":"abc","node_rank":1,"num_nodes":2,"samples":[{"ts_ms":1,"gpus":[{"index":0,"uuid":"GPU-1","util":"NaN","mem_used":1e9,"temp":null,"error":"x"}],"processes":[{"gpu":0,"pid":7,"name":"py","mem_used":5}]}]}`))
 	f.Add([]byte(`{"node":"n","samples":[{"ts_ms":"17","gpus":[{"index":"3","power":"-Infinity","sm_clock":1.5e308}]}]}`))
 	f.Add([]byte(`"{\"node\":\"n\"}"`))
-	f.Add(appendGPUBatch(nil, &gpu.Batch{Labels: gpu.Labels{Node: "n", NodeRank: 2}, Samples: []gpu.Sample{{TimestampMs: 5, GPUs: []gpu.GPU{gpu.NewGPU(1, "GPU-x", "H100")}, Processes: []gpu.Process{{GPU: 1, PID: 3, MemUsedBytes: -1}}}}}))
+	f.Add(AppendGPUBatch(nil, &gpu.Batch{Labels: gpu.Labels{Node: "n", NodeRank: 2}, Samples: []gpu.Sample{{TimestampMs: 5, GPUs: []gpu.GPU{gpu.NewGPU(1, "GPU-x", "H100")}, Processes: []gpu.Process{{GPU: 1, PID: 3, MemUsedBytes: -1}}}}}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if !utf8.Valid(body) {
 			return // readBody refuses it before decoding
 		}
 		// Where the fast path accepts a body, the strict decoder must
 		// read the same request from it.
-		var fast, strict wireGPUBatch
+		var fast, strict GPUBatch
 		if parseGPUBatch(body, &fast) {
-			if err := decodeJSON(body, &strict); err != nil {
+			if err := Decode(body, &strict); err != nil {
 				t.Fatalf("fast path accepted what the strict decoder refuses (%v): %s", err, body)
 			}
 			if !reflect.DeepEqual(fast, strict) {
 				t.Fatalf("decoders disagree on %s:\nfast   %+v\nstrict %+v", body, fast, strict)
 			}
 		}
-		b, err := decodeGPUBatch(body)
+		// For any body, DecodeGPUBatch and encoding/json followed by the
+		// same conversion give the same batch or the same error.
+		b, err := DecodeGPUBatch(body)
+		var w GPUBatch
+		var want *gpu.Batch
+		werr := Decode(body, &w)
+		if werr == nil {
+			want, werr = w.Batch()
+		}
+		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+			t.Fatalf("on %s DecodeGPUBatch says %v, encoding/json %v", body, err, werr)
+		}
 		if err != nil {
 			return
 		}
-		again, err := decodeGPUBatch(appendGPUBatch(nil, b))
+		if g, w := AppendGPUBatch(nil, b), AppendGPUBatch(nil, want); string(g) != string(w) {
+			t.Fatalf("decoders disagree on %s:\n%s\n%s", body, g, w)
+		}
+		again, err := DecodeGPUBatch(AppendGPUBatch(nil, b))
 		if err != nil {
-			t.Fatalf("re-encoded batch refused: %v\n%s", err, appendGPUBatch(nil, b))
+			t.Fatalf("re-encoded batch refused: %v\n%s", err, AppendGPUBatch(nil, b))
 		}
 		if again.Labels != b.Labels || len(again.Samples) != len(b.Samples) {
 			t.Fatalf("labels or sample count changed: %+v vs %+v", again.Labels, b.Labels)

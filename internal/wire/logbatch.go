@@ -1,27 +1,63 @@
-package httpapi
+package wire
 
 import (
 	"strconv"
 	"unsafe"
+
+	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/tracking"
 )
 
-// logBatchRequest is the body of runs/log-batch.
-type logBatchRequest struct {
-	RunID   string         `json:"run_id"`
-	Metrics []wireMetricIn `json:"metrics"`
-	Params  []wireKVIn     `json:"params"`
-	Tags    []wireKVIn     `json:"tags"`
+// LogBatchRequest is the body of runs/log-batch.
+type LogBatchRequest struct {
+	RunID   string     `json:"run_id"`
+	Metrics []MetricIn `json:"metrics"`
+	Params  []KVIn     `json:"params"`
+	Tags    []KVIn     `json:"tags"`
 }
 
-// wireKVIn is a param or tag of a log-batch request. Value is nil when
+// MetricIn is a metric as clients send it.
+type MetricIn struct {
+	Key           string `json:"key"`
+	Value         Float  `json:"value"`
+	Timestamp     Int    `json:"timestamp"`
+	Step          Int    `json:"step"`
+	DatasetName   string `json:"dataset_name"`
+	DatasetDigest string `json:"dataset_digest"`
+	ModelID       string `json:"model_id"`
+	RunID         string `json:"run_id"`
+}
+
+// Domain returns the metric as tracking has it, or errs.Invalid naming
+// the missing field (prefixed with field, such as "metrics[3].").
+func (m *MetricIn) Domain(field string) (tracking.Metric, error) {
+	if m.Key == "" {
+		return tracking.Metric{}, invalid("Missing value for required parameter '%skey'", field)
+	}
+	if !m.Value.Set {
+		return tracking.Metric{}, invalid("Missing value for required parameter '%svalue'", field)
+	}
+	if !m.Timestamp.Set {
+		return tracking.Metric{}, invalid("Missing value for required parameter '%stimestamp'", field)
+	}
+	return tracking.Metric{
+		Key:   m.Key,
+		Point: metrics.Point{Step: m.Step.V, TimestampMs: m.Timestamp.V, Value: m.Value.V},
+		MetricContext: tracking.MetricContext{
+			ModelID: m.ModelID, DatasetName: m.DatasetName, DatasetDigest: m.DatasetDigest,
+		},
+	}, nil
+}
+
+// KVIn is a param or tag of a log-batch request. Value is nil when
 // the request has no value (absent or null), which is refused, as
 // log-parameter and set-tag refuse it.
-type wireKVIn struct {
+type KVIn struct {
 	Key   string  `json:"key"`
 	Value *string `json:"value"`
 }
 
-// decodeLogBatch decodes a log-batch body. log-batch is the hot path of
+// DecodeLogBatch decodes a log-batch body. log-batch is the hot path of
 // the server (a 1000-metric body per request, hundreds per second), and
 // encoding/json's reflection costs more than everything else the request
 // does, so the common shape is parsed by hand. Anything unusual (escapes,
@@ -29,14 +65,14 @@ type wireKVIn struct {
 // malformed JSON) falls back to the strict general decoder, which also
 // writes the error messages. The fuzz test FuzzDecodeLogBatch checks that
 // the two agree whenever the fast path succeeds. body must be valid UTF-8
-// (readBody checks).
-func decodeLogBatch(body []byte, req *logBatchRequest) error {
+// (httpapi's readBody checks).
+func DecodeLogBatch(body []byte, req *LogBatchRequest) error {
 	p := batchParser{b: body}
 	if p.parse(req) {
 		return nil
 	}
-	*req = logBatchRequest{}
-	return decodeJSON(body, req)
+	*req = LogBatchRequest{}
+	return Decode(body, req)
 }
 
 type batchParser struct {
@@ -149,28 +185,28 @@ func (p *batchParser) number() ([]byte, bool) {
 // outlive b or be retained.
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-func (p *batchParser) float() (flexFloat, bool) {
+func (p *batchParser) float() (Float, bool) {
 	n, ok := p.number()
 	if !ok {
-		return flexFloat{}, false
+		return Float{}, false
 	}
 	v, err := strconv.ParseFloat(bytesString(n), 64)
 	if err != nil {
-		return flexFloat{}, false // out of range: let the general decoder decide
+		return Float{}, false // out of range: let the general decoder decide
 	}
-	return flexFloat{V: v, Set: true}, true
+	return Float{V: v, Set: true}, true
 }
 
-func (p *batchParser) integer() (flexInt, bool) {
+func (p *batchParser) integer() (Int, bool) {
 	n, ok := p.number()
 	if !ok {
-		return flexInt{}, false
+		return Int{}, false
 	}
 	v, err := strconv.ParseInt(bytesString(n), 10, 64)
 	if err != nil {
-		return flexInt{}, false // fractions, exponents, overflow
+		return Int{}, false // fractions, exponents, overflow
 	}
-	return flexInt{V: v, Set: true}, true
+	return Int{V: v, Set: true}, true
 }
 
 // object parses {"k": v, ...}, calling field for each key with the parser
@@ -213,7 +249,7 @@ func (p *batchParser) array(elem func() bool) bool {
 	}
 }
 
-func (p *batchParser) parse(req *logBatchRequest) bool {
+func (p *batchParser) parse(req *LogBatchRequest) bool {
 	var seen [4]bool // encoding/json merges repeated arrays oddly: leave those to it
 	once := func(i int) bool {
 		if seen[i] {
@@ -233,9 +269,9 @@ func (p *batchParser) parse(req *logBatchRequest) bool {
 			if !once(1) {
 				return false
 			}
-			req.Metrics = make([]wireMetricIn, 0, 1024)
+			req.Metrics = make([]MetricIn, 0, 1024)
 			ok = p.array(func() bool {
-				req.Metrics = append(req.Metrics, wireMetricIn{})
+				req.Metrics = append(req.Metrics, MetricIn{})
 				return p.metric(&req.Metrics[len(req.Metrics)-1])
 			})
 		case "params":
@@ -243,7 +279,7 @@ func (p *batchParser) parse(req *logBatchRequest) bool {
 				return false
 			}
 			ok = p.array(func() bool {
-				req.Params = append(req.Params, wireKVIn{})
+				req.Params = append(req.Params, KVIn{})
 				return p.kv(&req.Params[len(req.Params)-1])
 			})
 		case "tags":
@@ -251,7 +287,7 @@ func (p *batchParser) parse(req *logBatchRequest) bool {
 				return false
 			}
 			ok = p.array(func() bool {
-				req.Tags = append(req.Tags, wireKVIn{})
+				req.Tags = append(req.Tags, KVIn{})
 				return p.kv(&req.Tags[len(req.Tags)-1])
 			})
 		}
@@ -261,7 +297,7 @@ func (p *batchParser) parse(req *logBatchRequest) bool {
 	return ok && p.i == len(p.b)
 }
 
-func (p *batchParser) metric(m *wireMetricIn) bool {
+func (p *batchParser) metric(m *MetricIn) bool {
 	return p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
@@ -290,7 +326,7 @@ func (p *batchParser) metric(m *wireMetricIn) bool {
 	})
 }
 
-func (p *batchParser) kv(kv *wireKVIn) bool {
+func (p *batchParser) kv(kv *KVIn) bool {
 	return p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {

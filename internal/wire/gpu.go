@@ -1,69 +1,80 @@
-package httpapi
+package wire
 
 import (
 	"math"
 	"strconv"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 )
 
-// The GPU wire format (docs/gpu.md). Readings are named by gpu.Field's
-// names; a missing reading is null or absent on the way in and null on the
-// way out. Memory is in bytes, power in watts, clocks in MHz, temperatures
-// in °C, utilisation in percent. The agent's client (gpu_client.go) uses
-// the same encoders.
+// The GPU wire format (docs/gpu.md): the agent's ingest request, the
+// answer to it, and the latest-samples and series answers of the GPU pane.
+// Readings are named by gpu.Field's names; a missing reading is null or
+// absent on the way in and null on the way out. Memory is in bytes, power
+// in watts, clocks in MHz, temperatures in °C, utilisation in percent. The
+// agent's client (internal/client) sends AppendGPUBatch's encoding.
 
-type wireGPUBatch struct {
-	Node     string          `json:"node"`
-	RunID    string          `json:"run_id"`
-	NodeRank flexInt         `json:"node_rank"`
-	NumNodes flexInt         `json:"num_nodes"`
-	Samples  []wireGPUSample `json:"samples"`
+// GPUBatch is the body of POST /api/2.0/sextant/gpu/samples.
+type GPUBatch struct {
+	Node     string      `json:"node"`
+	RunID    string      `json:"run_id"`
+	NodeRank Int         `json:"node_rank"`
+	NumNodes Int         `json:"num_nodes"`
+	Samples  []GPUSample `json:"samples"`
 }
 
-type wireGPUSample struct {
-	TsMs      flexInt          `json:"ts_ms"`
-	GPUs      []wireGPU        `json:"gpus"`
-	Processes []wireGPUProcess `json:"processes"`
+// GPUSample is one sample of a GPUBatch: a node's GPUs at one instant.
+type GPUSample struct {
+	TsMs      Int          `json:"ts_ms"`
+	GPUs      []GPU        `json:"gpus"`
+	Processes []GPUProcess `json:"processes"`
 }
 
-type wireGPU struct {
-	Index      flexInt   `json:"index"`
-	UUID       string    `json:"uuid"`
-	Name       string    `json:"name"`
-	Error      string    `json:"error"`
-	Util       flexFloat `json:"util"`
-	MemUtil    flexFloat `json:"mem_util"`
-	MemUsed    flexFloat `json:"mem_used"`
-	MemTotal   flexFloat `json:"mem_total"`
-	Temp       flexFloat `json:"temp"`
-	Power      flexFloat `json:"power"`
-	PowerLimit flexFloat `json:"power_limit"`
-	SMClock    flexFloat `json:"sm_clock"`
+// GPU is one GPU's readings in a GPUSample, by gpu.Field's names.
+type GPU struct {
+	Index      Int    `json:"index"`
+	UUID       string `json:"uuid"`
+	Name       string `json:"name"`
+	Error      string `json:"error"`
+	Util       Float  `json:"util"`
+	MemUtil    Float  `json:"mem_util"`
+	MemUsed    Float  `json:"mem_used"`
+	MemTotal   Float  `json:"mem_total"`
+	Temp       Float  `json:"temp"`
+	Power      Float  `json:"power"`
+	PowerLimit Float  `json:"power_limit"`
+	SMClock    Float  `json:"sm_clock"`
 }
 
-type wireGPUProcess struct {
-	GPU     flexInt   `json:"gpu"`
-	PID     flexInt   `json:"pid"`
-	Name    string    `json:"name"`
-	MemUsed flexFloat `json:"mem_used"`
+// GPUProcess is a process using a GPU in a GPUSample.
+type GPUProcess struct {
+	GPU     Int    `json:"gpu"`
+	PID     Int    `json:"pid"`
+	Name    string `json:"name"`
+	MemUsed Float  `json:"mem_used"`
 }
 
-// decodeGPUBatch decodes an ingest request body. The shape the agent
-// sends is parsed by hand, as log-batch is (logbatch_decode.go): with a
+// DecodeGPUBatch decodes an ingest request body. The shape the agent
+// sends is parsed by hand, as log-batch is (logbatch.go): with a
 // thousand nodes posting, encoding/json's reflection would cost more than
 // storing the samples. Anything else goes to the strict general decoder,
 // which also writes the error messages; FuzzDecodeGPUBatch checks that
 // the two agree.
-func decodeGPUBatch(body []byte) (*gpu.Batch, error) {
-	var req wireGPUBatch
+func DecodeGPUBatch(body []byte) (*gpu.Batch, error) {
+	var req GPUBatch
 	if !parseGPUBatch(body, &req) {
-		req = wireGPUBatch{}
-		if err := decodeJSON(body, &req); err != nil {
+		req = GPUBatch{}
+		if err := Decode(body, &req); err != nil {
 			return nil, err
 		}
 	}
+	return req.Batch()
+}
+
+// Batch returns the request as a gpu.Batch, or errs.Invalid naming the
+// first field that is missing or out of range. Byte counts are rounded to
+// whole bytes; out-of-range ones, NaN and infinities are missing readings.
+func (req *GPUBatch) Batch() (*gpu.Batch, error) {
 	if req.NumNodes.V < 0 || req.NumNodes.V > math.MaxInt32 {
 		return nil, invalid("num_nodes must be between 0 and %d, got %d", math.MaxInt32, req.NumNodes.V)
 	}
@@ -91,7 +102,7 @@ func decodeGPUBatch(body []byte) (*gpu.Batch, error) {
 			}
 			g := gpu.NewGPU(int(wg.Index.V), wg.UUID, wg.Name)
 			g.Err = wg.Error
-			for f, v := range [gpu.NumFields]flexFloat{wg.Util, wg.MemUtil, wg.MemUsed, wg.MemTotal, wg.Temp, wg.Power, wg.PowerLimit, wg.SMClock} {
+			for f, v := range [gpu.NumFields]Float{wg.Util, wg.MemUtil, wg.MemUsed, wg.MemTotal, wg.Temp, wg.Power, wg.PowerLimit, wg.SMClock} {
 				switch {
 				case v.Huge:
 					// No sensor reads 1e400: a sender's bug, which
@@ -127,13 +138,13 @@ func decodeGPUBatch(body []byte) (*gpu.Batch, error) {
 	return b, nil
 }
 
-// appendGPUBatch appends an ingest request body.
-func appendGPUBatch(dst []byte, b *gpu.Batch) []byte {
+// AppendGPUBatch appends an ingest request body.
+func AppendGPUBatch(dst []byte, b *gpu.Batch) []byte {
 	dst = append(dst, `{"node":`...)
-	dst = appendString(dst, b.Node)
+	dst = AppendString(dst, b.Node)
 	if b.RunID != "" {
 		dst = append(dst, `,"run_id":`...)
-		dst = appendString(dst, b.RunID)
+		dst = AppendString(dst, b.RunID)
 	}
 	if b.NodeRank >= 0 {
 		dst = append(dst, `,"node_rank":`...)
@@ -175,7 +186,7 @@ func appendGPUSample(dst []byte, smp *gpu.Sample, nulls bool) []byte {
 		dst = append(dst, `,"pid":`...)
 		dst = strconv.AppendInt(dst, int64(p.PID), 10)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, p.Name)
+		dst = AppendString(dst, p.Name)
 		dst = append(dst, `,"mem_used":`...)
 		if p.MemUsedBytes >= 0 {
 			dst = strconv.AppendInt(dst, p.MemUsedBytes, 10)
@@ -191,13 +202,13 @@ func appendGPU(dst []byte, g *gpu.GPU, nulls bool) []byte {
 	dst = append(dst, `{"index":`...)
 	dst = strconv.AppendInt(dst, int64(g.Index), 10)
 	dst = append(dst, `,"uuid":`...)
-	dst = appendString(dst, g.UUID)
+	dst = AppendString(dst, g.UUID)
 	dst = append(dst, `,"name":`...)
-	dst = appendString(dst, g.Name)
+	dst = AppendString(dst, g.Name)
 	switch {
 	case g.Err != "":
 		dst = append(dst, `,"error":`...)
-		dst = appendString(dst, g.Err)
+		dst = AppendString(dst, g.Err)
 	case nulls:
 		dst = append(dst, `,"error":null`...)
 	}
@@ -228,10 +239,11 @@ func appendReading(dst []byte, f gpu.Field, v float64) []byte {
 	if math.IsInf(r, 0) || math.IsNaN(r) { // v*1000 overflowed
 		r = v
 	}
-	return appendFloat(dst, r)
+	return AppendFloat(dst, r)
 }
 
-func appendGPUResult(dst []byte, res *gpu.SendResult) []byte {
+// AppendGPUResult appends the answer to an ingest request.
+func AppendGPUResult(dst []byte, res *gpu.SendResult) []byte {
 	dst = append(dst, `{"accepted":`...)
 	dst = strconv.AppendInt(dst, int64(res.Accepted), 10)
 	if len(res.Skipped) > 0 {
@@ -243,20 +255,20 @@ func appendGPUResult(dst []byte, res *gpu.SendResult) []byte {
 			dst = append(dst, `{"ts_ms":`...)
 			dst = strconv.AppendInt(dst, sk.TimestampMs, 10)
 			dst = append(dst, `,"reason":`...)
-			dst = appendString(dst, sk.Reason)
+			dst = AppendString(dst, sk.Reason)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
 	}
 	if res.SystemMetricsErr != "" {
 		dst = append(dst, `,"system_metrics_error":`...)
-		dst = appendString(dst, res.SystemMetricsErr)
+		dst = AppendString(dst, res.SystemMetricsErr)
 	}
 	return append(dst, '}')
 }
 
-// wireGPUResult decodes appendGPUResult's output on the client.
-type wireGPUResult struct {
+// GPUResult decodes AppendGPUResult's output on the client.
+type GPUResult struct {
 	Accepted int `json:"accepted"`
 	Skipped  []struct {
 		TsMs   int64  `json:"ts_ms"`
@@ -265,7 +277,8 @@ type wireGPUResult struct {
 	SystemMetricsError string `json:"system_metrics_error"`
 }
 
-func (w *wireGPUResult) result() *gpu.SendResult {
+// Domain returns the result as the gpu package has it.
+func (w *GPUResult) Domain() *gpu.SendResult {
 	res := &gpu.SendResult{Accepted: w.Accepted, SystemMetricsErr: w.SystemMetricsError}
 	for _, sk := range w.Skipped {
 		res.Skipped = append(res.Skipped, gpu.Skipped{TimestampMs: sk.TsMs, Reason: sk.Reason})
@@ -273,9 +286,9 @@ func (w *wireGPUResult) result() *gpu.SendResult {
 	return res
 }
 
-// appendGPULatest appends {"nodes":[{"node","run_id","node_rank","ts_ms",
+// AppendGPULatest appends {"nodes":[{"node","run_id","node_rank","ts_ms",
 // "gpus","processes"}]}; run_id and node_rank are null when unknown.
-func appendGPULatest(dst []byte, nodes []gpu.NodeSample) []byte {
+func AppendGPULatest(dst []byte, nodes []gpu.NodeSample) []byte {
 	dst = append(dst, `{"nodes":[`...)
 	for i := range nodes {
 		ns := &nodes[i]
@@ -292,10 +305,10 @@ func appendGPULatest(dst []byte, nodes []gpu.NodeSample) []byte {
 
 func appendGPULabels(dst []byte, node, runID string, rank int) []byte {
 	dst = append(dst, `"node":`...)
-	dst = appendString(dst, node)
+	dst = AppendString(dst, node)
 	dst = append(dst, `,"run_id":`...)
 	if runID != "" {
-		dst = appendString(dst, runID)
+		dst = AppendString(dst, runID)
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -310,9 +323,9 @@ func appendGPULabels(dst []byte, node, runID string, rank int) []byte {
 
 var aggNames = map[gpu.Agg]string{gpu.AggAvg: "avg", gpu.AggMin: "min", gpu.AggMax: "max", gpu.AggMinAvgMax: "minavgmax"}
 
-// appendGPUSeries appends a series response: per GPU, per field, an array
+// AppendGPUSeries appends a series response: per GPU, per field, an array
 // of [ts_ms, value] points, or [ts_ms, min, avg, max] with agg=minavgmax.
-func appendGPUSeries(dst []byte, res *gpu.SeriesResult) []byte {
+func AppendGPUSeries(dst []byte, res *gpu.SeriesResult) []byte {
 	dst = append(dst, `{"from_ms":`...)
 	dst = strconv.AppendInt(dst, res.FromMs, 10)
 	dst = append(dst, `,"to_ms":`...)
@@ -321,16 +334,16 @@ func appendGPUSeries(dst []byte, res *gpu.SeriesResult) []byte {
 	dst = strconv.AppendInt(dst, res.BucketMs, 10)
 	dst = append(dst, `,"agg":`...)
 	if res.BucketMs == 0 {
-		dst = appendString(dst, "raw")
+		dst = AppendString(dst, "raw")
 	} else {
-		dst = appendString(dst, aggNames[res.Agg])
+		dst = AppendString(dst, aggNames[res.Agg])
 	}
 	dst = append(dst, `,"fields":[`...)
 	for i, f := range res.Fields {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, f.String())
+		dst = AppendString(dst, f.String())
 	}
 	dst = append(dst, `],"gpus":[`...)
 	three := res.BucketMs > 0 && res.Agg == gpu.AggMinAvgMax
@@ -343,15 +356,15 @@ func appendGPUSeries(dst []byte, res *gpu.SeriesResult) []byte {
 		dst = append(dst, `,"index":`...)
 		dst = strconv.AppendInt(dst, int64(gs.Index), 10)
 		dst = append(dst, `,"uuid":`...)
-		dst = appendString(dst, gs.UUID)
+		dst = AppendString(dst, gs.UUID)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, gs.Name)
+		dst = AppendString(dst, gs.Name)
 		dst = append(dst, `,"series":{`...)
 		for fi, f := range res.Fields {
 			if fi > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, f.String())
+			dst = AppendString(dst, f.String())
 			dst = append(dst, ":["...)
 			for pi, p := range gs.Series[fi] {
 				if pi > 0 {
@@ -375,41 +388,16 @@ func appendGPUSeries(dst []byte, res *gpu.SeriesResult) []byte {
 	return append(dst, "]}"...)
 }
 
-// gpuStatusError maps an HTTP error answer back to a domain error for the
-// agent: client mistakes are permanent, everything else transient.
-func gpuStatusError(status int, code, msg string) error {
-	c := errs.Unavailable
-	switch {
-	case status == 401:
-		c = errs.Unauthenticated
-	case status == 403:
-		c = errs.PermissionDenied
-	case status == 413:
-		c = errs.LimitExceeded
-	case status == 400 && code == "RESOURCE_LIMIT_EXCEEDED":
-		c = errs.LimitExceeded
-	case status == 400:
-		c = errs.Invalid
-	case status == 404:
-		// No such route: a server without GPU monitoring, or an older one.
-		c = errs.NotImplemented
-	}
-	if msg == "" {
-		msg = "HTTP " + strconv.Itoa(status)
-	}
-	return &errs.Error{Code: c, Msg: msg}
-}
-
 // AppendGPUSampleJSON appends smp as the JSON object the API uses for a
 // sample, missing readings as null (`sextant agent --once` prints it).
 func AppendGPUSampleJSON(dst []byte, smp *gpu.Sample) []byte {
 	return appendGPUSample(dst, smp, true)
 }
 
-// parseGPUBatch is the fast path of decodeGPUBatch; it reports false for
+// parseGPUBatch is the fast path of DecodeGPUBatch; it reports false for
 // anything it does not handle (escapes, quoted numbers, unknown or
 // repeated fields, malformed JSON), leaving req to be reset.
-func parseGPUBatch(body []byte, req *wireGPUBatch) bool {
+func parseGPUBatch(body []byte, req *GPUBatch) bool {
 	p := batchParser{b: body}
 	var seen [5]bool
 	once := func(i int) bool {
@@ -440,9 +428,9 @@ func parseGPUBatch(body []byte, req *wireGPUBatch) bool {
 			}
 		case "samples":
 			if once(4) {
-				req.Samples = []wireGPUSample{} // as encoding/json: [] is empty, not nil
+				req.Samples = []GPUSample{} // as encoding/json: [] is empty, not nil
 				ok = p.array(func() bool {
-					req.Samples = append(req.Samples, wireGPUSample{})
+					req.Samples = append(req.Samples, GPUSample{})
 					return p.gpuSample(&req.Samples[len(req.Samples)-1])
 				})
 			}
@@ -453,7 +441,7 @@ func parseGPUBatch(body []byte, req *wireGPUBatch) bool {
 	return ok && p.i == len(p.b)
 }
 
-func (p *batchParser) gpuSample(s *wireGPUSample) bool {
+func (p *batchParser) gpuSample(s *GPUSample) bool {
 	var seen [3]bool
 	return p.object(func(k []byte) bool {
 		var ok bool
@@ -466,18 +454,18 @@ func (p *batchParser) gpuSample(s *wireGPUSample) bool {
 		case "gpus":
 			if !seen[1] {
 				seen[1] = true
-				s.GPUs = []wireGPU{}
+				s.GPUs = []GPU{}
 				ok = p.array(func() bool {
-					s.GPUs = append(s.GPUs, wireGPU{})
+					s.GPUs = append(s.GPUs, GPU{})
 					return p.gpuReading(&s.GPUs[len(s.GPUs)-1])
 				})
 			}
 		case "processes":
 			if !seen[2] {
 				seen[2] = true
-				s.Processes = []wireGPUProcess{}
+				s.Processes = []GPUProcess{}
 				ok = p.array(func() bool {
-					s.Processes = append(s.Processes, wireGPUProcess{})
+					s.Processes = append(s.Processes, GPUProcess{})
 					return p.gpuProcess(&s.Processes[len(s.Processes)-1])
 				})
 			}
@@ -486,7 +474,7 @@ func (p *batchParser) gpuSample(s *wireGPUSample) bool {
 	})
 }
 
-func (p *batchParser) gpuReading(g *wireGPU) bool {
+func (p *batchParser) gpuReading(g *GPU) bool {
 	return p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
@@ -519,7 +507,7 @@ func (p *batchParser) gpuReading(g *wireGPU) bool {
 	})
 }
 
-func (p *batchParser) gpuProcess(pr *wireGPUProcess) bool {
+func (p *batchParser) gpuProcess(pr *GPUProcess) bool {
 	return p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
@@ -553,10 +541,10 @@ func (p *batchParser) null() bool {
 	return false
 }
 
-// floatOrNull parses a number, or null (not set), as flexFloat does.
-func (p *batchParser) floatOrNull() (flexFloat, bool) {
+// floatOrNull parses a number, or null (not set), as Float does.
+func (p *batchParser) floatOrNull() (Float, bool) {
 	if p.null() {
-		return flexFloat{}, true
+		return Float{}, true
 	}
 	return p.float()
 }

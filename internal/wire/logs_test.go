@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"encoding/json"
@@ -39,13 +39,13 @@ func TestDecodeLogAppendFastPath(t *testing.T) {
 		"EmptyLine": `{"lines":[{}]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			var fast logAppendRequest
+			var fast LogAppendRequest
 			p := appendParser{b: []byte(body)}
 			if !p.parse(&fast) {
 				t.Fatalf("fast path refused %q", body)
 			}
-			var slow logAppendRequest
-			if err := decodeJSON([]byte(body), &slow); err != nil {
+			var slow LogAppendRequest
+			if err := Decode([]byte(body), &slow); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(fast, slow) {
@@ -67,33 +67,33 @@ func TestDecodeLogAppendFastPath(t *testing.T) {
 	} {
 		t.Run("Fallback"+name, func(t *testing.T) {
 			p := appendParser{b: []byte(body)}
-			if p.parse(&logAppendRequest{}) {
+			if p.parse(&LogAppendRequest{}) {
 				t.Fatalf("fast path accepted %q", body)
 			}
 		})
 	}
 }
 
+// FuzzDecodeLogAppend checks that DecodeLogAppend, the hand-written
+// parser with its fallback, and the strict decoder (encoding/json) give
+// the same request or the same error for any body.
 func FuzzDecodeLogAppend(f *testing.F) {
 	f.Add(sampleAppend(3))
 	f.Add([]byte(`{"run_id":"r","source":"s","first_seq":0,"lines":[{"timestamp":1,"stream":"stdout","text":"a\"b\\c\u00e9\ud83d\ude00","cr":false,"partial":true,"node":-0,"local_rank":9}]}`))
 	f.Add([]byte(`{"lines":[{},{}],"lines":[]}`))
+	f.Add([]byte(`{"first_seq":"5","lines":[{"text":"\ud800"}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if !utf8.Valid(body) {
 			return // readBody refuses these before any decoder sees them
 		}
-		var fast logAppendRequest
-		p := appendParser{b: body}
-		if !p.parse(&fast) {
-			return
+		var got, want LogAppendRequest
+		gerr, werr := DecodeLogAppend(body, &got), Decode(body, &want)
+		if !sameError(gerr, werr) {
+			t.Fatalf("on %q DecodeLogAppend says %v, encoding/json %v", body, gerr, werr)
 		}
-		var slow logAppendRequest
-		if err := decodeJSON(body, &slow); err != nil {
-			t.Fatalf("fast path accepted %q, encoding/json refused it: %v", body, err)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("decoders disagree on %q:\n%+v\n%+v", body, fast, slow)
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoders disagree on %q:\n%+v\n%+v", body, got, want)
 		}
 	})
 }
@@ -112,15 +112,15 @@ func plainAppend(n int) []byte {
 	return []byte(b.String())
 }
 
-// go test -run '^$' -bench DecodeLogAppend -benchmem ./internal/httpapi/
+// go test -run '^$' -bench DecodeLogAppend -benchmem ./internal/wire/
 func BenchmarkDecodeLogAppend(b *testing.B) {
 	plain := plainAppend(20_000)
 	b.Run("decoder=fast/text=plain", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(plain)))
 		for b.Loop() {
-			var req logAppendRequest
-			if err := decodeLogAppend(plain, &req); err != nil {
+			var req LogAppendRequest
+			if err := DecodeLogAppend(plain, &req); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -130,8 +130,8 @@ func BenchmarkDecodeLogAppend(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			var req logAppendRequest
-			if err := decodeLogAppend(body, &req); err != nil {
+			var req LogAppendRequest
+			if err := DecodeLogAppend(body, &req); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -140,8 +140,8 @@ func BenchmarkDecodeLogAppend(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			var req logAppendRequest
-			if err := decodeJSON(body, &req); err != nil {
+			var req LogAppendRequest
+			if err := Decode(body, &req); err != nil {
 				b.Fatal(err)
 			}
 		}
