@@ -6,12 +6,13 @@
 import { ApiError, Experiment, getExperiment, Run, searchRuns } from '../api';
 import { VList } from '../components/vlist';
 import { config } from '../config';
-import { errorBox, h, link, Scope } from '../dom';
+import { debounce, errorBox, h, link, Scope } from '../dom';
 import { errorOffset, markError, quoteKey, tokenizeFilter } from '../lib/filter';
 import { fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { perf } from '../perf';
 import { navigate, setQuery } from '../router';
 import { session } from '../session';
+import { ExpView, experimentCharts, experimentPlots } from './expcharts';
 import { permissionsDialog } from './permissions';
 
 type Kind = 'attr' | 'metric' | 'param' | 'tag';
@@ -109,6 +110,36 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   const compareBtn = h('button', { class: 'primary', disabled: true, onclick: () => navigate('/compare?runs=' + [...selected].slice(0, 100).join(',')) }, 'Compare');
   const header = h('div', { class: 'rt-row rt-head' });
   const body = h('div', { class: 'runs-body' });
+  const VIEWS = { table: 'Table', charts: 'Charts', plots: 'Plots' } as const;
+  type View = keyof typeof VIEWS;
+  let view: View = (Object.keys(VIEWS) as View[]).includes(q.get('view') as View) ? (q.get('view') as View) : 'table';
+  const alt = h('div', { class: 'exp-view' });
+  let viewScope = new Scope();
+  let viewNow: ExpView | null = null;
+  scope.add(() => viewScope.dispose());
+  const viewBar = h('div', { class: 'segmented', role: 'tablist', 'aria-label': 'View' });
+  const viewOpts = {
+    expId,
+    runs: () => runs,
+    selected: () => selected,
+    complete: () => complete,
+    live: () => runs.some((r) => r.info.status === 'RUNNING'),
+  };
+  const refreshView = debounce(() => viewNow?.refresh(), 200);
+  const showView = (v: View) => {
+    view = v;
+    setQuery({ view: v === 'table' ? null : v });
+    for (const b of viewBar.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.dataset.view === v));
+    viewScope.dispose();
+    viewScope = new Scope();
+    viewNow = null;
+    body.hidden = v !== 'table';
+    alt.hidden = v === 'table';
+    if (v === 'charts') viewNow = experimentCharts(viewOpts, new URLSearchParams(location.search), viewScope);
+    else if (v === 'plots') viewNow = experimentPlots(viewOpts, viewScope);
+    alt.replaceChildren(viewNow?.el ?? '');
+  };
+  for (const [v, label] of Object.entries(VIEWS)) viewBar.append(h('button', { role: 'tab', 'data-view': v, 'aria-selected': String(v === view), onclick: () => showView(v as View) }, label));
 
   function loadColumns(): Column[] {
     try {
@@ -233,6 +264,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   }
 
   function updateSelection(): void {
+    refreshView();
     compareBtn.disabled = selected.size < 1;
     compareBtn.textContent = selected.size ? `Compare ${Math.min(selected.size, 100)} run${selected.size > 1 ? 's' : ''}` : 'Compare';
   }
@@ -284,6 +316,8 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
           list.setCount(runs.length, true);
         } else list.setCount(runs.length);
         showCount();
+        if (first) viewNow?.refresh();
+        else refreshView();
         if (first) {
           first = false;
           if (runs.length === 0) body.dataset.empty = 'true';
@@ -299,6 +333,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
         }
       } while (token);
       body.dataset.loaded = 'true';
+      refreshView();
       perf('runs-table-complete', performance.now() - t0);
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
@@ -414,6 +449,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   body.append(list.el);
   renderHeader();
   void search();
+  showView(view);
   return h(
     'div',
     { class: 'page experiment' },
@@ -421,6 +457,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
     h(
       'div',
       { class: 'toolbar' },
+      viewBar,
       h('div', { class: 'filter-box' }, filterInput, filterView, filterErr),
       h('button', { onclick: () => ((filter = filterInput.value.trim()), setQuery({ filter: filter || null }), void search()) }, 'Search'),
       colsBtn,
@@ -429,5 +466,6 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       countEl,
     ),
     body,
+    alt,
   );
 }

@@ -4,13 +4,14 @@
 
 import { addComment, deleteComment, getRun, listComments, Run, setTag } from '../api';
 import { artifactsView } from '../components/artifacts';
-import { ChartRun } from '../components/chart';
-import { ChartGrid } from '../components/chartgrid';
+import { BoardChart, ChartBoard, keyCharts } from '../components/board';
+import { ChartRun, linesOf } from '../components/chart';
 import { gpuPane } from '../components/gpupane';
 import { LogsView } from '../components/logs';
 import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { gpuKey, systemCharts } from '../lib/keys';
 import { setQuery } from '../router';
 import { session } from '../session';
 
@@ -63,9 +64,21 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       case 'overview':
         return overview(r, s);
       case 'metrics':
-        return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => !k.startsWith('system/')), live: isLive, empty: 'This run has logged no metrics.' }, s).el;
+        return new ChartBoard(
+          { charts: keyCharts(metricKeys.filter((k) => !k.startsWith('system/')), (key) => ({ lines: linesOf(key, chartRun) })), live: isLive, storeKey: 'sextant.board.run', empty: 'This run has logged no metrics.' },
+          s,
+        ).el;
       case 'system':
-        return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => k.startsWith('system/')), live: isLive, empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.' }, s).el;
+        return new ChartBoard(
+          {
+            charts: systemBoard(r, metricKeys.filter((k) => k.startsWith('system/'))),
+            live: isLive,
+            storeKey: 'sextant.board.system',
+            sectionLabel: (n) => n,
+            empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.',
+          },
+          s,
+        ).el;
       case 'logs':
         return new LogsView(r.info.run_id, s).el;
       case 'artifacts':
@@ -238,4 +251,24 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
     if (isLive() && document.visibilityState === 'visible') void load(false);
   }, config.runPollMs);
   return h('div', { class: 'page run' }, head, tabBar, content);
+}
+
+/**
+ * systemBoard is a run's system metrics as charts: one per GPU field with a
+ * line per GPU (sections per node for multi-node runs), one per other key.
+ */
+function systemBoard(r: Run, keys: string[]): BoardChart[] {
+  const start = r.info.start_time;
+  const charts = systemCharts(keys).map((c) => {
+    const g = gpuKey(c.keys[0].key);
+    const section = g ? (g.node ? 'GPUs · ' + g.node : 'GPUs') : 'System';
+    return {
+      id: c.id,
+      title: c.title,
+      section,
+      make: () => ({ lines: c.keys.map((k, i) => ({ runId: r.info.run_id, key: k.key, name: k.label, color: colour(i), startTime: start })) }),
+    };
+  });
+  const rank = (s: string) => (s === 'GPUs' ? 0 : s.startsWith('GPUs') ? 1 : 2);
+  return charts.sort((a, b) => rank(a.section) - rank(b.section) || a.section.localeCompare(b.section, 'en', { numeric: true }));
 }

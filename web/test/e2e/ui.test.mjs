@@ -169,12 +169,14 @@ describe('experiments and runs', () => {
     await page.uncheck('input[name=log-scale]');
     await page.selectOption('select[name=x-axis]', 'step');
 
-    // Compare: three runs overlaid, grouped by lr.
-    await page.goto(srv.url + '/compare?runs=' + ids.join(',') + '&group=lr');
+    // Compare: three runs overlaid; grouped by lr, one line per group.
+    await page.goto(srv.url + '/compare?runs=' + ids.join(','));
     await page.waitForSelector('.chart[data-metric="train/loss"][data-draw-ms]');
-    const legend = await page.locator('.chart[data-metric="train/loss"] .legend-name').allTextContents();
-    assert.deepEqual(legend, ['curve-0', 'curve-1', 'curve-2']);
-    assert.ok((await page.locator('.chart[data-metric="train/loss"] .legend-group').allTextContents()).includes('lr=0.1'));
+    assert.deepEqual(await page.locator('.chart[data-metric="train/loss"] .legend-name').allTextContents(), ['curve-0', 'curve-1', 'curve-2']);
+    await page.goto(srv.url + '/compare?runs=' + ids.join(',') + '&group=params.lr');
+    await page.waitForSelector('.chart[data-metric="train/loss"][data-draw-ms]');
+    assert.deepEqual(await page.locator('.chart[data-metric="train/loss"] .legend-name').allTextContents(), ['lr=0.01', 'lr=0.1']);
+    assert.deepEqual(await page.locator('.chart[data-metric="train/loss"] .legend-group').allTextContents(), ['2 runs', '1 run']);
     assert.ok((await canvasInk(page, '.chart[data-metric="train/loss"] canvas')) > 3000);
     assert.ok(await page.locator('table.diff tr.differs').count() >= 1, 'params diff shows lr');
     await screenshot(page, 'compare-runs');
