@@ -212,7 +212,11 @@ run_ui() {
 
 	step "ui: browser tests (chromium, screenshots in ${SEXTANT_SCREENSHOTS:-web/test-results/screenshots})"
 	go build -o "$tmp/sextant" ./cmd/sextant || { fail "build"; rm -rf "$tmp"; return; }
-	(cd web && SEXTANT_BIN="$tmp/sextant" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
+	# mlflow-links.test.mjs runs the real mlflow client (the newest version's
+	# cached environment) to print the links it opens.
+	local mlflow_py
+	mlflow_py=$(venv_for "${MLFLOW_VERSIONS##* }")/bin/python || { fail "install mlflow for the browser tests"; mlflow_py=; }
+	(cd web && SEXTANT_BIN="$tmp/sextant" SEXTANT_MLFLOW_PYTHON="$mlflow_py" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
 	rm -rf "$tmp"
 }
 

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,7 +130,7 @@ func agentsEndToEnd(t *testing.T, store ...string) {
 		m := &Main{Stdout: io.Discard, Stderr: logs[rank], Getenv: func(string) string { return "" }}
 		cmd := &AgentCommand{main: m, clock: clock}
 		wg.Go(func() {
-			err := cmd.Run(ctx, []string{
+			err := cmd.Run(ctx, flag.NewFlagSet("sextant agent", flag.ContinueOnError), []string{
 				"--server", base, "--node", fmt.Sprintf("node-%d", rank), "--gpu-source", "sim:4",
 				"--run-id", runID, "--node-rank", strconv.Itoa(rank), "--num-nodes", "2",
 				"--spool-dir", filepath.Join(dir, fmt.Sprintf("spool-%d", rank)), "--log-level", "debug",
@@ -265,6 +268,121 @@ func agentsEndToEnd(t *testing.T, store ...string) {
 		pts := g.Series["util"]
 		if len(pts) == 0 || len(pts) > 62 || int64(pts[0][0]) < cutoff-10_000 {
 			t.Fatalf("after a 10-minute prune: %d samples from %v (cutoff %d)", len(pts), pts[0][0], cutoff)
+		}
+	}
+}
+
+// TestAgentAndRunOnOneNode: a node-wide `sextant agent` and the sampler
+// of `sextant run` sample one node at the same interval, as in issue 20:
+// the server stores one sample per node and instant, every one on the
+// interval's grid, and those of the job's time carry the run's labels.
+// The two samplers run for real (the launcher's job is a real process), on
+// SQLite and on PostgreSQL.
+func TestAgentAndRunOnOneNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	t.Run("sqlite", func(t *testing.T) { agentAndRunOnOneNode(t, "--sqlite-synchronous", "NORMAL") })
+	t.Run("postgres", func(t *testing.T) { agentAndRunOnOneNode(t, "--db", pgtest.NewDatabase(t)) })
+}
+
+func agentAndRunOnOneNode(t *testing.T, store ...string) {
+	dir := t.TempDir()
+	addr, stop := runServer(t, nil, append([]string{"--port", "0", "--data-dir", dir}, store...)...)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	base := "http://" + addr
+	const interval = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var agentLog syncBuffer
+	agentDone := make(chan error, 1)
+	go func() {
+		m := &Main{Stdout: io.Discard, Stderr: &agentLog, Getenv: func(string) string { return "" }}
+		agentDone <- (&AgentCommand{main: m}).Run(ctx, []string{"--server", base, "--node", "shared-node", "--gpu-source", "sim:2",
+			"--interval", interval.String(), "--spool-dir", filepath.Join(dir, "agent-spool")})
+	}()
+	// The agent samples before the job, and after it.
+	latest := func() int64 {
+		var l struct {
+			Nodes []struct {
+				TsMs int64 `json:"ts_ms"`
+			} `json:"nodes"`
+		}
+		getJSON(t, base+"/api/2.0/sextant/gpu/latest?node=shared-node", &l)
+		if len(l.Nodes) == 0 {
+			return 0
+		}
+		return l.Nodes[0].TsMs
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s\n%s", what, agentLog.String())
+			}
+		}
+	}
+	waitFor("the agent's first sample", func() bool { return latest() > 0 })
+	env := map[string]string{"MLFLOW_TRACKING_URI": base}
+	var errb syncBuffer
+	m := &Main{Stdout: io.Discard, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	if err := m.Run(rctx, []string{"run", "--experiment", "/Shared/one-node", "--gpu-source", "sim:2", "--gpu-interval", interval.String(),
+		"--node", "shared-node", "--spool-dir", dir, "--", "/bin/sh", "-c", "sleep 2"}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	ended := time.Now().UnixMilli()
+	waitFor("the agent's samples after the job", func() bool { return latest() > ended+interval.Milliseconds() })
+	cancel()
+	if err := <-agentDone; err != nil {
+		t.Fatalf("agent: %v\n%s", err, agentLog.String())
+	}
+	runID := regexp.MustCompile(`sextant: run ([0-9a-f]{32})`).FindStringSubmatch(errb.String())
+	if runID == nil {
+		t.Fatalf("no run id in %q", errb.String())
+	}
+
+	var node, run seriesBody
+	getJSON(t, base+"/api/2.0/sextant/gpu/series?node=shared-node&points=0&fields=util", &node)
+	getJSON(t, base+"/api/2.0/sextant/gpu/series?run_id="+runID[1]+"&points=0&fields=util", &run)
+	if len(node.GPUs) != 2 || len(run.GPUs) != 2 {
+		t.Fatalf("%d GPUs of the node, %d of the run; want 2 and 2", len(node.GPUs), len(run.GPUs))
+	}
+	for i, g := range node.GPUs {
+		pts := g.Series["util"]
+		for k, p := range pts {
+			ts := int64(p[0])
+			if ts%interval.Milliseconds() != 0 {
+				t.Fatalf("GPU %d: a sample at %d, off the %s grid: %v", g.Index, ts, interval, pts)
+			}
+			if k > 0 && ts <= int64(pts[k-1][0]) {
+				t.Fatalf("GPU %d: samples at %d and %d: one per instant wanted", g.Index, int64(pts[k-1][0]), ts)
+			}
+		}
+		// The run's samples are the node's samples of its time: the agent's
+		// sample of an instant the launcher sampled too took the run's labels.
+		runPts := run.GPUs[i].Series["util"]
+		if len(runPts) < 3 || len(pts) <= len(runPts) {
+			t.Fatalf("GPU %d: %d samples of the node, %d of the run (of 2 s at %s)", g.Index, len(pts), len(runPts), interval)
+		}
+		from, to := int64(runPts[0][0]), int64(runPts[len(runPts)-1][0])
+		var inRun []float64
+		for _, p := range pts {
+			if int64(p[0]) >= from && int64(p[0]) <= to {
+				inRun = append(inRun, p[0])
+			}
+		}
+		var runTs []float64
+		for _, p := range runPts {
+			runTs = append(runTs, p[0])
+		}
+		if !slices.Equal(inRun, runTs) {
+			t.Fatalf("GPU %d: the node's samples of the run's time %v are not the run's %v", g.Index, inRun, runTs)
 		}
 	}
 }

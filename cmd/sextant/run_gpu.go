@@ -97,7 +97,7 @@ func (g *gpuSampler) Start(ctx context.Context, job launcher.SampledJob) (func(c
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		agent.Run(actx) // samples at once, then every interval
+		agent.Run(actx) // at every multiple of the interval, from the first after now
 	}()
 	return func(sctx context.Context) error {
 		// The agent makes a last attempt to deliver what it spooled.

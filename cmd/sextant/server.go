@@ -148,16 +148,25 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("sextant server", flag.ContinueOnError) }
+// Groups of flags bindFlags binds: the server takes them all; import and
+// migrate only those that pick the database and the files.
+const (
+	storeFlags = 1 << iota // --data-dir, --db, --db-pool, --sqlite-synchronous
+	blobFlags              // --blob-store, --s3-*
+	logFlags               // --log-level, --log-format
+	serveFlags             // the rest: listening, authentication, limits, ...
+
+	allFlags = storeFlags | blobFlags | logFlags | serveFlags
+)
 
 // ServerCommand runs the tracking server.
 type ServerCommand struct {
 	main *Main
 }
 
-// bindFlags binds the config fields to flags and the environment. Each flag
-// --x-y is also read from SEXTANT_X_Y.
-func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr error) {
+// bindFlags binds the config fields of the groups given to flags and the
+// environment. Each flag --x-y is also read from SEXTANT_X_Y.
+func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups int) (envErr error) {
 	env := func(name string) (string, bool) {
 		v := getenv("SEXTANT_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
 		return v, v != ""
@@ -188,26 +197,39 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 		}
 		fs.Int64Var(p, name, *p, usage)
 	}
-	str(&c.Host, "host", "address to listen on")
-	integer(&c.Port, "port", "port to listen on (0 picks a free port)")
-	str(&c.DataDir, "data-dir", "directory for the database and artifacts")
-	str(&c.DB, "db", "PostgreSQL URL (postgres://user:password@host:5432/database) for a database that several replicas share; empty: SQLite in the data directory")
-	integer(&c.DBPool, "db-pool", "read connections to the database (0: 4 per CPU for SQLite, 16 for PostgreSQL)")
-	str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
-	str(&c.LogLevel, "log-level", "debug, info, warn or error")
-	str(&c.LogFormat, "log-format", "text or json")
-	str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
-	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
-	str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
-	str(&c.BlobStore, "blob-store", "where artifacts and files live: dir (under the data directory) or s3")
-	str(&c.S3.Endpoint, "s3-endpoint", "S3-compatible endpoint, host:port or URL (with --blob-store s3)")
-	str(&c.S3.Bucket, "s3-bucket", "bucket for artifacts and files")
-	str(&c.S3.Prefix, "s3-prefix", "key prefix inside the bucket (e.g. sextant/)")
-	str(&c.S3.Region, "s3-region", "bucket region (empty: discover)")
-	str(&c.S3.AccessKey, "s3-access-key", "access key (default: $AWS_ACCESS_KEY_ID)")
-	str(&c.S3.SecretKey, "s3-secret-key", "secret key (default: $AWS_SECRET_ACCESS_KEY)")
-	fs.BoolVar(&c.S3.UseSSL, "s3-use-ssl", c.S3.UseSSL, "use HTTPS when the endpoint has no scheme")
-	fs.BoolVar(&c.S3.CreateBucket, "s3-create-bucket", c.S3.CreateBucket, "create the bucket if it does not exist")
+	if groups&serveFlags != 0 {
+		str(&c.Host, "host", "address to listen on")
+		integer(&c.Port, "port", "port to listen on (0 picks a free port)")
+	}
+	if groups&storeFlags != 0 {
+		str(&c.DataDir, "data-dir", "directory for the database and artifacts")
+		str(&c.DB, "db", "PostgreSQL URL (postgres://user:password@host:5432/database) for a database that several replicas share; empty: SQLite in the data directory")
+		integer(&c.DBPool, "db-pool", "read connections to the database (0: 4 per CPU for SQLite, 16 for PostgreSQL)")
+		str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
+	}
+	if groups&logFlags != 0 {
+		str(&c.LogLevel, "log-level", "debug, info, warn or error")
+		str(&c.LogFormat, "log-format", "text or json")
+	}
+	if groups&serveFlags != 0 {
+		str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
+		fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
+		str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
+	}
+	if groups&blobFlags != 0 {
+		str(&c.BlobStore, "blob-store", "where artifacts and files live: dir (under the data directory) or s3")
+		str(&c.S3.Endpoint, "s3-endpoint", "S3-compatible endpoint, host:port or URL (with --blob-store s3)")
+		str(&c.S3.Bucket, "s3-bucket", "bucket for artifacts and files")
+		str(&c.S3.Prefix, "s3-prefix", "key prefix inside the bucket (e.g. sextant/)")
+		str(&c.S3.Region, "s3-region", "bucket region (empty: discover)")
+		str(&c.S3.AccessKey, "s3-access-key", "access key (default: $AWS_ACCESS_KEY_ID)")
+		str(&c.S3.SecretKey, "s3-secret-key", "secret key (default: $AWS_SECRET_ACCESS_KEY)")
+		fs.BoolVar(&c.S3.UseSSL, "s3-use-ssl", c.S3.UseSSL, "use HTTPS when the endpoint has no scheme")
+		fs.BoolVar(&c.S3.CreateBucket, "s3-create-bucket", c.S3.CreateBucket, "create the bucket if it does not exist")
+	}
+	if groups&serveFlags == 0 {
+		return envErr
+	}
 	str(&c.SecretFile, "secret-file", "file holding the secret that signs upload URLs (default: created in the data directory)")
 	str(&c.DebugAddr, "debug-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
@@ -234,16 +256,10 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 }
 
 // Run parses flags and serves until ctx is cancelled.
-func (c *ServerCommand) Run(ctx context.Context, args []string) error {
+func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
 	cfg := DefaultConfig()
-	fs := newFlagSet()
-	fs.SetOutput(m.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "Usage: sextant server [flags]\n\nRuns the tracking server. Every flag can also be set as SEXTANT_<FLAG>, e.g. SEXTANT_DATA_DIR.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	envErr := bindFlags(fs, &cfg, m.Getenv)
+	envErr := bindFlags(fs, &cfg, m.Getenv, allFlags)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -251,7 +267,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		return envErr
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return usageError("server: unexpected arguments: %v", fs.Args())
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -265,7 +281,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		handler = slog.NewTextHandler(m.Stderr, hopts)
 	}
 	log := slog.New(handler)
-	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", cfg.DataDir, "db", redactDB(storeTarget(cfg)),
+	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", absPath(cfg.DataDir), "db", redactDB(storeTarget(cfg)),
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
@@ -312,6 +328,16 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	vols := volumes.NewService(store, volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
+	// Releases the upload claims of a server killed before this one (or of
+	// a replica that is gone), which would hold back checkpoints' .metadata.
+	if err := vols.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if err := vols.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("release this server's upload claims (they go when its next start, or another replica, finds it gone)", "err", err)
+		}
+	}()
 	if err := vols.RemoveOrphans(ctx); err != nil {
 		log.Warn("removing the files of deleted volumes", "err", err)
 	}

@@ -75,8 +75,8 @@ type AgentOptions struct {
 	// value reports all.
 	Selector Selector
 	// Interval is the time between samples; 0 means 10 s. Samples are taken
-	// at multiples of Interval since the epoch, so that the nodes of a job
-	// sample at the same instants.
+	// at multiples of Interval since the epoch and stamped with them, so
+	// that the nodes of a job sample at the same instants (see Run).
 	Interval time.Duration
 	// MaxBatchSamples caps the samples of one request; 0 means 20, which
 	// keeps a request of 8-GPU samples within one 1000-metric log-batch
@@ -145,31 +145,64 @@ func NewAgent(opts AgentOptions) (*Agent, error) {
 }
 
 // Run samples until ctx is cancelled, then makes a last attempt (bounded
-// by a few seconds) to deliver what is spooled, and returns nil.
+// by a few seconds) to deliver what is spooled, and returns nil. Samples
+// are taken at the multiples of the interval since the epoch, the first at
+// the first one from now, and each is stamped with its instant, not with
+// the moment the agent woke up: another agent sampling the node at the
+// same interval (a node-wide agent and the launcher of a run) stamps the
+// same instants, and the server keeps one sample per node and instant.
+// Instants missed (a machine suspended, a source or a send slower than the
+// interval) are skipped.
 func (a *Agent) Run(ctx context.Context) error {
 	iv := a.opts.Interval
+	next := gridAt(a.clock.Now(), iv, true)
 	for {
-		now := a.clock.Now()
-		if smp, err := a.Take(ctx, now); err == nil && a.opts.Sink != nil {
+		if wait := next.Sub(a.clock.Now()); wait > 0 {
+			select {
+			case <-ctx.Done():
+				a.lastDrain(ctx)
+				return nil
+			case <-a.clock.After(wait):
+			}
+		} else if ctx.Err() != nil {
+			a.lastDrain(ctx)
+			return nil
+		}
+		at := next
+		if now := a.clock.Now(); now.Sub(at) >= iv {
+			at = gridAt(now, iv, false) // woken late: the latest instant
+		}
+		if smp, err := a.Take(ctx, at); err == nil && a.opts.Sink != nil {
 			a.deliver(ctx, smp)
 		}
-		next := now.Truncate(iv).Add(iv)
-		wait := next.Sub(a.clock.Now())
-		for wait <= 0 { // sampling took longer than the interval
-			next = next.Add(iv)
-			wait = next.Sub(a.clock.Now())
-		}
-		select {
-		case <-ctx.Done():
-			if a.opts.Sink != nil && a.opts.Spool.Len() > 0 {
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				a.drain(fctx)
-				cancel()
-			}
-			return nil
-		case <-a.clock.After(wait):
+		next = at.Add(iv)
+		if now := a.clock.Now(); !next.After(now) { // sampling took longer than the interval
+			next = gridAt(now, iv, true)
 		}
 	}
+}
+
+// lastDrain makes the last attempt to deliver what is spooled.
+func (a *Agent) lastDrain(ctx context.Context) {
+	if a.opts.Sink != nil && a.opts.Spool.Len() > 0 {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		a.drain(fctx)
+		cancel()
+	}
+}
+
+// gridAt returns the multiple of iv since the Unix epoch at or before t,
+// or with up, at or after t.
+func gridAt(t time.Time, iv time.Duration, up bool) time.Time {
+	ns := t.UnixNano()
+	g := ns - ns%int64(iv)
+	if ns%int64(iv) < 0 {
+		g -= int64(iv)
+	}
+	if up && g < ns {
+		g += int64(iv)
+	}
+	return time.Unix(0, g)
 }
 
 // Take takes one sample at time now: it reads the source, keeps the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -195,6 +196,51 @@ func TestAgentGPUDisappears(t *testing.T) {
 		}
 		if n != 19 {
 			t.Fatalf("%d samples, want 19", n)
+		}
+	})
+}
+
+// slowSource takes its time to answer: delay(n) for the n-th sample.
+type slowSource struct {
+	gpu.Source
+	n     int
+	delay func(n int) time.Duration
+}
+
+func (s *slowSource) Sample(ctx context.Context) (*gpu.Sample, error) {
+	s.n++
+	time.Sleep(s.delay(s.n))
+	return s.Source.Sample(ctx)
+}
+
+// TestAgentStampsGridInstants: an agent started between two instants of
+// its interval's grid takes its first sample at the next one, and stamps
+// every sample with its instant, whatever the source's delay; an instant
+// missed because the source took longer than the interval is skipped, and
+// sampling goes on on the grid.
+func TestAgentStampsGridInstants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(1690 * time.Millisecond) // the start seen in issue 20: 1,690 ms past a 2 s grid
+		start := time.Now()
+		src := &slowSource{Source: gpu.NewSim(2, 1, nil), delay: func(n int) time.Duration {
+			if n == 4 {
+				return 5 * time.Second // the sample of 8 s ends at 13 s: 10 s and 12 s are missed
+			}
+			return time.Duration(n) * 37 * time.Millisecond
+		}}
+		sink := &gputest.Sink{}
+		runAgent(t, gpu.AgentOptions{
+			Source: src, Sink: sink, Spool: MustOpenSpool(t, t.TempDir(), gpu.SpoolOptions{}),
+			Labels: gpu.Labels{Node: "n1", NodeRank: -1}, Interval: 2 * time.Second,
+		}, 16*time.Second)
+		grid := start.Truncate(2 * time.Second).UnixMilli()
+		var got []int64
+		for _, ts := range sink.Timestamps() {
+			got = append(got, ts-grid)
+		}
+		want := []int64{2000, 4000, 6000, 8000, 14000, 16000}
+		if !slices.Equal(got, want) {
+			t.Fatalf("samples at %v ms past the grid instant before the start, want %v", got, want)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/pgtest"
 	"github.com/sextant/sextant/internal/sqlstore"
 )
 
@@ -285,5 +286,58 @@ func testGPUStoreRunLabelsWinAtOneInstant(t *testing.T, open func(testing.TB, sq
 	latest, err = g.Latest(t.Context(), gpu.Selection{Nodes: []string{"n2"}})
 	if err != nil || len(latest) != 1 || latest[0].RunID != "run1" {
 		t.Fatalf("latest of n2: %+v, %v", latest, err)
+	}
+}
+
+// TestGPUStoreTwoSamplersOfOneInstant: a node-wide agent and a run's
+// sampler send the same instants of one node at once, through two
+// replicas of one PostgreSQL database (and through one SQLite store): one
+// sample per node and instant is stored, labelled with the run.
+func TestGPUStoreTwoSamplersOfOneInstant(t *testing.T) {
+	twoStores := map[string]func(t *testing.T) [2]*sqlstore.Store{
+		"SQLite": func(t *testing.T) [2]*sqlstore.Store {
+			s := MustOpen(t, sqlstore.Options{Synchronous: "NORMAL"})
+			return [2]*sqlstore.Store{s, s}
+		},
+		"PostgreSQL": func(t *testing.T) [2]*sqlstore.Store {
+			dsn := pgtest.NewDatabase(t)
+			var out [2]*sqlstore.Store
+			for i := range out {
+				s, err := sqlstore.Open(t.Context(), dsn, sqlstore.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close(context.Background()) })
+				out[i] = s
+			}
+			return out
+		},
+	}
+	for name, open := range twoStores {
+		t.Run(name, func(t *testing.T) {
+			stores := open(t)
+			var wg sync.WaitGroup
+			for i, run := range []string{"", "run1"} {
+				g := sqlstore.OpenGPU(stores[i], sqlstore.GPUOptions{PruneEvery: -1, CommitDelay: -1})
+				defer g.Close(context.Background())
+				wg.Go(func() {
+					for ts := int64(1); ts <= 100; ts++ {
+						mustAppend(t, g, "n1", run, gpuSample(ts*1000, "GPU-a", "GPU-b"))
+					}
+				})
+			}
+			wg.Wait()
+			g := sqlstore.OpenGPU(stores[0], sqlstore.GPUOptions{PruneEvery: -1, CommitDelay: -1})
+			defer g.Close(context.Background())
+			got := mustScan(t, g, gpu.Selection{Nodes: []string{"n1"}}, 0, 1<<62)
+			if len(got) != 100 {
+				t.Fatalf("%d samples stored, want one per instant (100)", len(got))
+			}
+			for i, s := range got {
+				if s.ts != int64(i+1)*1000 || s.run != "run1" || fmt.Sprint(s.gpus) != "[GPU-a GPU-b]" {
+					t.Fatalf("sample %d: %+v, want at %d, of run1, GPUs a and b once", i, s, (i+1)*1000)
+				}
+			}
+		})
 	}
 }

@@ -52,4 +52,14 @@ CREATE TABLE uc_volume_uploads (
 );
 CREATE INDEX uc_volume_uploads_dir ON uc_volume_uploads (volume_id, dir);
 `,
+	// 3: a claim names the server instance carrying its upload (empty for
+	// multipart uploads and claims made before this migration, which only
+	// expire) and when it began; the claims of an instance go when it does
+	// (the liveness of the instances of a shared database is a lease named
+	// "volume-uploads:<instance>").
+	`
+ALTER TABLE uc_volume_uploads ADD COLUMN instance TEXT NOT NULL DEFAULT '';
+ALTER TABLE uc_volume_uploads ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX uc_volume_uploads_instance ON uc_volume_uploads (instance);
+`,
 }

@@ -241,7 +241,7 @@ func (s *Store) VolumeIDs(ctx context.Context) (map[string]bool, error) {
 // ClaimUpload implements volumes.Store. The volume's row is locked first
 // (on PostgreSQL; SQLite has one writer), so claims into one volume from
 // every replica are checked and recorded one at a time.
-func (s *Store) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs int64, check func(inFlight []string) error) error {
+func (s *Store) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs int64, check func(inFlight []volumes.Upload) error) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_volumes WHERE volume_id = ?`+tx.lock(), u.VolumeID).Scan(&one)
@@ -254,28 +254,28 @@ func (s *Store) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs int64,
 		if _, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? AND expires < ?`, u.VolumeID, u.Dir, nowMs); err != nil {
 			return sqlError(err, "claim upload")
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT name FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? ORDER BY name`, u.VolumeID, u.Dir)
+		rows, err := tx.QueryContext(ctx, `SELECT id, name, instance, started, expires FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? ORDER BY id`, u.VolumeID, u.Dir)
 		if err != nil {
 			return sqlError(err, "claim upload")
 		}
-		var names []string
+		var others []volumes.Upload
 		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
+			o := volumes.Upload{VolumeID: u.VolumeID, Dir: u.Dir}
+			if err := rows.Scan(&o.ID, &o.Name, &o.Instance, &o.StartedMs, &o.ExpiresMs); err != nil {
 				rows.Close()
 				return sqlError(err, "claim upload")
 			}
-			names = append(names, n)
+			others = append(others, o)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return sqlError(err, "claim upload")
 		}
-		if err := check(names); err != nil {
+		if err := check(others); err != nil {
 			return err
 		}
-		err = tx.QueryRowContext(ctx, `INSERT INTO uc_volume_uploads (volume_id, dir, name, expires) VALUES (?, ?, ?, ?) RETURNING id`,
-			u.VolumeID, u.Dir, u.Name, u.ExpiresMs).Scan(&u.ID)
+		err = tx.QueryRowContext(ctx, `INSERT INTO uc_volume_uploads (volume_id, dir, name, instance, started, expires) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+			u.VolumeID, u.Dir, u.Name, u.Instance, u.StartedMs, u.ExpiresMs).Scan(&u.ID)
 		return sqlError(err, "claim upload")
 	})
 }
@@ -288,11 +288,89 @@ func (s *Store) RenewUpload(ctx context.Context, id, expiresMs int64) error {
 	})
 }
 
-// ReleaseUpload implements volumes.Store.
-func (s *Store) ReleaseUpload(ctx context.Context, id int64) error {
+// ReleaseUpload implements volumes.Store. The claim is matched by its file
+// too: SQLite may give a released claim's id to a new one.
+func (s *Store) ReleaseUpload(ctx context.Context, u *volumes.Upload, landed bool) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE id = ?`, id)
+		q := `DELETE FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? AND name = ? AND id = ?`
+		if landed {
+			q = `DELETE FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? AND name = ? AND id <= ?`
+		}
+		_, err := tx.ExecContext(ctx, q, u.VolumeID, u.Dir, u.Name, u.ID)
 		return sqlError(err, "release upload claim")
+	})
+}
+
+// instanceLease names the lease that holds a server instance's liveness
+// on a shared database.
+const instanceLeasePrefix = "volume-uploads:"
+
+// StartInstance implements volumes.Store. SQLite's database belongs to one
+// server process (docs/deploy.md), so every other instance is gone; on
+// PostgreSQL the instance's liveness is a lease, and an instance without a
+// live lease is gone.
+func (s *Store) StartInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
+	if !s.pg {
+		var n int64
+		err := s.w.do(ctx, func(tx *wtx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE instance <> '' AND instance <> ?`, id)
+			if err != nil {
+				return sqlError(err, "release the upload claims of servers that are gone")
+			}
+			n, _ = res.RowsAffected()
+			return nil
+		})
+		return n, err
+	}
+	return s.keepInstance(ctx, id, nowMs, expiresMs, true)
+}
+
+// KeepInstance implements volumes.Store; on SQLite it does nothing (no
+// other process shares the database).
+func (s *Store) KeepInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
+	if !s.pg {
+		return 0, nil
+	}
+	return s.keepInstance(ctx, id, nowMs, expiresMs, false)
+}
+
+// keepInstance records id's lease until expiresMs and removes the claims
+// of instances whose lease expired before nowMs, and with unrecorded also
+// those of instances that have no lease.
+func (s *Store) keepInstance(ctx context.Context, id string, nowMs, expiresMs int64, unrecorded bool) (int64, error) {
+	var n int64
+	err := s.w.do(ctx, func(tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO leases (name, holder, expires) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires = excluded.expires`, instanceLeasePrefix+id, id, expiresMs); err != nil {
+			return sqlError(err, "renew the volumes instance lease")
+		}
+		q := `DELETE FROM uc_volume_uploads WHERE instance <> '' AND instance <> ? AND EXISTS (
+			SELECT 1 FROM leases WHERE leases.name = ? || uc_volume_uploads.instance AND leases.expires < ?)`
+		if unrecorded {
+			q = `DELETE FROM uc_volume_uploads WHERE instance <> '' AND instance <> ? AND NOT EXISTS (
+				SELECT 1 FROM leases WHERE leases.name = ? || uc_volume_uploads.instance AND leases.expires >= ?)`
+		}
+		res, err := tx.ExecContext(ctx, q, id, instanceLeasePrefix, nowMs)
+		if err != nil {
+			return sqlError(err, "release the upload claims of replicas that are gone")
+		}
+		n, _ = res.RowsAffected()
+		// The leases of gone instances, once their claims are gone.
+		_, err = tx.ExecContext(ctx, `DELETE FROM leases WHERE name LIKE ? AND expires < ? AND NOT EXISTS (
+			SELECT 1 FROM uc_volume_uploads WHERE ? || uc_volume_uploads.instance = leases.name)`, instanceLeasePrefix+"%", nowMs, instanceLeasePrefix)
+		return sqlError(err, "drop the leases of replicas that are gone")
+	})
+	return n, err
+}
+
+// StopInstance implements volumes.Store.
+func (s *Store) StopInstance(ctx context.Context, id string) error {
+	return s.w.do(ctx, func(tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE instance = ?`, id); err != nil {
+			return sqlError(err, "release the instance's upload claims")
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE name = ?`, instanceLeasePrefix+id)
+		return sqlError(err, "release the volumes instance lease")
 	})
 }
 

@@ -8,9 +8,10 @@ import (
 )
 
 func TestVolumesConformance(t *testing.T) {
+	sharing := map[string]volumestest.Sharing{"SQLite": volumestest.Exclusive, "PostgreSQL": volumestest.Shared}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			volumestest.RunStoreTests(t, func(t *testing.T) volumestest.Store {
+			volumestest.RunStoreTests(t, sharing[b.name], func(t *testing.T) volumestest.Store {
 				return b.open(t, sqlstore.Options{Synchronous: "NORMAL"})
 			})
 		})

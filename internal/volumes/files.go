@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"slices"
 	"sort"
@@ -83,11 +84,12 @@ func (s *Service) PutFile(ctx context.Context, sub *workspace.Subject, p Path, r
 	if err != nil {
 		return FileInfo{}, err
 	}
-	release, err := s.beginUpload(ctx, v, p, overwrite)
+	end, err := s.beginUpload(ctx, v, p, overwrite)
 	if err != nil {
 		return FileInfo{}, err
 	}
-	defer release()
+	landed := false
+	defer func() { end(landed) }()
 	if err := s.checkFileSlot(ctx, v, p); err != nil {
 		return FileInfo{}, err
 	}
@@ -98,6 +100,9 @@ func (s *Service) PutFile(ctx context.Context, sub *workspace.Subject, p Path, r
 	if _, err := s.blobs.Put(ctx, key, r, size); err != nil {
 		return FileInfo{}, fileError(err, p)
 	}
+	// The file is there: earlier uploads of it (attempts this one retries,
+	// perhaps through a server that died since) hold nothing back now.
+	landed = true
 	return s.landed(ctx, v, p)
 }
 
@@ -417,17 +422,18 @@ func (s *Service) DeleteDir(ctx context.Context, sub *workspace.Subject, p Path)
 // ---- uploads in flight ----
 
 // uploadClaimTTL is how long an upload's claim lasts unless renewed; a
-// claim is renewed every third of it while the upload runs, so the claims
-// of a replica that died are gone within this time.
+// claim is renewed every third of it while the upload runs. A claim also
+// goes with the server instance carrying its request (Service.Start), and
+// when a later upload of the same file lands.
 const uploadClaimTTL = 2 * time.Minute
 
 // beginUpload claims an upload of p into volume v in the store and returns
-// the function that ends it. It refuses a MetadataName upload while other
-// files of its directory are being uploaded, and, with overwrite false, an
-// upload of a file that is being uploaded already, whichever replica
-// serves them.
-func (s *Service) beginUpload(ctx context.Context, v *Volume, p Path, overwrite bool) (func(), error) {
-	u, err := s.claimUpload(ctx, v, p, overwrite)
+// the function that ends it, told whether the file landed. It refuses a
+// MetadataName upload while other files of its directory are being
+// uploaded, and, with overwrite false, an upload of a file that is being
+// uploaded already, whichever replica serves them.
+func (s *Service) beginUpload(ctx context.Context, v *Volume, p Path, overwrite bool) (func(landed bool), error) {
+	u, err := s.claimUpload(ctx, v, p, overwrite, s.instance)
 	if err != nil {
 		return nil, err
 	}
@@ -441,37 +447,32 @@ func (s *Service) beginUpload(ctx context.Context, v *Volume, p Path, overwrite 
 			case <-stop:
 				return
 			case <-t.C:
-				s.renewClaim(ctx, v, p, u.ID)
+				s.renewClaim(ctx, u)
 			}
 		}
 	}()
-	return func() {
+	return func(landed bool) {
 		close(stop)
 		<-done
-		s.releaseClaim(ctx, v, p, u.ID)
+		s.releaseClaim(ctx, u, landed)
 	}, nil
 }
 
-// claimUpload records an upload of p in flight (see Store.ClaimUpload): a
-// .metadata waits for the other files of its directory, and with
-// overwrite false a second upload of one file is refused.
-func (s *Service) claimUpload(ctx context.Context, v *Volume, p Path, overwrite bool) (*Upload, error) {
+// claimUpload records an upload of p in flight, carried by a request to
+// instance ("" for a multipart upload; see Store.ClaimUpload): a .metadata
+// waits for the other files of its directory, and with overwrite false a
+// second upload of one file is refused.
+func (s *Service) claimUpload(ctx context.Context, v *Volume, p Path, overwrite bool, instance string) (*Upload, error) {
 	name := p.Name()
-	u := &Upload{VolumeID: v.ID, Dir: p.Dir().Rel, Name: name, ExpiresMs: s.nowMs() + uploadClaimTTL.Milliseconds()}
-	err := s.store.ClaimUpload(ctx, u, s.nowMs(), func(inFlight []string) error {
+	now := s.nowMs()
+	u := &Upload{VolumeID: v.ID, Dir: p.Dir().Rel, Name: name, Instance: instance, StartedMs: now, ExpiresMs: now + uploadClaimTTL.Milliseconds()}
+	err := s.store.ClaimUpload(ctx, u, now, func(inFlight []Upload) error {
 		if name == MetadataName {
-			var busy []string
-			for _, n := range inFlight {
-				if n != name && !slices.Contains(busy, n) {
-					busy = append(busy, n)
-				}
-			}
-			if len(busy) > 0 {
-				sort.Strings(busy)
-				return errs.Errorf(errs.Conflict, "%s: %d other file(s) of this directory are still being uploaded (%s); a checkpoint's .metadata is published only after every shard has landed", p, len(busy), clip(strings.Join(busy, ", ")))
+			if busy := describeBusy(inFlight, name, now); busy != "" {
+				return errs.Errorf(errs.Conflict, "%s: %s; a checkpoint's .metadata is published only after every shard has landed: retry once they have", p, busy)
 			}
 		}
-		if !overwrite && slices.Contains(inFlight, name) {
+		if !overwrite && slices.ContainsFunc(inFlight, func(o Upload) bool { return o.Name == name }) {
 			return errs.Errorf(errs.AlreadyExists, "file %s is being written by another upload (overwrite=false)", p)
 		}
 		return nil
@@ -485,14 +486,47 @@ func (s *Service) claimUpload(ctx context.Context, v *Volume, p Path, overwrite 
 	return u, nil
 }
 
-func (s *Service) renewClaim(ctx context.Context, v *Volume, p Path, id int64) {
-	if err := s.store.RenewUpload(context.WithoutCancel(ctx), id, s.nowMs()+uploadClaimTTL.Milliseconds()); err != nil {
-		s.log.Warn("renew an upload's claim", "volume_id", v.ID, "path", p.String(), "err", err)
+// describeBusy says which files other than self are being uploaded, and
+// for how long, or "" when none is.
+func describeBusy(inFlight []Upload, self string, nowMs int64) string {
+	started := map[string]int64{}
+	var names []string
+	for _, o := range inFlight {
+		if o.Name == self {
+			continue
+		}
+		if _, ok := started[o.Name]; !ok {
+			names = append(names, o.Name)
+			started[o.Name] = o.StartedMs
+		}
+		started[o.Name] = min(started[o.Name], o.StartedMs)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, min(len(names), 5))
+	for _, n := range names[:min(len(names), 5)] {
+		if t := started[n]; t > 0 && nowMs >= t {
+			n += fmt.Sprintf(" (for %s)", (time.Duration(nowMs-t) * time.Millisecond).Round(time.Second))
+		}
+		parts = append(parts, n)
+	}
+	more := ""
+	if len(names) > len(parts) {
+		more = fmt.Sprintf(" and %d more", len(names)-len(parts))
+	}
+	return fmt.Sprintf("%d other file(s) of this directory are still being uploaded: %s%s", len(names), clip(strings.Join(parts, ", ")), more)
+}
+
+func (s *Service) renewClaim(ctx context.Context, u *Upload) {
+	if err := s.store.RenewUpload(context.WithoutCancel(ctx), u.ID, s.nowMs()+uploadClaimTTL.Milliseconds()); err != nil {
+		s.log.Warn("renew an upload's claim", "volume_id", u.VolumeID, "dir", u.Dir, "name", u.Name, "err", err)
 	}
 }
 
-func (s *Service) releaseClaim(ctx context.Context, v *Volume, p Path, id int64) {
-	if err := s.store.ReleaseUpload(context.WithoutCancel(ctx), id); err != nil {
-		s.log.Warn("release an upload's claim (it expires on its own)", "volume_id", v.ID, "path", p.String(), "err", err)
+func (s *Service) releaseClaim(ctx context.Context, u *Upload, landed bool) {
+	if err := s.store.ReleaseUpload(context.WithoutCancel(ctx), u, landed); err != nil {
+		s.log.Warn("release an upload's claim (it expires on its own)", "volume_id", u.VolumeID, "dir", u.Dir, "name", u.Name, "err", err)
 	}
 }

@@ -31,6 +31,11 @@ func (u uploadSession) token() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// claim is the session's claim on p in v.
+func (u uploadSession) claim(v *Volume, p Path) *Upload {
+	return &Upload{ID: u.Claim, VolumeID: v.ID, Dir: p.Dir().Rel, Name: p.Name()}
+}
+
 func parseSession(token string) (uploadSession, error) {
 	var u uploadSession
 	b, err := base64.RawURLEncoding.DecodeString(token)
@@ -60,13 +65,15 @@ func (s *Service) InitiateUpload(ctx context.Context, sub *workspace.Subject, p 
 	if err := s.refuseExisting(ctx, v, p, overwrite); err != nil {
 		return "", err
 	}
-	claim, err := s.claimUpload(ctx, v, p, overwrite)
+	// No one request carries a multipart upload: its claim belongs to no
+	// server instance, and expires uploadClaimTTL after its last part.
+	claim, err := s.claimUpload(ctx, v, p, overwrite, "")
 	if err != nil {
 		return "", err
 	}
 	id, err := s.blobs.CreateMultipart(ctx, blobKey(v, p.Rel))
 	if err != nil {
-		s.releaseClaim(ctx, v, p, claim.ID)
+		s.releaseClaim(ctx, claim, false)
 		return "", fileError(err, p)
 	}
 	return uploadSession{UploadID: id, Claim: claim.ID, Overwrite: overwrite}.token(), nil
@@ -101,7 +108,7 @@ func (s *Service) UploadPart(ctx context.Context, sub *workspace.Subject, p Path
 	if size < 0 {
 		return "", errs.Errorf(errs.Invalid, "a part needs its Content-Length")
 	}
-	s.renewClaim(ctx, v, p, u.Claim)
+	s.renewClaim(ctx, u.claim(v, p))
 	etag, err := s.blobs.PutPart(ctx, blobKey(v, p.Rel), u.UploadID, n, r, size)
 	return etag, sessionError(err, p)
 }
@@ -118,14 +125,14 @@ func (s *Service) CompleteUpload(ctx context.Context, sub *workspace.Subject, p 
 	if len(parts) == 0 {
 		return FileInfo{}, errs.Errorf(errs.Invalid, "complete-upload needs the parts: {\"parts\": [{\"part_number\": 1, \"etag\": ...}, ...]}")
 	}
-	s.renewClaim(ctx, v, p, u.Claim)
+	s.renewClaim(ctx, u.claim(v, p))
 	if err := s.refuseExisting(ctx, v, p, u.Overwrite); err != nil {
 		return FileInfo{}, err
 	}
 	if _, err := s.blobs.CompleteMultipart(ctx, blobKey(v, p.Rel), u.UploadID, parts); err != nil {
 		return FileInfo{}, sessionError(err, p)
 	}
-	s.releaseClaim(ctx, v, p, u.Claim)
+	s.releaseClaim(ctx, u.claim(v, p), true)
 	return s.landed(ctx, v, p)
 }
 
@@ -139,6 +146,6 @@ func (s *Service) AbortUpload(ctx context.Context, sub *workspace.Subject, p Pat
 	if err := s.blobs.AbortMultipart(ctx, blobKey(v, p.Rel), u.UploadID); err != nil {
 		return err
 	}
-	s.releaseClaim(ctx, v, p, u.Claim)
+	s.releaseClaim(ctx, u.claim(v, p), false)
 	return nil
 }

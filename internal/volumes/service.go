@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sextant/sextant/internal/blob"
@@ -19,21 +22,39 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
+	// Instance names this server process among those sharing the store,
+	// on the upload claims it holds; "" means the host name, the process
+	// id and a random suffix.
+	Instance string
+	// InstanceTTL is how long this instance's upload claims outlive it
+	// on a store that replicas share, should it die without a word: its
+	// liveness is renewed every third of it; 0 means 15 s. On a store
+	// one process owns, a restart releases them at once.
+	InstanceTTL time.Duration
 }
+
+// DefaultInstanceTTL is Options.InstanceTTL's default.
+const DefaultInstanceTTL = 15 * time.Second
 
 // Service is the volumes domain: catalogs, schemas, volumes and their
 // files, with every access checked. It is safe for concurrent use.
 type Service struct {
-	store Store
-	blobs blob.Store
-	now   func() time.Time
-	log   *slog.Logger
+	store    Store
+	blobs    blob.Store
+	now      func() time.Time
+	log      *slog.Logger
+	instance string
+	ttl      time.Duration
+
+	stop func()
+	wg   sync.WaitGroup
 }
 
 var _ workspace.ResourceChecker = (*Service)(nil)
 
 // NewService returns a Service keeping metadata in store and files in
-// blobs (a store of its own: keys are "<volume id>/<path>").
+// blobs (a store of its own: keys are "<volume id>/<path>"). A server
+// calls Start before serving and Close after.
 func NewService(store Store, blobs blob.Store, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -41,7 +62,62 @@ func NewService(store Store, blobs blob.Store, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: store, blobs: blobs, now: opts.Now, log: opts.Logger}
+	if opts.Instance == "" {
+		host, _ := os.Hostname()
+		opts.Instance = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newID()[:8])
+	}
+	if opts.InstanceTTL <= 0 {
+		opts.InstanceTTL = DefaultInstanceTTL
+	}
+	return &Service{store: store, blobs: blobs, now: opts.Now, log: opts.Logger, instance: opts.Instance, ttl: opts.InstanceTTL, stop: func() {}}
+}
+
+// Start registers this server instance with the store, which releases
+// the upload claims of instances that are gone (a server killed in the
+// middle of uploads: its claims would otherwise hold back the .metadata
+// of those checkpoints until they expire), and keeps the instance alive
+// in the background until Close.
+func (s *Service) Start(ctx context.Context) error {
+	now := s.nowMs()
+	n, err := s.store.StartInstance(ctx, s.instance, now, now+s.ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("register the volumes service instance: %w", err)
+	}
+	if n > 0 {
+		s.log.Info("released the upload claims of servers that are gone", "claims", n)
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	s.wg.Go(func() { s.keepAlive(lctx) })
+	return nil
+}
+
+func (s *Service) keepAlive(ctx context.Context) {
+	t := time.NewTicker(s.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := s.nowMs()
+		n, err := s.store.KeepInstance(ctx, s.instance, now, now+s.ttl.Milliseconds())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("renew the volumes service instance (its upload claims may be released by another replica)", "instance", s.instance, "err", err)
+		case n > 0:
+			s.log.Info("released the upload claims of replicas that are gone", "claims", n)
+		}
+	}
+}
+
+// Close stops the background renewal and removes this instance's claims
+// (the server has finished its requests) and liveness.
+func (s *Service) Close(ctx context.Context) error {
+	s.stop()
+	s.wg.Wait()
+	return s.store.StopInstance(ctx, s.instance)
 }
 
 func (s *Service) nowMs() int64 { return s.now().UnixMilli() }

@@ -22,6 +22,7 @@ import (
 // env is a volumes service over a real SQLite store and blob store, with a
 // workspace of users: an administrator and four others.
 type env struct {
+	store *sqlstore.Store
 	svc   *volumes.Service
 	ws    *workspace.Service
 	blobs blob.Store
@@ -41,7 +42,7 @@ func mustEnv(t *testing.T, blobs blob.Store) *env {
 	if err := ws.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{svc: svc, ws: ws, blobs: blobs, users: map[string]*workspace.Subject{}}
+	e := &env{store: store, svc: svc, ws: ws, blobs: blobs, users: map[string]*workspace.Subject{}}
 	for _, name := range []string{"admin", "alice", "bob", "carol", "dave"} {
 		u, err := ws.CreateUser(ctx, nil, name+"@example.com", "a long password", name == "admin")
 		if err != nil {
@@ -362,6 +363,62 @@ func TestMetadataWaitsForShards(t *testing.T) {
 	close(body.release)
 	must(t, "shard", <-done)
 	must(t, ".metadata after the shards", e.put(t, "alice", dir+"/.metadata", "meta", true))
+}
+
+// TestRestartReleasesClaimsOfTheKilledServer: a server killed in the
+// middle of a shard's upload leaves its claim in the database; the next
+// server started on the database releases it, so the shard uploaded again
+// and then the .metadata land at once (they waited two minutes before).
+// The killed server is a Service that never ends its upload.
+func TestRestartReleasesClaimsOfTheKilledServer(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	e.world(t)
+	const dir = "/Volumes/main/team/ckpt/step_1"
+	killed := volumes.NewService(e.store, e.blobs, volumes.Options{Instance: "killed"})
+	must(t, "start the first server", killed.Start(t.Context()))
+	t.Cleanup(func() { killed.Close(context.Background()) })
+	body := newBlockingBody("part of a shard")
+	go killed.PutFile(context.Background(), e.users["alice"], path(t, dir+"/__0_0.distcp"), body, -1, true)
+	<-body.sent
+	wantCode(t, ".metadata while the shard uploads", e.put(t, "alice", dir+"/.metadata", "meta", true), errs.Conflict)
+
+	restarted := volumes.NewService(e.store, e.blobs, volumes.Options{Instance: "restarted"})
+	must(t, "restart", restarted.Start(t.Context()))
+	t.Cleanup(func() { restarted.Close(context.Background()) })
+	_, err := restarted.PutFile(t.Context(), e.users["alice"], path(t, dir+"/__0_0.distcp"), strings.NewReader("shard"), 5, true)
+	must(t, "the shard again", err)
+	_, err = restarted.PutFile(t.Context(), e.users["alice"], path(t, dir+"/.metadata"), strings.NewReader("meta"), 4, true)
+	must(t, ".metadata after the restart", err)
+	close(body.release) // lets the goroutine end; its claim is gone already
+}
+
+// TestLandedRetrySupersedesItsAttempt: a shard uploaded again while its
+// first attempt is still in flight on the server (a client that gave up
+// on a stalled connection) releases the attempt's claim once it lands, so
+// the .metadata does not wait for the attempt; the message of a refused
+// .metadata names the files still in flight.
+func TestLandedRetrySupersedesItsAttempt(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	e.world(t)
+	const dir = "/Volumes/main/team/ckpt/step_1"
+	attempt, attemptDone := e.startPut(t, dir+"/__0_0.distcp", "shard", true)
+	other, otherDone := e.startPut(t, dir+"/__1_0.distcp", "shard", true)
+	err := e.put(t, "alice", dir+"/.metadata", "meta", true)
+	wantCode(t, ".metadata while two shards upload", err, errs.Conflict)
+	if msg := errs.MessageOf(err); !strings.Contains(msg, "2 other file(s)") || !strings.Contains(msg, "__0_0.distcp (for ") || !strings.Contains(msg, "__1_0.distcp (for ") {
+		t.Fatalf("message does not say what is in flight: %s", msg)
+	}
+	must(t, "the retry of shard 0", e.put(t, "alice", dir+"/__0_0.distcp", "shard", true))
+	err = e.put(t, "alice", dir+"/.metadata", "meta", true)
+	wantCode(t, ".metadata while shard 1 uploads", err, errs.Conflict)
+	if msg := errs.MessageOf(err); !strings.Contains(msg, "1 other file(s)") || strings.Contains(msg, "__0_0.distcp") {
+		t.Fatalf("message names a shard that has landed: %s", msg)
+	}
+	close(other.release)
+	must(t, "shard 1", <-otherDone)
+	must(t, ".metadata", e.put(t, "alice", dir+"/.metadata", "meta", true))
+	close(attempt.release)
+	<-attemptDone
 }
 
 func TestOverwriteFalseIsExclusive(t *testing.T) {

@@ -131,24 +131,50 @@ type Store interface {
 	Grants(ctx context.Context, rs []workspace.Resource) (map[workspace.Resource][]workspace.Grant, error)
 
 	// ClaimUpload records u as an upload in flight and sets u.ID, if check
-	// accepts the names of the other unexpired uploads in flight into u's
-	// directory (check's error is returned as is). Check and record are
+	// accepts the other unexpired uploads in flight into u's directory,
+	// oldest first (check's error is returned as is). Check and record are
 	// atomic across every server sharing the store; claims that expired
 	// before nowMs are dropped first. A missing volume is errs.NotFound.
-	ClaimUpload(ctx context.Context, u *Upload, nowMs int64, check func(inFlight []string) error) error
+	ClaimUpload(ctx context.Context, u *Upload, nowMs int64, check func(inFlight []Upload) error) error
 	// RenewUpload moves a claim's expiry to expiresMs.
 	RenewUpload(ctx context.Context, id, expiresMs int64) error
-	// ReleaseUpload removes a claim; a missing one is not an error.
-	ReleaseUpload(ctx context.Context, id int64) error
+	// ReleaseUpload removes the claim u (its ID, of its file); a missing
+	// one is not an error. With landed set, u's file has just been
+	// published, so the claims of the uploads of that file that began
+	// before u (smaller IDs) go too: u supersedes them, as a retry does
+	// the attempts it retries, whichever server they were made through.
+	ReleaseUpload(ctx context.Context, u *Upload, landed bool) error
+
+	// StartInstance records that the server instance id holds upload
+	// claims (Upload.Instance) and is alive until expiresMs, and removes
+	// the claims of instances that are gone, returning how many: on a
+	// database that one server process owns (SQLite), those of every other
+	// instance; on one that replicas share (PostgreSQL), those of
+	// instances whose liveness expired before nowMs or was never recorded.
+	// Claims of no instance only expire.
+	StartInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error)
+	// KeepInstance moves the liveness of instance id to expiresMs and, on
+	// a shared database, removes the claims of instances whose liveness
+	// expired before nowMs, returning how many. On a database one process
+	// owns it may do nothing.
+	KeepInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error)
+	// StopInstance removes the claims of instance id and its liveness.
+	StopInstance(ctx context.Context, id string) error
 }
 
 // Upload is a file upload in flight, as the store records it so that every
 // replica sees it: Name into directory Dir (relative to the volume's root)
-// of volume VolumeID, until ExpiresMs unless renewed.
+// of volume VolumeID, since StartedMs, until ExpiresMs unless renewed.
 type Upload struct {
 	ID        int64
 	VolumeID  string
 	Dir, Name string
+	// Instance is the server instance whose request carries the upload,
+	// so that the claim goes when that server does (see
+	// Store.StartInstance); "" for an upload that no one request carries
+	// (a multipart upload), whose claim only expires.
+	Instance  string
+	StartedMs int64
 	ExpiresMs int64
 }
 

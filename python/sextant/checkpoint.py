@@ -15,11 +15,16 @@ system's temporary directory) and upload to / download from a volume::
 
 A checkpoint is complete once its ``.metadata`` exists. The writer uploads
 each rank's shards inside ``write_data`` (in parallel, as soon as each is
-written, with retries), and DCP calls ``finish`` on the coordinator only
-after every rank's ``write_data`` returned; ``finish`` checks that every
-shard is on the volume and only then uploads ``.metadata``. A save that
-fails anywhere (a rank killed, the server or the network gone) leaves no
-``.metadata``, and :class:`VolumeReader` refuses such a checkpoint.
+written, retrying for ``retry_seconds``), and DCP calls ``finish`` on the
+coordinator only after every rank's ``write_data`` returned; ``finish``
+checks that every shard is on the volume and only then uploads
+``.metadata``. A save that fails anywhere (a rank killed, the server or the
+network gone) leaves no ``.metadata`` and raises :class:`CheckpointSaveError`
+(inside torch's ``CheckpointException``), naming the shards that did not
+land; :class:`VolumeReader` refuses such a checkpoint with
+:class:`IncompleteCheckpointError`, at once when it is created (before
+``dcp.load``, which would wrap the error), and :func:`latest_complete` finds
+the checkpoint to load instead.
 
 Shard files are named per save (``__<rank>_<save>_<n>.distcp``), so no
 ``.metadata`` can ever describe another save's bytes, and a coordinator
@@ -72,9 +77,11 @@ __all__ = [
     "VolumeWriter",
     "VolumeReader",
     "IncompleteCheckpointError",
+    "CheckpointSaveError",
     "CheckpointInfo",
     "list_checkpoints",
     "latest_checkpoint",
+    "latest_complete",
     "METADATA",
     "WRITER_LOCK",
 ]
@@ -86,7 +93,58 @@ WRITER_LOCK = ".sextant-writer"
 
 
 class IncompleteCheckpointError(FileNotFoundError):
-    """The checkpoint directory exists but has no .metadata: its save did not finish."""
+    """The checkpoint directory exists but has no .metadata: its save did not
+    finish. ``path`` is the checkpoint; ``latest`` the newest complete
+    checkpoint beside it (in the same parent directory), or None."""
+
+    def __init__(self, message: str, *, path: str = "", latest: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.latest = latest
+
+
+class CheckpointSaveError(RuntimeError):
+    """A save that did not complete. ``path`` is the checkpoint directory;
+    ``missing`` the shard files (of the rank that raised) that did not land;
+    ``replaced`` is True when the directory held a complete checkpoint
+    before this save, which is then intact (it is replaced only once every
+    new shard has landed). torch raises it inside its ``CheckpointException``
+    (a ``BaseException``): ``e.failures[rank][0]``."""
+
+    # path and the others have defaults: torch pickles a rank's exception to
+    # send it to the others, and unpickling calls the class with the message.
+    def __init__(self, message: str, *, path: str = "", missing: list[str] | None = None, replaced: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.missing = list(missing or [])
+        self.replaced = replaced
+
+
+class _SaveStopped(Exception):
+    """An upload not attempted because another one of the rank failed."""
+
+
+@dataclass
+class _SavePrefix(_StoragePrefix):
+    """The storage data of a save's plans: the shards' file prefix, and
+    whether the save replaces a complete checkpoint in its directory."""
+
+    replaces: bool = False
+
+
+def _intact(remote: str, replaces: bool) -> str:
+    """What a failed save left of the checkpoints that were there."""
+    if replaces:
+        return (f"The checkpoint that {remote} held before this save is intact and still loads: it is replaced only "
+                "once every new shard has landed.")
+    parent = remote.rsplit("/", 1)[0]
+    return (f"No other checkpoint was touched: the previous complete one under {parent} is intact "
+            f"(`sextant ckpt latest {parent}` names it).")
+
+
+def _why(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}" if not isinstance(e, _SaveStopped) else str(e)
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def _staging_root(staging_dir: str | os.PathLike[str] | None) -> str:
@@ -200,9 +258,23 @@ class VolumeWriter(FileSystemWriter):
         thread_count: threads writing files to the staging directory.
         overwrite: replace an existing checkpoint at path (the new one
             becomes visible at once when its .metadata lands); False refuses.
+        retry_seconds: how long each request of the save (a shard's upload,
+            the .metadata's) retries connection failures, 429 and 5xx, with
+            waits from 0.5 s growing to 2 s, before the save fails (30): long
+            enough for a server to restart, short enough that a save against
+            a dead server fails in about that time (plus at most one request
+            timeout, ``SEXTANT_HTTP_TIMEOUT``, for a server that stops
+            answering). None keeps the client's own retries.
+        publish_timeout: how long ``finish`` waits while the server refuses
+            .metadata because other uploads into the directory are in flight
+            (409), trying again every 0.5 s, before the save fails (30).
         lease_seconds: a writer lock not refreshed for this long is stale and
             may be taken over by another save.
         keep_staging: keep the staged files (for debugging).
+
+    A failed save raises :class:`CheckpointSaveError` (in torch's
+    ``CheckpointException``), saying which shards did not land and that the
+    previous complete checkpoint is intact.
 
     Works with ``dcp.save`` and ``dcp.async_save`` (which needs a CPU backend
     in the process group: ``gloo``, or ``cpu:gloo,cuda:nccl`` on GPUs); the
@@ -227,6 +299,8 @@ class VolumeWriter(FileSystemWriter):
         single_file_per_rank: bool = True,
         sync_files: bool = False,
         overwrite: bool = True,
+        retry_seconds: float | None = 30.0,
+        publish_timeout: float = 30.0,
         lease_seconds: float = 60.0,
         keep_staging: bool = False,
         cache_staged_state_dict: bool = False,
@@ -244,7 +318,10 @@ class VolumeWriter(FileSystemWriter):
             **kwargs,
         )
         self.fs = _StagingFileSystem()
-        self.client = client or Client()
+        base = client or Client()
+        self.retry_seconds = retry_seconds
+        self.publish_timeout = publish_timeout
+        self.client = base.with_retries(retry_seconds=retry_seconds, max_backoff=2.0) if retry_seconds is not None else base
         self.step = step
         self.upload_threads = max(1, upload_threads)
         self.file_bytes = max(1, file_bytes)
@@ -255,6 +332,7 @@ class VolumeWriter(FileSystemWriter):
         self.is_coordinator = False
         self._run_id = _active_run_id()
         self._save_tag = ""
+        self._replaces = False
         self._staging: Path | None = None
         self._heartbeat: _Heartbeat | None = None
         self._staged_dirs: list[str] = []
@@ -298,7 +376,9 @@ class VolumeWriter(FileSystemWriter):
         self.path = self._staging
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        self._replaces = False
         if self.is_coordinator and self.client.stat(self._remote + "/" + METADATA) is not None:
+            self._replaces = True
             if not self.overwrite:
                 raise RuntimeError(f"Checkpoint already exists at {self._remote} and overwrite=False.")
             warnings.warn(f"Overwriting the checkpoint at {self._remote} (overwrite=True): the new one replaces it "
@@ -308,10 +388,13 @@ class VolumeWriter(FileSystemWriter):
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         self._save_tag = uuid.uuid4().hex[:8]
         self._acquire_lock()
-        return [dataclasses.replace(p, storage_data=_StoragePrefix(f"__{i}_{self._save_tag}_")) for i, p in enumerate(plans)]
+        return [dataclasses.replace(p, storage_data=_SavePrefix(f"__{i}_{self._save_tag}_", self._replaces))
+                for i, p in enumerate(plans)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
-        prefix = cast(_StoragePrefix, plan.storage_data).prefix
+        storage = cast(_StoragePrefix, plan.storage_data)
+        prefix = storage.prefix
+        replaces = getattr(storage, "replaces", False)
         tag = prefix.rstrip("_").rsplit("_", 1)[-1]
         if self._heartbeat is None:
             self._heartbeat = _Heartbeat(self.client, self._remote + "/" + WRITER_LOCK, tag, self.lease_seconds / 4)
@@ -323,10 +406,19 @@ class VolumeWriter(FileSystemWriter):
         # room for that many, the kernel deletes them before it would write
         # them out, and the pages an upload frees are the next file's.
         slots = threading.Semaphore(self.max_staged_files)
+        # Once an upload has failed (after retry_seconds), the others are
+        # not attempted and writing stops: the save fails in about
+        # retry_seconds, not in that much per file.
+        failed = threading.Event()
 
         def upload(p: Path) -> int:
             try:
+                if failed.is_set():
+                    raise _SaveStopped("not uploaded: another upload of this rank had failed")
                 return self._upload(p)
+            except BaseException:
+                failed.set()
+                raise
             finally:
                 slots.release()
 
@@ -337,6 +429,9 @@ class VolumeWriter(FileSystemWriter):
 
         def before_write() -> None:
             slots.acquire()
+            if failed.is_set():
+                slots.release()
+                raise _SaveStopped("not written: an upload of this rank had failed")
 
         def on_staged(p: Path) -> None:
             with mu:
@@ -347,10 +442,13 @@ class VolumeWriter(FileSystemWriter):
 
         self.fs.before_write = before_write
         self.fs.on_written = on_staged
+        planned: list[str] = []
+        error: BaseException | None = None
         try:
             files: queue.Queue[tuple[Any, str, list[WriteItem]]] = queue.Queue()
             for i, bucket in enumerate(_cut(plan.items, self.file_bytes)):
                 name = f"{prefix}{i}{DEFAULT_SUFFIX}"
+                planned.append(name)
                 files.put((self.fs.concat_path(cast(Path, self.path), name), name, bucket))
             fut = self._write_data(planner, files)
             fut.wait()
@@ -363,6 +461,8 @@ class VolumeWriter(FileSystemWriter):
                 on_written(cast(Path, self.path) / name)
             for f in list(uploads.values()):
                 f.result()
+        except Exception as e:  # noqa: BLE001 - reported below with what did not land
+            error = e
         finally:
             self.fs.before_write = None
             self.fs.on_written = None
@@ -370,38 +470,101 @@ class VolumeWriter(FileSystemWriter):
             self._stop_heartbeat()
             if not self.is_coordinator:
                 self._drop_staging()
+        if error is not None:
+            raise self._upload_error(error, planned, uploads, replaces) from error
         out: Future[list[WriteResult]] = Future()
         out.set_result(results)
         return out
 
+    def _upload_error(self, error: BaseException, planned: list[str], uploads: dict[str, _CFuture[int]],
+                      replaces: bool) -> CheckpointSaveError:
+        """The error of a rank whose shards did not all land: which did not,
+        and why, the first failure first."""
+        missing: list[tuple[str, str]] = []
+        first = ""
+        for name in planned:
+            f = uploads.get(name)
+            if f is not None and f.done() and not f.cancelled() and f.exception() is None:
+                continue
+            if f is None or f.cancelled():
+                why = "not uploaded: the save stopped first"
+            else:
+                exc = f.exception()
+                why = _why(exc) if exc is not None else "not uploaded"
+                if not first and exc is not None and not isinstance(exc, _SaveStopped):
+                    first = name
+            missing.append((name, why))
+        missing.sort(key=lambda m: (m[0] != first, m[0]))
+        shown = "; ".join(f"{n} ({why})" for n, why in missing[:4])
+        more = f"; and {len(missing) - 4} more" if len(missing) > 4 else ""
+        what = f"{len(missing)} of {len(planned)} shard file(s)" if planned else "its shard files"
+        cause = "" if first else f" Writing them failed: {_why(error)}."
+        rank = f"rank {self.rank}" if getattr(self, "rank", None) is not None else "this rank"
+        return CheckpointSaveError(
+            f"checkpoint {self._remote} was not saved: {what} of {rank} did not land: {shown}{more}.{cause} No .metadata "
+            f"was published, so {self._remote} is incomplete and nothing will load it. {_intact(self._remote, replaces)}",
+            path=self._remote, missing=[n for n, _ in missing], replaced=replaces)
+
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         super().finish(metadata, results)
         names = {r.storage_data.relative_path for rs in results for r in rs}
-        present = {e.name for e in self.client.list_dir(self._remote)}
+        try:
+            present = {e.name for e in self.client.list_dir(self._remote)}
+        except Exception as e:
+            raise CheckpointSaveError(
+                f"checkpoint {self._remote} was not saved: its {len(names)} shard file(s) were uploaded, but listing "
+                f"them to check failed ({_why(e)}), so .metadata was not published: {self._remote} is incomplete. "
+                f"{_intact(self._remote, self._replaces)}", path=self._remote, replaced=self._replaces) from e
         missing = sorted(names - present)
         if missing:
-            raise RuntimeError(f"{len(missing)} shard(s) of {self._remote} are not on the volume ({', '.join(missing[:3])}"
-                               f"{'...' if len(missing) > 3 else ''}): .metadata was not published")
-        local = cast(Path, self.path) / METADATA
-        deadline = time.monotonic() + self.lease_seconds
+            raise CheckpointSaveError(
+                f"checkpoint {self._remote} was not saved: {len(missing)} of {len(names)} shard file(s) are not on the "
+                f"volume ({', '.join(missing[:3])}{'...' if len(missing) > 3 else ''}; deleted while saving?), so "
+                f".metadata was not published: {self._remote} is incomplete. {_intact(self._remote, self._replaces)}",
+                path=self._remote, missing=missing, replaced=self._replaces)
+        self._publish(cast(Path, self.path) / METADATA)
+        # The checkpoint is complete: what follows is upkeep, and its
+        # failures are warnings.
+        try:
+            # Shards of earlier saves into this directory are garbage now.
+            stale = [self._remote + "/" + n for n in sorted(present) if n.endswith(".distcp") and n not in names]
+            if stale:
+                with ThreadPoolExecutor(min(8, len(stale)), thread_name_prefix="sextant-delete") as ex:
+                    list(ex.map(lambda p: self.client.delete(p, missing_ok=True), stale))
+            self._release_lock()
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(f"checkpoint {self._remote} saved, but removing the previous save's shards or the writer "
+                          f"lock failed ({_why(e)}): `sextant ckpt gc` removes them later", stacklevel=2)
+        self._tag_run()
+        self._drop_staging()
+
+    def _publish(self, local: Path) -> None:
+        """Uploads .metadata, waiting up to publish_timeout while the server
+        refuses it for uploads into the directory in flight."""
+        deadline = time.monotonic() + self.publish_timeout
         while True:
             try:
                 self.client.upload_file(self._remote + "/" + METADATA, local)
-                break
-            except Conflict:
-                # Uploads into the directory are in flight (another writer's):
-                # the server refuses .metadata until they end.
+                return
+            except Conflict as e:
+                # Uploads into the directory are in flight (another writer's,
+                # or attempts of ours the server has not seen end): the server
+                # refuses .metadata until they end, and says which they are.
                 if time.monotonic() > deadline:
-                    raise
+                    raise CheckpointSaveError(
+                        f"checkpoint {self._remote} was not saved: every shard landed, but for {self.publish_timeout:.0f}s "
+                        f"(publish_timeout) the server refused its .metadata because other uploads into the directory "
+                        f"were in flight: {e}. {self._remote} is incomplete. {_intact(self._remote, self._replaces)}",
+                        path=self._remote, replaced=self._replaces) from e
                 time.sleep(0.5)
-        # Shards of earlier saves into this directory are garbage now.
-        stale = [self._remote + "/" + n for n in sorted(present) if n.endswith(".distcp") and n not in names]
-        if stale:
-            with ThreadPoolExecutor(min(8, len(stale)), thread_name_prefix="sextant-delete") as ex:
-                list(ex.map(lambda p: self.client.delete(p, missing_ok=True), stale))
-        self._release_lock()
-        self._tag_run()
-        self._drop_staging()
+            except Exception as e:
+                either = ("this directory holds a complete checkpoint either way: the previous one, or this one if its "
+                          ".metadata landed before the failure") if self._replaces else (
+                          f"{self._remote} is incomplete unless its .metadata landed before the failure (`sextant ckpt "
+                          f"ls` tells). {_intact(self._remote, False)}")
+                raise CheckpointSaveError(
+                    f"checkpoint {self._remote} was not saved: every shard landed, but publishing its .metadata failed "
+                    f"({_why(e)}); {either}", path=self._remote, replaced=self._replaces) from e
 
     def close(self) -> None:
         """Stops background work and removes staged files."""
@@ -517,9 +680,17 @@ class VolumeReader(FileSystemReader):
         chunk_bytes: ranges longer than this are split across threads.
         max_staged_files: shard files staged at once (default 3): the next
             ones download while one is read.
+        check: check at once, here (one request), that the checkpoint is
+            complete (default True).
 
     A checkpoint without .metadata is refused with
-    :class:`IncompleteCheckpointError`.
+    :class:`IncompleteCheckpointError` (no checkpoint at all:
+    ``FileNotFoundError``), raised by the constructor (and by ``reset`` with
+    a new path, as ``dcp.load(..., checkpoint_id=path)`` calls it) so that it
+    reaches the caller: inside ``dcp.load`` torch catches the reader's error
+    and raises ``CheckpointException`` (a ``BaseException``) holding an
+    ``AssertionError("metadata is None; global metadata read failed: ...")``
+    with the message. :func:`latest_complete` finds the checkpoint to load.
     """
 
     def __init__(
@@ -533,6 +704,7 @@ class VolumeReader(FileSystemReader):
         chunk_bytes: int = 64 << 20,
         max_staged_files: int = 3,
         keep_staging: bool = False,
+        check: bool = True,
     ) -> None:
         self._remote = volume_path(path)
         self._root = _staging_root(staging_dir)
@@ -543,8 +715,11 @@ class VolumeReader(FileSystemReader):
         self.chunk_bytes = max(1 << 20, chunk_bytes)
         self.max_staged_files = max(1, max_staged_files)
         self.keep_staging = keep_staging
+        self.check = check
         self._staged_dirs: list[str] = []
         weakref.finalize(self, _cleanup_dirs, self._staged_dirs)
+        if check:
+            self._check_complete()
 
     @property
     def checkpoint_id(self) -> str:  # type: ignore[override]
@@ -557,8 +732,20 @@ class VolumeReader(FileSystemReader):
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id:
-            self._remote = volume_path(checkpoint_id)
+            old, self._remote = self._remote, volume_path(checkpoint_id)
+            if self.check and self._remote != old:
+                self._check_complete()
         super().reset(None)
+
+    def _check_complete(self) -> None:
+        if self.client.stat(self._remote + "/" + METADATA) is None:
+            raise self._missing()
+
+    def _missing(self) -> FileNotFoundError:
+        """Why the checkpoint has no .metadata: it is incomplete, or not there."""
+        if self.client.is_dir(self._remote):
+            return _incomplete(self.client, self._remote)
+        return FileNotFoundError(f"no checkpoint at {self._remote}")
 
     # No **kwargs: DCP would then retry with per-rank metadata, which this
     # writer never makes, and bury the reason below.
@@ -566,13 +753,7 @@ class VolumeReader(FileSystemReader):
         try:
             data = self.client.read(self._remote + "/" + METADATA)
         except NotFound:
-            if self.client.is_dir(self._remote):
-                raise IncompleteCheckpointError(
-                    f"checkpoint {self._remote} is incomplete: it has no {METADATA}, so its save did not finish "
-                    f"(it failed, was killed, or is still running) and it cannot be loaded. Load an earlier "
-                    f"checkpoint: `sextant ckpt latest {self._remote.rsplit('/', 1)[0]}` names the newest "
-                    f"complete one.") from None
-            raise FileNotFoundError(f"no checkpoint at {self._remote}") from None
+            raise self._missing() from None
         staging = Path(tempfile.mkdtemp(prefix="sextant-load-", dir=self._root))
         self._staged_dirs.append(str(staging))
         (staging / METADATA).write_bytes(data)
@@ -699,3 +880,72 @@ def latest_checkpoint(parent: str, client: Client | None = None) -> str | None:
     """The path of the newest complete checkpoint under parent, or None."""
     done = [c for c in list_checkpoints(parent, client) if c.complete]
     return done[-1].path if done else None
+
+
+def _newest_complete(client: Client, parent: str, exclude: str = "") -> str | None:
+    """The newest complete checkpoint directly under parent (but exclude),
+    or None: by the number ending their names, newest first, asking for
+    .metadata one at a time; by time when the names have no numbers."""
+    try:
+        dirs = [e for e in client.list_dir(parent) if e.is_directory and e.path != exclude]
+    except NotFound:
+        return None
+    if dirs and all(_step_of(e.name) is not None for e in dirs):
+        for e in sorted(dirs, key=lambda e: (cast(int, _step_of(e.name)), e.name), reverse=True):
+            if client.stat(e.path + "/" + METADATA) is not None:
+                return e.path
+        return None
+    done = [c for c in list_checkpoints(parent, client) if c.complete and c.path != exclude]
+    return done[-1].path if done else None
+
+
+def _incomplete(client: Client, path: str) -> IncompleteCheckpointError:
+    """The error for a checkpoint directory without .metadata, naming the
+    newest complete checkpoint beside it."""
+    parent = path.rsplit("/", 1)[0]
+    latest = _newest_complete(client, parent, exclude=path) if parent.count("/") >= 4 else None
+    hint = (f"The newest complete checkpoint beside it is {latest}." if latest else
+            f"There is no complete checkpoint beside it (`sextant ckpt ls {parent}`).")
+    return IncompleteCheckpointError(
+        f"checkpoint {path} is incomplete: it has no {METADATA}, so its save did not finish (it failed, was killed, "
+        f"or is still running) and it cannot be loaded. {hint}", path=path, latest=latest)
+
+
+def latest_complete(path: str | os.PathLike[str], client: Client | None = None) -> str:
+    """The checkpoint to load for path, checked before ``dcp.load`` (which
+    wraps every error of its reader in ``CheckpointException``):
+
+    - path itself, when it is a complete checkpoint (it has .metadata);
+    - when path is a checkpoint directory whose save did not finish (shards
+      or a writer lock, no .metadata): raises
+      :class:`IncompleteCheckpointError`, whose ``latest`` is the newest
+      complete checkpoint beside it (or None);
+    - when path holds checkpoint directories (a run's): the newest complete
+      one, by the number ending their names (else by time); with none
+      complete, :class:`IncompleteCheckpointError`;
+    - nothing at path, or no checkpoint under it: ``FileNotFoundError``.
+
+    ::
+
+        ckpt = latest_complete("/Volumes/main/vision/ckpt/run42")
+        dcp.load(state, storage_reader=VolumeReader(ckpt))
+    """
+    client = client or Client()
+    path = volume_path(path)
+    if client.stat(path + "/" + METADATA) is not None:
+        return path
+    try:
+        entries = list(client.list_dir(path))
+    except NotFound:
+        raise FileNotFoundError(f"no checkpoint at {path}: no such directory") from None
+    if any(not e.is_directory and (e.name == WRITER_LOCK or e.name.endswith(".distcp")) for e in entries):
+        raise _incomplete(client, path)
+    latest = _newest_complete(client, path)
+    if latest:
+        return latest
+    found = list_checkpoints(path, client)
+    if found:
+        raise IncompleteCheckpointError(
+            f"no complete checkpoint under {path}: its {len(found)} checkpoint(s) ({', '.join(c.name for c in found[:5])}"
+            f"{'...' if len(found) > 5 else ''}) have no {METADATA}: their saves did not finish", path=path)
+    raise FileNotFoundError(f"no checkpoint at {path}: it holds no .metadata and no checkpoint directories")

@@ -8,8 +8,9 @@ as in mlflow) or ``MLFLOW_TRACKING_TOKEN`` (a bearer token);
 HTTPS.
 
 Every call retries connection failures, 429 and 5xx answers with exponential
-backoff (``retries`` attempts after the first). Client mistakes (4xx) raise at
-once as :class:`SextantError` subclasses. Bodies stream: uploads of files go
+backoff: ``retries`` attempts after the first, or, with ``retry_seconds``, as
+many as fit in that many seconds. Client mistakes (4xx) raise at once as
+:class:`SextantError` subclasses. Bodies stream: uploads of files go
 out with ``sendfile``, downloads are written to their destination in 1 MiB
 pieces, so memory stays flat whatever the size.
 """
@@ -17,6 +18,7 @@ pieces, so memory stays flat whatever the size.
 from __future__ import annotations
 
 import base64
+import copy
 import email.utils
 import http.client
 import json
@@ -160,6 +162,7 @@ class Client:
         password: str | None = None,
         timeout: float | None = None,
         retries: int | None = None,
+        retry_seconds: float | None = None,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
     ) -> None:
@@ -183,6 +186,9 @@ class Client:
             self._auth = "Bearer " + token
         self.timeout = timeout if timeout is not None else float(env("SEXTANT_HTTP_TIMEOUT") or 120)
         self.retries = retries if retries is not None else int(env("SEXTANT_HTTP_RETRIES") or 5)
+        if retry_seconds is None and env("SEXTANT_HTTP_RETRY_SECONDS"):
+            retry_seconds = float(env("SEXTANT_HTTP_RETRY_SECONDS") or 0)
+        self.retry_seconds = retry_seconds
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._ssl: ssl.SSLContext | None = None
@@ -193,6 +199,16 @@ class Client:
                 ctx.verify_mode = ssl.CERT_NONE
             self._ssl = ctx
         self._local = threading.local()
+
+    def with_retries(self, *, retry_seconds: float | None, max_backoff: float | None = None) -> "Client":
+        """A copy of this client (same server and credentials, connections of
+        its own) that retries each call for retry_seconds (None: retries
+        attempts), waiting at most max_backoff between attempts."""
+        c = copy.copy(self)
+        c.retry_seconds = retry_seconds
+        if max_backoff is not None:
+            c.max_backoff = max_backoff
+        return c
 
     def __getstate__(self) -> dict[str, Any]:
         # Connections stay with their process (DataLoader workers get a copy).
@@ -235,20 +251,33 @@ class Client:
 
     def _retrying(self, what: str, attempt: Callable[[], Any]) -> Any:
         """Runs attempt until it succeeds, raises a SextantError that is not
-        transient, or the retries run out."""
+        transient, or the retries (or retry_seconds) run out."""
         delay = self.backoff
-        for i in range(self.retries + 1):
+        start = time.monotonic()
+        deadline = start + self.retry_seconds if self.retry_seconds is not None else None
+        attempts = 0
+        while True:
+            attempts += 1
             try:
                 return attempt()
             except _Retry as r:
                 self._drop_conn()
                 last = r.cause
-            if i < self.retries:
-                time.sleep(min(delay, self.max_backoff) * (0.5 + random.random() / 2))
-                delay *= 2
+            wait = min(delay, self.max_backoff) * (0.5 + random.random() / 2)
+            if deadline is None:
+                if attempts > self.retries:
+                    break
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                wait = min(wait, left)
+            time.sleep(wait)
+            delay *= 2
         if isinstance(last, SextantError):
             raise last
-        raise TransientError(f"{what}: cannot reach the server at {self.uri} after {self.retries + 1} attempts: {last!r}") from last
+        raise TransientError(f"{what}: cannot reach the server at {self.uri} after {attempts} attempts in "
+                             f"{time.monotonic() - start:.1f}s: {last!r}") from last
 
     def _send(self, method: str, target: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
               send_body: Callable[[http.client.HTTPConnection], None] | None = None,

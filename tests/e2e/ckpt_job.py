@@ -8,7 +8,9 @@ with sextant.checkpoint. Modes:
          rank 0 writes the full expected state of each checkpoint to --out
   load   a fresh model loads --ckpt and compares every tensor with --expect
   crash  save step_1, write step1.done, wait for the file go, save step_2
-         (the test breaks something meanwhile); each rank writes its outcome
+         (--async-save: with dcp.async_save) while the test breaks something;
+         each rank writes its outcome (and when the save ended), rank 0 the
+         expected state of both checkpoints
   train  train on a VolumeDataset with checkpoints every --every steps,
          recording the samples and RNG draws of each step; --kill-at exits
          abruptly after that step; --resume starts from the latest checkpoint
@@ -193,18 +195,32 @@ def mode_crash(a, rank: int, world: int, out: Path) -> None:
     for step in range(2):
         train_step(model, optim, batch_for(rank, step, a.width))
     expect = full(app.state_dict())
-    dcp.save({"app": app}, storage_writer=VolumeWriter(a.ckpt + "/step_1", lease_seconds=a.lease))
+    opts = {"lease_seconds": a.lease, "retry_seconds": a.retry_seconds, "publish_timeout": a.publish_timeout}
+    dcp.save({"app": app}, storage_writer=VolumeWriter(a.ckpt + "/step_1", **opts))
+    ckpt_group = dist.new_group(backend="gloo") if a.async_save else None
     if rank == 0:
         torch.save(expect, out / "expected_step_1.pt")
         (out / "step1.done").write_text("ok")
     while not (out / "go").exists():
         time.sleep(0.05)
     train_step(model, optim, batch_for(rank, 2, a.width))
+    expect2 = full(app.state_dict())
+    if rank == 0:
+        torch.save(expect2, out / "expected_step_2.pt")
     try:
-        dcp.save({"app": app}, storage_writer=VolumeWriter(a.ckpt + "/step_2", lease_seconds=a.lease))
-        write_json(out / f"result{rank}.json", {"ok": True})
+        w = VolumeWriter(a.ckpt + "/step_2", **opts)
+        if a.async_save:
+            dcp.async_save({"app": app}, storage_writer=w, process_group=ckpt_group).result()
+        else:
+            dcp.save({"app": app}, storage_writer=w)
+        write_json(out / f"result{rank}.json", {"ok": True, "ended": time.time()})
     except BaseException as e:  # noqa: BLE001 - the test reads what happened
-        write_json(out / f"result{rank}.json", {"ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
+        causes = []
+        for r, (exc, _) in sorted(getattr(e, "failures", {}).items()):
+            causes.append({"rank": r, "type": type(exc).__name__, "message": str(exc)[:4000],
+                           "missing": getattr(exc, "missing", None), "replaced": getattr(exc, "replaced", None)})
+        write_json(out / f"result{rank}.json", {"ok": False, "error": f"{type(e).__name__}: {e}"[:8000],
+                                               "causes": causes, "ended": time.time()})
         raise
 
 
@@ -273,6 +289,9 @@ def main() -> None:
     p.add_argument("--data")
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--lease", type=float, default=60.0)
+    p.add_argument("--retry-seconds", type=float, default=30.0)
+    p.add_argument("--publish-timeout", type=float, default=30.0)
+    p.add_argument("--async-save", action="store_true")
     p.add_argument("--mlflow", action="store_true")
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--every", type=int, default=3)

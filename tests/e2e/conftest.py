@@ -119,10 +119,7 @@ def s3_blob_store(tmp_path_factory):
     if r.returncode != 0:
         pytest.fail(f"scripts/minio.sh failed (exit {r.returncode}):\n{r.stderr}")
     minio = MinioServer(r.stdout.strip(), tmp_path_factory.mktemp("minio")).start()
-    sextant_e2e.S3_SERVER_FLAGS[:] = [
-        "--blob-store", "s3", "--s3-endpoint", minio.endpoint, "--s3-bucket", "sextant-e2e",
-        "--s3-create-bucket", "--s3-access-key", minio.user, "--s3-secret-key", minio.password,
-    ]
+    sextant_e2e.S3_SERVER_FLAGS[:] = minio.server_flags()
     yield minio
     sextant_e2e.S3_SERVER_FLAGS.clear()
     minio.stop()

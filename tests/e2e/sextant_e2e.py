@@ -227,6 +227,11 @@ class MinioServer:
         self.stop()
         pytest.fail(f"minio not live after 60s:\n{tail_file(self.dir / 'minio.log')}")
 
+    def server_flags(self, bucket: str = "sextant-e2e") -> list[str]:
+        """The flags of `sextant server` that keep its files in bucket."""
+        return ["--blob-store", "s3", "--s3-endpoint", self.endpoint, "--s3-bucket", bucket,
+                "--s3-create-bucket", "--s3-access-key", self.user, "--s3-secret-key", self.password]
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

@@ -3,8 +3,11 @@ gloo) and real server processes: 2- and 4-rank jobs (ckpt_job.py) saving an
 FSDP2-sharded model and AdamW state with dcp.save and dcp.async_save, loaded
 back by fresh jobs bit for bit; crash injection (a rank killed, the server
 killed, the network cut by a proxy in this file, a connection drop that the
-writer's retries survive); two writers on one directory; and exact resume of
-training on a VolumeDataset.
+writer's retries survive) and what each failure raises; the server killed
+and restarted during an async_save, and one of two replicas (PostgreSQL and
+S3, started here when the session has none) killed during one, both saves
+completing; what loading an incomplete checkpoint raises; two writers on one
+directory; and exact resume of training on a VolumeDataset.
 
 Needs the ML environment (requirements-ml.txt) and PYTHONPATH=python (the
 sextant package of this repository)."""
@@ -131,21 +134,31 @@ def assert_loads_exactly(path: str, expected: Path, width: int, url: str) -> Non
     assert bad == [], f"{path} differs from what was saved: {bad[:10]}"
 
 
-def assert_refused(path: str, url: str) -> None:
+def assert_refused(path: str, url: str, latest: str | None = None) -> None:
+    """VolumeReader refuses the incomplete checkpoint at path as it is made
+    (and read_metadata too), naming the newest complete one beside it."""
     from sextant.checkpoint import IncompleteCheckpointError, VolumeReader
     from sextant.client import Client
 
     with pytest.raises(IncompleteCheckpointError) as e:
-        VolumeReader(path, client=Client(url)).read_metadata()
+        VolumeReader(path, client=Client(url))
     assert "incomplete" in str(e.value) and ".metadata" in str(e.value)
+    assert e.value.path == path and e.value.latest == latest, (e.value.path, e.value.latest)
+    if latest:
+        assert latest in str(e.value)
+    with pytest.raises(IncompleteCheckpointError):
+        VolumeReader(path, client=Client(url), check=False).read_metadata()
 
 
 class Proxy:
     """A TCP proxy between the jobs and the server that can throttle uploads,
-    cut every connection, or refuse all traffic (a dead network)."""
+    cut every connection, or refuse all traffic (a dead network). With
+    several upstreams (replicas) each connection goes to the next one that
+    accepts it; set upstreams to follow a server restarted on a new port."""
 
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream = upstream_port
+    def __init__(self, *upstream_ports: int) -> None:
+        self.upstreams = list(upstream_ports)
+        self._turn = 0
         self.rate = 0.0  # bytes/s towards the server; 0: unlimited
         self.dead = False
         self.sent = 0  # bytes towards the server
@@ -166,9 +179,17 @@ class Proxy:
             if self.dead:
                 c.close()
                 continue
-            try:
-                u = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
-            except OSError:
+            u = None
+            ports = list(self.upstreams)
+            self._turn += 1
+            for i in range(len(ports)):
+                try:
+                    u = socket.create_connection(("127.0.0.1", ports[(self._turn + i) % len(ports)]), timeout=5)
+                    u.settimeout(None)
+                    break
+                except OSError:
+                    continue
+            if u is None:
                 c.close()
                 continue
             with self._mu:
@@ -281,12 +302,14 @@ def test_save_async_save_and_load(server, sextant_bin, tmp_path, world):
 # ---------------------------------------------------------------- crashes
 
 
-def crash_job(tmp_path: Path, proxy: Proxy, parent: str, **env: str) -> tuple[subprocess.Popen, Path]:
+def crash_job(tmp_path: Path, proxy: Proxy, parent: str, *args: str, **env: str) -> tuple[subprocess.Popen, Path]:
     """Starts a crash-mode job through the proxy, lets it save step_1, then
-    throttles uploads, lets it start step_2 and waits until 1 MiB of it went out."""
+    throttles uploads, lets it start step_2 and waits until 1 MiB of it went
+    out. Its requests retry for 5 s (--retry-seconds) unless args say else."""
     out = tmp_path / "job"
-    p = start_job("crash", out, proxy.url, "--ckpt", parent, "--width", str(WIDTH_BIG), "--lease", "3",
-                  SEXTANT_HTTP_RETRIES="2", **env)
+    if "--retry-seconds" not in args:
+        args = (*args, "--retry-seconds", "5")
+    p = start_job("crash", out, proxy.url, "--ckpt", parent, "--width", str(WIDTH_BIG), "--lease", "3", *args, **env)
     wait_for(lambda: (out / "step1.done").exists() or p.poll() is not None, "step_1", 180)
     assert p.poll() is None, tail(out / "job.log")
     proxy.rate = 1.5e6
@@ -303,7 +326,7 @@ def check_after_crash(srv_url: str, sextant_bin: str, parent: str, out: Path) ->
     assert requests.head(f"{srv_url}/api/2.0/fs/files{parent}/step_2/.metadata", timeout=10).status_code == 404
     time.sleep(3.5)
     assert ckpt_status(srv_url, sextant_bin, parent) == {"step_1": "complete", "step_2": "incomplete"}
-    assert_refused(parent + "/step_2", srv_url)
+    assert_refused(parent + "/step_2", srv_url, latest=parent + "/step_1")
     assert_loads_exactly(parent + "/step_1", out / "expected_step_1.pt", WIDTH_BIG, srv_url)
     gc = cli(srv_url, sextant_bin, "ckpt", "gc", parent, "--keep-last", "1", "--grace", "0s")
     assert "deleted step_2" in gc, gc
@@ -327,11 +350,115 @@ def test_server_killed_mid_upload(proxied, sextant_bin, tmp_path):
     parent = VOL + "/serverkill"
     p, out = crash_job(tmp_path, proxy, parent)
     srv.kill()
+    killed = time.time()
     assert wait_job(p, out, ok=False) != 0
     errors = [json.loads((out / f"result{r}.json").read_text()) for r in range(2)]
     assert all(not e["ok"] and "CheckpointException" in e["error"] for e in errors), errors
+    report_measurement("dcp_save_server_down_retry_5s", {"failed_after_kill_s": round(max(e["ended"] for e in errors) - killed, 2)})
+    assert_save_error(errors, parent + "/step_2")
     srv.start()  # same data directory, a new port
     check_after_crash(srv.url, sextant_bin, parent, out)
+
+
+def assert_save_error(errors: list[dict], path: str) -> None:
+    """What a failed save raises, as docs/volumes.md says: torch's
+    CheckpointException on every rank, holding a CheckpointSaveError that
+    names the shards that did not land and says the previous checkpoint is
+    intact; DCP reports the first failing rank's."""
+    for e in errors:
+        causes = [c for c in e["causes"] if c["type"] == "CheckpointSaveError"]
+        assert causes, e
+        for c in causes:
+            msg = c["message"]
+            assert c["missing"] and all(f"{n} (" in msg for n in c["missing"][:4]), c
+            assert all(n.startswith(f"__{c['rank']}_") and n.endswith(".distcp") for n in c["missing"]), c
+            assert f"checkpoint {path} was not saved" in msg and "did not land" in msg, msg
+            assert "No .metadata was published" in msg and "previous complete one under" in msg and "is intact" in msg, msg
+            assert c["replaced"] is False, c
+
+
+def test_server_restarted_mid_async_save(proxied, sextant_bin, tmp_path):
+    """The server killed (SIGKILL) during a 2-rank dcp.async_save and
+    restarted on the same data within 2 s: the writers' retries land the
+    shards on the restarted server, which released the killed one's upload
+    claims as it started, so the same save completes (no 409 on .metadata
+    for the claims' two minutes) and loads bit for bit."""
+    srv, proxy = proxied
+    parent = VOL + "/restart"
+    p, out = crash_job(tmp_path, proxy, parent, "--async-save", "--retry-seconds", "60")
+    srv.kill()
+    time.sleep(1.0)
+    srv.start()  # same data directory, a new port
+    restarted = time.time()
+    proxy.upstreams = [srv.port]
+    proxy.rate = 0
+    wait_job(p, out)
+    results = [json.loads((out / f"result{r}.json").read_text()) for r in range(2)]
+    assert all(r["ok"] for r in results), results
+    report_measurement("dcp_async_save_server_restarted", {"landed_after_restart_s": round(max(r["ended"] for r in results) - restarted, 2)})
+    assert requests.head(f"{srv.url}/api/2.0/fs/files{parent}/step_2/.metadata", timeout=10).status_code == 200
+    assert ckpt_status(srv.url, sextant_bin, parent) == {"step_1": "complete", "step_2": "complete"}
+    for step in (1, 2):
+        assert_loads_exactly(f"{parent}/step_{step}", out / f"expected_step_{step}.pt", WIDTH_BIG, srv.url)
+
+
+@pytest.fixture
+def replicas(sextant_bin, tmp_path, postgres_db, s3_blob_store, monkeypatch):
+    """Two replicas of `sextant server` sharing one PostgreSQL database and
+    one MinIO bucket prefix: the session's, when it runs on them, else a
+    PostgreSQL and a MinIO started here (the ml session runs on SQLite)."""
+    import uuid
+
+    import sextant_e2e
+    from sextant_e2e import MinioServer, PostgresServer, SextantServer
+
+    started = []
+    if postgres_db is None:
+        pg = PostgresServer().start()
+        started.append(pg)
+        monkeypatch.setattr(sextant_e2e, "POSTGRES", pg)
+    if s3_blob_store is None:
+        r = subprocess.run([str(REPO_ROOT / "scripts" / "minio.sh")], capture_output=True, text=True)
+        assert r.returncode == 0, f"scripts/minio.sh failed:\n{r.stderr}"
+        (tmp_path / "minio").mkdir()
+        minio = MinioServer(r.stdout.strip(), tmp_path / "minio").start()
+        started.append(minio)
+        monkeypatch.setattr(sextant_e2e, "S3_SERVER_FLAGS", minio.server_flags())
+    shared = "ckpt_" + uuid.uuid4().hex[:8]
+    servers = [SextantServer(sextant_bin, tmp_path / n, tmp_path / f"server-{n}.log", shared=shared).start() for n in ("a", "b")]
+    yield servers
+    for srv in servers:
+        srv.stop_and_check()
+    for x in started:
+        x.stop()
+
+
+def test_replica_killed_mid_save(replicas, sextant_bin, tmp_path):
+    """Two replicas on PostgreSQL and S3 behind a proxy that spreads the
+    job's connections over both; one replica is killed (SIGKILL) in the
+    middle of a 2-rank dcp.async_save. The writers' retries go to the other
+    replica, whose .metadata check does not wait for the killed one's
+    claims (a landed retry supersedes its attempt, and its liveness lease
+    expires): the same save completes through the survivor and loads bit
+    for bit."""
+    a, b = replicas
+    make_volume(a)
+    proxy = Proxy(a.port, b.port)
+    try:
+        parent = VOL + "/replicakill"
+        p, out = crash_job(tmp_path, proxy, parent, "--async-save", "--retry-seconds", "60")
+        a.kill()
+        killed = time.time()
+        proxy.rate = 0
+        wait_job(p, out)
+        results = [json.loads((out / f"result{r}.json").read_text()) for r in range(2)]
+        assert all(r["ok"] for r in results), results
+        report_measurement("dcp_async_save_replica_killed", {"landed_after_kill_s": round(max(r["ended"] for r in results) - killed, 2)})
+        assert ckpt_status(b.url, sextant_bin, parent) == {"step_1": "complete", "step_2": "complete"}
+        for step in (1, 2):
+            assert_loads_exactly(f"{parent}/step_{step}", out / f"expected_step_{step}.pt", WIDTH_BIG, b.url)
+    finally:
+        proxy.close()
 
 
 def test_network_cut_mid_upload(proxied, sextant_bin, tmp_path):
@@ -343,7 +470,68 @@ def test_network_cut_mid_upload(proxied, sextant_bin, tmp_path):
     errors = [json.loads((out / f"result{r}.json").read_text()) for r in range(2)]
     assert all(not e["ok"] for e in errors), errors
     assert any("cannot reach the server" in e["error"] or "TransientError" in e["error"] for e in errors), errors
+    assert_save_error(errors, parent + "/step_2")
     check_after_crash(srv.url, sextant_bin, parent, out)
+
+
+def test_load_of_incomplete_checkpoint_raises_what_the_docs_say(server, tmp_path):
+    """docs/volumes.md, "What a failure raises": for a checkpoint whose save
+    did not finish, VolumeReader(path) raises IncompleteCheckpointError
+    (naming the newest complete checkpoint beside it), as does dcp.load with
+    checkpoint_id=path; latest_complete finds the complete one; and inside
+    dcp.load (check=False) torch raises CheckpointException, a
+    BaseException, holding AssertionError("metadata is None; global metadata
+    read failed: ... is incomplete ...")."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from sextant.checkpoint import IncompleteCheckpointError, VolumeReader, VolumeWriter, latest_complete
+    from sextant.client import Client
+
+    make_volume(server)
+    c = Client(server.url)
+    run = VOL + "/incomplete"
+    state = {"w": torch.arange(1000, dtype=torch.float32)}
+    for step in (1, 2):
+        dcp.save(state, storage_writer=VolumeWriter(f"{run}/step_{step}", client=c), no_dist=True)
+    c.delete(f"{run}/step_2/.metadata")  # as a save killed before its .metadata leaves it
+    got = {"w": torch.empty(1000)}
+
+    with pytest.raises(IncompleteCheckpointError) as e:
+        dcp.load(got, storage_reader=VolumeReader(f"{run}/step_2", client=c), no_dist=True)
+    assert e.value.path == f"{run}/step_2" and e.value.latest == f"{run}/step_1"
+    assert "is incomplete" in str(e.value) and f"{run}/step_1" in str(e.value)
+    assert isinstance(e.value, FileNotFoundError)
+    with pytest.raises(IncompleteCheckpointError):
+        dcp.load(got, checkpoint_id=f"{run}/step_2", storage_reader=VolumeReader(f"{run}/step_1", client=c), no_dist=True)
+    with pytest.raises(FileNotFoundError) as nf:
+        VolumeReader(f"{run}/step_9", client=c)
+    assert not isinstance(nf.value, IncompleteCheckpointError) and "no checkpoint at" in str(nf.value)
+
+    with pytest.raises(CheckpointException) as ce:
+        try:
+            dcp.load(got, storage_reader=VolumeReader(f"{run}/step_2", client=c, check=False), no_dist=True)
+        except Exception:  # noqa: BLE001 - CheckpointException is no Exception: this does not catch it
+            pytest.fail("dcp.load raised an Exception; the docs say CheckpointException, a BaseException")
+    assert not isinstance(ce.value, Exception)
+    (cause, _), = ce.value.failures.values()
+    assert isinstance(cause, AssertionError), ce.value.failures
+    assert str(cause).startswith("metadata is None; global metadata read failed: checkpoint ") and "is incomplete" in str(cause), cause
+
+    assert latest_complete(run, client=c) == f"{run}/step_1"
+    assert latest_complete(f"{run}/step_1", client=c) == f"{run}/step_1"
+    with pytest.raises(IncompleteCheckpointError) as e:
+        latest_complete(f"{run}/step_2", client=c)
+    assert e.value.latest == f"{run}/step_1"
+    dcp.load(got, storage_reader=VolumeReader(latest_complete(run, client=c), client=c), no_dist=True)
+    assert torch.equal(got["w"], state["w"])
+    c.delete(f"{run}/step_1/.metadata")
+    with pytest.raises(IncompleteCheckpointError) as e:
+        latest_complete(run, client=c)
+    assert "no complete checkpoint under" in str(e.value)
+    with pytest.raises(FileNotFoundError):
+        latest_complete(VOL + "/nothing-here", client=c)
 
 
 def test_dropped_connections_are_retried(proxied, tmp_path):

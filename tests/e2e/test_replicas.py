@@ -196,6 +196,48 @@ def test_checkpoint_guards_hold_across_replicas(replicas):
     assert requests.get(a.url + FS + vol + "/lock", timeout=10).content == b"first" * 1000
 
 
+def test_killed_replica_releases_its_upload_claims(sextant_bin, tmp_path, postgres_db, s3_blob_store):
+    """Replica a is killed with two shard uploads in flight. A replica
+    started while a was alive kept a's claims (the .metadata waited); after
+    the kill, shard 0 uploaded again through b supersedes a's attempt at
+    once, and a's claim on shard 1 goes when a's liveness lease expires
+    (InstanceTTL, 15 s), so the .metadata lands through b without waiting
+    the claims' two minutes."""
+    if postgres_db is None or s3_blob_store is None:
+        pytest.fail("needs SEXTANT_E2E_DB=postgres SEXTANT_E2E_BLOB_STORE=s3")
+    shared = "claims_" + uuid.uuid4().hex[:8]
+    a = SextantServer(sextant_bin, tmp_path / "a", tmp_path / "a.log", shared=shared).start()
+    b = SextantServer(sextant_bin, tmp_path / "b", tmp_path / "b.log", shared=shared).start()
+    c = None
+    try:
+        vol = make_volume(a, f"kill{uuid.uuid4().hex[:6]}.team.ckpt")
+        meta = FS + vol + "/step_1/.metadata"
+        shards = [os.urandom(1 << 20) for _ in range(2)]
+        uploads = [SlowUpload(a, FS + vol + f"/step_1/__{i}_0.distcp", shards[i]) for i in range(2)]
+        c = SextantServer(sextant_bin, tmp_path / "c", tmp_path / "c.log", shared=shared).start()
+        r = requests.put(c.url + meta, data=b"meta", timeout=10)
+        assert r.status_code == 409 and "__0_0.distcp" in r.text and "__1_0.distcp" in r.text, r.text
+        a.kill()
+        for u in uploads:
+            u.cut()
+        r = requests.put(b.url + FS + vol + "/step_1/__0_0.distcp", data=shards[0], timeout=30)
+        assert r.status_code == 204, r.text
+        t0 = time.monotonic()
+        while True:
+            r = requests.put(b.url + meta, data=b"meta", timeout=10)
+            if r.status_code == 204:
+                break
+            assert r.status_code == 409 and "__1_0.distcp" in r.text, r.text
+            assert "__0_0.distcp" not in r.text, "a landed retry did not release the killed replica's claim: " + r.text
+            assert time.monotonic() - t0 < 90, "the killed replica's claims were not released: " + r.text
+            time.sleep(0.5)
+        assert requests.head(c.url + meta, timeout=10).status_code == 200
+    finally:
+        for srv in (a, b, c):
+            if srv is not None:
+                srv.stop_and_check()
+
+
 def test_mlflow_client_through_the_proxy(replicas, use_server, tmp_path, monkeypatch):
     a, b, proxy = replicas
 

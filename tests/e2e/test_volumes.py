@@ -278,6 +278,46 @@ def test_metadata_waits_for_shards(server):
     assert requests.put(server.url + FS + vol + "/step_1/.metadata", data=b"meta", timeout=10).status_code == 204
 
 
+def test_server_killed_mid_upload_then_restarted(start_server, tmp_path):
+    """The reproducer of issue 20, as written: a 50 MB shard PUT with
+    `curl --limit-rate 5M`, the server killed with SIGKILL in the middle,
+    restarted on the same data; the shard PUT again, then the checkpoint's
+    .metadata. The restarted server knows that the killed one's claim on
+    the shard is gone: the .metadata lands at once (it was refused for two
+    minutes, naming the shard that had landed again)."""
+    data_dir = tmp_path / "data"
+    srv = start_server(data_dir=data_dir)
+    vol = make_volume(srv, "main.restart.ckpt")
+    shard = tmp_path / "shard.bin"
+    shard.write_bytes(os.urandom(50_000_000))
+    target = FS + vol + "/step_1/__0_0.distcp"
+    curl = subprocess.Popen(["curl", "-sS", "--limit-rate", "5M", "-X", "PUT", "--data-binary", f"@{shard}",
+                             srv.url + target, "-o", "/dev/null", "-w", "%{http_code}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The upload is in flight (claimed) once the .metadata is refused.
+    deadline = time.monotonic() + 30
+    while True:
+        r = requests.put(srv.url + FS + vol + "/step_1/.metadata", data=b"meta", timeout=10)
+        if r.status_code == 409:
+            break
+        assert r.status_code == 204 and time.monotonic() < deadline, r.text
+        requests.delete(srv.url + FS + vol + "/step_1/.metadata", timeout=10)
+        time.sleep(0.05)
+    assert_json_error(r, 409, "RESOURCE_CONFLICT", "__0_0.distcp", "still being uploaded")
+    assert curl.poll() is None, "the upload ended before the kill"
+    srv.kill()
+    curl.wait(timeout=60)
+    srv.start()  # same data, a new port
+    r = requests.put(srv.url + target, data=shard.read_bytes(), timeout=60)
+    assert r.status_code == 204, r.text
+    r = requests.put(srv.url + FS + vol + "/step_1/.metadata", data=b"meta", timeout=10)
+    assert r.status_code == 204, r.text
+    got = requests.get(srv.url + target, timeout=60).content
+    assert hashlib.sha256(got).digest() == hashlib.sha256(shard.read_bytes()).digest()
+    # The killed upload left nothing else in the directory.
+    assert listing(srv, vol + "/step_1") == [".metadata", "__0_0.distcp"]
+
+
 def test_overwrite_false_is_exclusive(server):
     vol = make_volume(server, "main.excl.v")
     first = SlowUpload(server, FS + vol + "/lock?overwrite=false", b"first" * 1000)

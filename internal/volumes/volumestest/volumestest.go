@@ -20,14 +20,28 @@ type Store interface {
 	SetGrant(ctx context.Context, g workspace.Grant) error
 }
 
+// Sharing says how many server processes use a store: it decides which
+// instances' upload claims a starting server releases (see
+// volumes.Store.StartInstance).
+type Sharing int
+
+const (
+	// Exclusive: one server process owns the store (SQLite).
+	Exclusive Sharing = 1
+	// Shared: replicas share the store (PostgreSQL).
+	Shared Sharing = 2
+)
+
 // RunStoreTests runs the suite; open returns an empty store for each
-// subtest.
-func RunStoreTests(t *testing.T, open func(t *testing.T) Store) {
+// subtest, shared by as many processes as sharing says.
+func RunStoreTests(t *testing.T, sharing Sharing, open func(t *testing.T) Store) {
 	t.Run("Catalogs", func(t *testing.T) { testCatalogs(t, open(t)) })
 	t.Run("Schemas", func(t *testing.T) { testSchemas(t, open(t)) })
 	t.Run("Volumes", func(t *testing.T) { testVolumes(t, open(t)) })
 	t.Run("DeleteDropsGrants", func(t *testing.T) { testDeleteDropsGrants(t, open(t)) })
 	t.Run("UploadClaims", func(t *testing.T) { testUploadClaims(t, open(t)) })
+	t.Run("LandedUploadSupersedesEarlierClaims", func(t *testing.T) { testLandedUploadSupersedes(t, open(t)) })
+	t.Run("ClaimsGoWithTheirInstance", func(t *testing.T) { testClaimsGoWithTheirInstance(t, open(t), sharing) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, open(t)) })
 }
 
@@ -219,57 +233,216 @@ func testDeleteDropsGrants(t *testing.T, s Store) {
 	}
 }
 
+// claimer claims uploads into volume v1 of s, checking what each claim
+// saw in flight.
+type claimer struct {
+	t *testing.T
+	s Store
+}
+
+func (c claimer) claim(dir, name, instance string, nowMs, expiresMs int64, want []string, refuse error) (*volumes.Upload, error) {
+	c.t.Helper()
+	u := &volumes.Upload{VolumeID: "v1", Dir: dir, Name: name, Instance: instance, StartedMs: nowMs, ExpiresMs: expiresMs}
+	var saw []string
+	err := c.s.ClaimUpload(c.t.Context(), u, nowMs, func(inFlight []volumes.Upload) error {
+		for i, o := range inFlight {
+			if o.Dir != dir || o.VolumeID != "v1" || (i > 0 && o.ID <= inFlight[i-1].ID) {
+				c.t.Fatalf("claim %s/%s: in flight %+v (want this directory's, oldest first)", dir, name, inFlight)
+			}
+			saw = append(saw, o.Name)
+		}
+		return refuse
+	})
+	slices.Sort(saw)
+	if err == nil && !slices.Equal(saw, want) {
+		c.t.Fatalf("claim %s/%s saw %q in flight, want %q", dir, name, saw, want)
+	}
+	return u, err
+}
+
+func mustVolume(t *testing.T, s Store) claimer {
+	ctx := t.Context()
+	must(t, "catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main"}))
+	must(t, "schema", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "s"}))
+	must(t, "volume", s.CreateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "main", Schema: "s", Name: "ckpt"}))
+	return claimer{t, s}
+}
+
 // testUploadClaims: a claim sees the other unexpired claims of its
 // directory, a refused claim records nothing, releases and expiries free
 // names, renewals keep them, and a deleted volume's claims are gone.
 func testUploadClaims(t *testing.T, s Store) {
 	ctx := t.Context()
-	must(t, "catalog", s.CreateCatalog(ctx, &volumes.Catalog{Name: "main"}))
-	must(t, "schema", s.CreateSchema(ctx, &volumes.Schema{Catalog: "main", Name: "s"}))
-	must(t, "volume", s.CreateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "main", Schema: "s", Name: "ckpt"}))
-	claim := func(dir, name string, nowMs, expiresMs int64, want []string, refuse error) (int64, error) {
-		t.Helper()
-		u := &volumes.Upload{VolumeID: "v1", Dir: dir, Name: name, ExpiresMs: expiresMs}
-		var saw []string
-		err := s.ClaimUpload(ctx, u, nowMs, func(inFlight []string) error {
-			saw = slices.Clone(inFlight)
-			return refuse
-		})
-		slices.Sort(saw)
-		if err == nil && !slices.Equal(saw, want) {
-			t.Fatalf("claim %s/%s saw %q in flight, want %q", dir, name, saw, want)
-		}
-		return u.ID, err
-	}
-	a, err := claim("step-1", "__0_0.distcp", 10, 1000, nil, nil)
+	c := mustVolume(t, s)
+	claim := c.claim
+	a, err := claim("step-1", "__0_0.distcp", "", 10, 1000, nil, nil)
 	must(t, "first claim", err)
-	b, err := claim("step-1", "__1_0.distcp", 10, 1000, []string{"__0_0.distcp"}, nil)
+	b, err := claim("step-1", "__1_0.distcp", "", 10, 1000, []string{"__0_0.distcp"}, nil)
 	must(t, "second claim", err)
-	if a == b || a == 0 {
-		t.Fatalf("claim ids %d and %d", a, b)
+	if a.ID == b.ID || a.ID == 0 {
+		t.Fatalf("claim ids %d and %d", a.ID, b.ID)
 	}
 	refused := errors.New("refused")
-	if _, err := claim("step-1", ".metadata", 10, 1000, []string{"__0_0.distcp", "__1_0.distcp"}, refused); err != refused {
+	if _, err := claim("step-1", ".metadata", "", 10, 1000, []string{"__0_0.distcp", "__1_0.distcp"}, refused); err != refused {
 		t.Fatalf("a refused claim returned %v, want check's own error", err)
 	}
+	// The claim's fields come back as recorded.
+	_, err = claim("step-1", "probe", "", 10, 1000, []string{"__0_0.distcp", "__1_0.distcp"}, nil)
+	must(t, "probe", err)
+	_ = s.ClaimUpload(ctx, &volumes.Upload{VolumeID: "v1", Dir: "step-1", Name: "x"}, 10, func(inFlight []volumes.Upload) error {
+		if len(inFlight) != 3 || inFlight[0] != *a || inFlight[1] != *b {
+			t.Fatalf("in flight %+v, want %+v and %+v first", inFlight, *a, *b)
+		}
+		return refused
+	})
 	// Another directory is separate; the refused claim left nothing.
-	_, err = claim("step-2", "__0_0.distcp", 10, 1000, nil, nil)
+	_, err = claim("step-2", "__0_0.distcp", "", 10, 1000, nil, nil)
 	must(t, "other directory", err)
-	must(t, "release", s.ReleaseUpload(ctx, a))
-	must(t, "release twice", s.ReleaseUpload(ctx, a))
-	_, err = claim("step-1", "x", 10, 1000, []string{"__1_0.distcp"}, nil)
+	must(t, "release", s.ReleaseUpload(ctx, a, false))
+	must(t, "release twice", s.ReleaseUpload(ctx, a, false))
+	_, err = claim("step-1", "x", "", 10, 1000, []string{"__1_0.distcp", "probe"}, nil)
 	must(t, "after release", err)
-	// Expiry: at 2000 both claims of step-1 have expired, unless renewed.
-	must(t, "renew", s.RenewUpload(ctx, b, 5000))
-	_, err = claim("step-1", "y", 2000, 3000, []string{"__1_0.distcp"}, nil)
+	// Expiry: at 2000 the claims of step-1 have expired, unless renewed.
+	must(t, "renew", s.RenewUpload(ctx, b.ID, 5000))
+	_, err = claim("step-1", "y", "", 2000, 3000, []string{"__1_0.distcp"}, nil)
 	must(t, "after expiry", err)
-	_, err = claim("step-1", "z", 6000, 7000, nil, nil)
+	_, err = claim("step-1", "z", "", 6000, 7000, nil, nil)
 	must(t, "after every expiry", err)
 
 	must(t, "delete volume", s.DeleteVolume(ctx, "v1"))
-	_, err = claim("step-1", "w", 6000, 7000, nil, nil)
+	_, err = claim("step-1", "w", "", 6000, 7000, nil, nil)
 	wantCode(t, "claim in a deleted volume", err, errs.NotFound)
 	must(t, "volume again", s.CreateVolume(ctx, &volumes.Volume{ID: "v1", Catalog: "main", Schema: "s", Name: "ckpt"}))
-	_, err = claim("step-1", "w", 6000, 7000, nil, nil)
+	_, err = claim("step-1", "w", "", 6000, 7000, nil, nil)
 	must(t, "a new volume starts with no claims", err)
+}
+
+// testLandedUploadSupersedes: an upload that lands releases the claims of
+// the earlier uploads of its file (the attempts it retried), not those of
+// later ones or of other files; one that failed releases only its own.
+func testLandedUploadSupersedes(t *testing.T, s Store) {
+	ctx := t.Context()
+	c := mustVolume(t, s)
+	_, err := c.claim("d", "shard", "dead", 10, 1000, nil, nil)
+	must(t, "first attempt", err)
+	_, err = c.claim("d", "shard", "", 10, 1000, []string{"shard"}, nil)
+	must(t, "second attempt", err)
+	_, err = c.claim("d", "other", "a", 10, 1000, []string{"shard", "shard"}, nil)
+	must(t, "another file", err)
+	retry, err := c.claim("d", "shard", "a", 10, 1000, []string{"other", "shard", "shard"}, nil)
+	must(t, "retry", err)
+	later, err := c.claim("d", "shard", "a", 10, 1000, []string{"other", "shard", "shard", "shard"}, nil)
+	must(t, "later", err)
+	failed, err := c.claim("d", "other", "a", 10, 1000, []string{"other", "shard", "shard", "shard", "shard"}, nil)
+	must(t, "an upload that fails", err)
+	must(t, "failed", s.ReleaseUpload(ctx, failed, false))
+	// A claim of another file with the retry's id releases nothing.
+	must(t, "release of another file", s.ReleaseUpload(ctx, &volumes.Upload{ID: retry.ID, VolumeID: "v1", Dir: "d", Name: "nope"}, true))
+	must(t, "the retry landed", s.ReleaseUpload(ctx, retry, true))
+	_, err = c.claim("d", "probe", "", 10, 1000, []string{"other", "shard"}, nil)
+	must(t, "after the retry landed", err)
+	must(t, "later landed", s.ReleaseUpload(ctx, later, true))
+	_, err = c.claim("d", "probe2", "", 10, 1000, []string{"other", "probe"}, nil)
+	must(t, "after later landed", err)
+}
+
+// testClaimsGoWithTheirInstance: a starting instance releases the claims
+// of instances that are gone, never those of live ones on a shared store,
+// and the claims of no instance only expire; a stopped instance's claims
+// are gone.
+func testClaimsGoWithTheirInstance(t *testing.T, s Store, sharing Sharing) {
+	ctx := t.Context()
+	c := mustVolume(t, s)
+	start := func(id string, nowMs int64) int64 {
+		t.Helper()
+		n, err := s.StartInstance(ctx, id, nowMs, nowMs+1000)
+		must(t, "start "+id, err)
+		return n
+	}
+	keep := func(id string, nowMs int64) int64 {
+		t.Helper()
+		n, err := s.KeepInstance(ctx, id, nowMs, nowMs+1000)
+		must(t, "keep "+id, err)
+		return n
+	}
+	inFlight := func(nowMs int64) []string {
+		t.Helper()
+		var names []string
+		err := s.ClaimUpload(ctx, &volumes.Upload{VolumeID: "v1", Dir: "d", Name: "probe"}, nowMs, func(in []volumes.Upload) error {
+			for _, o := range in {
+				names = append(names, o.Name+"@"+o.Instance)
+			}
+			return errors.New("probe")
+		})
+		if err == nil || err.Error() != "probe" {
+			t.Fatalf("probe: %v", err)
+		}
+		slices.Sort(names)
+		return names
+	}
+	if n := start("a", 100); n != 0 {
+		t.Fatalf("the first start released %d claims", n)
+	}
+	_, err := c.claim("d", "a1", "a", 100, 100_000, nil, nil)
+	must(t, "claim of a", err)
+	_, err = c.claim("d", "m", "", 100, 100_000, []string{"a1"}, nil)
+	must(t, "claim of no instance", err)
+	_, err = c.claim("e", "a2", "a", 100, 100_000, nil, nil)
+	must(t, "claim of a in another directory", err)
+
+	if sharing == Exclusive {
+		// One process owns the store: an instance starting means that
+		// every other one is gone, at once.
+		if n := start("b", 200); n != 2 {
+			t.Fatalf("b's start released %d claims, want a's 2", n)
+		}
+		if got := inFlight(200); !slices.Equal(got, []string{"m@"}) {
+			t.Fatalf("in flight after b started: %q", got)
+		}
+	} else {
+		// A replica starting while a is alive keeps a's claims, and
+		// renewals keep them; once a's liveness has expired, the next
+		// renewal of b (or start of another) releases them.
+		if n := start("b", 200); n != 0 {
+			t.Fatalf("b's start released %d claims of a live replica", n)
+		}
+		_, err = c.claim("d", "b1", "b", 200, 100_000, []string{"a1", "m"}, nil)
+		must(t, "claim of b", err)
+		if n := keep("a", 900); n != 0 {
+			t.Fatalf("a's renewal released %d claims", n)
+		}
+		if n := keep("b", 1500); n != 0 {
+			t.Fatalf("b's renewal released %d claims of a live replica", n)
+		}
+		if n := start("c", 1800); n != 0 {
+			t.Fatalf("c's start released %d claims of live replicas", n)
+		}
+		if got := inFlight(1800); !slices.Equal(got, []string{"a1@a", "b1@b", "m@"}) {
+			t.Fatalf("in flight: %q", got)
+		}
+		// a stops renewing: its liveness ends at 1900; b's and c's
+		// renewals go on.
+		keep("b", 1850)
+		if n := keep("c", 2000); n != 2 {
+			t.Fatalf("c's renewal after a's expiry released %d claims, want a's 2", n)
+		}
+		if got := inFlight(2000); !slices.Equal(got, []string{"b1@b", "m@"}) {
+			t.Fatalf("in flight after a expired: %q", got)
+		}
+		// An instance never recorded is gone for a starting one.
+		_, err = c.claim("d", "x1", "x", 2000, 100_000, []string{"b1", "m"}, nil)
+		must(t, "claim of an unrecorded instance", err)
+		keep("b", 2100)
+		if n := start("d", 2100); n != 1 {
+			t.Fatalf("d's start released %d claims, want x's 1", n)
+		}
+	}
+	must(t, "stop b", s.StopInstance(ctx, "b"))
+	if got := inFlight(2200); !slices.Equal(got, []string{"m@"}) {
+		t.Fatalf("in flight after b stopped: %q", got)
+	}
+	// The claim of no instance expires as any claim does.
+	if got := inFlight(200_000); len(got) != 0 {
+		t.Fatalf("in flight after every expiry: %q", got)
+	}
 }
