@@ -24,7 +24,7 @@ interface Column {
 const ATTRS: { key: string; label: string; order?: string; width: number }[] = [
   { key: 'run_name', label: 'Run name', order: 'attributes.run_name', width: 220 },
   { key: 'status', label: 'Status', order: 'attributes.status', width: 96 },
-  { key: 'start_time', label: 'Started', order: 'attributes.start_time', width: 150 },
+  { key: 'start_time', label: 'Started', order: 'attributes.start_time', width: 172 },
   { key: 'duration', label: 'Duration', width: 90 },
   { key: 'user_id', label: 'User', order: 'attributes.user_id', width: 150 },
   { key: 'source', label: 'Source', width: 160 },
@@ -49,9 +49,11 @@ function colLabel(c: Column): string {
   return c.key;
 }
 
-function colWidth(c: Column): number {
+function defaultWidth(c: Column): number {
   if (c.kind === 'attr') return ATTRS.find((a) => a.key === c.key)?.width ?? 120;
-  return c.kind === 'tag' ? 150 : 110;
+  // Wide enough for the key's name, within reason (the header tooltip has all of it).
+  const label = Math.min(260, 34 + c.key.length * 7.5);
+  return Math.max(c.kind === 'tag' ? 150 : 110, Math.round(label));
 }
 
 function orderKey(c: Column): string | null {
@@ -74,6 +76,9 @@ export function renderFilter(filter: string, message: string | null): HTMLElemen
 export function experimentPage(p: Record<string, string>, q: URLSearchParams, scope: Scope): HTMLElement {
   const expId = p.id;
   const storeKey = 'sextant.cols.' + expId;
+  const widthKey = 'sextant.colw.' + expId;
+  const widths: Record<string, number> = loadWidths();
+  const colWidth = (c: Column) => widths[colId(c)] ?? defaultWidth(c);
   let exp: Experiment | null = null;
   let runs: Run[] = [];
   const cache = new WeakMap<Run, RowCache>();
@@ -149,6 +154,63 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       return [];
     }
   }
+  function loadWidths(): Record<string, number> {
+    try {
+      const v = JSON.parse(localStorage.getItem(widthKey) ?? '{}');
+      const out: Record<string, number> = {};
+      if (v && typeof v === 'object') for (const [k, w] of Object.entries(v)) if (typeof w === 'number' && w >= 40 && w <= 2000) out[k] = w;
+      return out;
+    } catch {
+      return {};
+    }
+  }
+  /** resizer lets the user drag a header cell's right edge; the width is kept per experiment. */
+  function resizer(c: Column, cell: HTMLElement, index: number): HTMLElement {
+    const grip = h('span', { class: 'col-resize', title: 'Drag to resize, double-click to fit', 'aria-hidden': 'true' });
+    const setWidth = (w: number) => {
+      widths[colId(c)] = w;
+      cell.style.width = w + 'px';
+      for (const row of body.querySelectorAll<HTMLElement>('.rt-row[data-run-id]')) {
+        const el = row.children[index + 1] as HTMLElement | undefined;
+        if (el) el.style.width = w + 'px';
+      }
+    };
+    const save = () => {
+      try {
+        localStorage.setItem(widthKey, JSON.stringify(widths));
+      } catch {
+        /* private mode */
+      }
+    };
+    grip.addEventListener('click', (e) => e.stopPropagation());
+    grip.addEventListener('pointerdown', (e: PointerEvent) => {
+      e.preventDefault();
+      e.stopPropagation();
+      const x0 = e.clientX;
+      const w0 = cell.getBoundingClientRect().width;
+      const move = (ev: PointerEvent) => setWidth(Math.max(40, Math.min(2000, Math.round(w0 + ev.clientX - x0))));
+      const up = () => {
+        document.removeEventListener('pointermove', move);
+        document.removeEventListener('pointerup', up);
+        save();
+      };
+      document.addEventListener('pointermove', move);
+      document.addEventListener('pointerup', up);
+    });
+    grip.addEventListener('dblclick', (e) => {
+      e.stopPropagation();
+      // Fit: the widest text of the header and the rows in view.
+      let w = 40;
+      const measure = (el: Element | undefined) => {
+        if (el) w = Math.max(w, (el as HTMLElement).scrollWidth + 4);
+      };
+      measure(cell);
+      for (const row of body.querySelectorAll<HTMLElement>('.rt-row[data-run-id]')) measure(row.children[index + 1]);
+      setWidth(Math.min(800, w));
+      save();
+    });
+    return grip;
+  }
   function saveColumns(): void {
     try {
       localStorage.setItem(storeKey, JSON.stringify(columns));
@@ -218,6 +280,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       const cell = h('div', { class: 'rt-cell rt-' + c.kind }, v);
       cell.style.width = colWidth(c) + 'px';
       if (typeof v === 'string' && v.length > 12) cell.title = v;
+      else if (v instanceof Node && (v.textContent ?? '').length > 12) cell.title = v.textContent!;
       row.append(cell);
     }
     if (idx % 2) row.classList.add('odd');
@@ -235,7 +298,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       list.refresh();
     });
     const cells: HTMLElement[] = [h('div', { class: 'rt-cell rt-check' }, all)];
-    for (const c of columns) {
+    for (const [index, c] of columns.entries()) {
       const ok = orderKey(c);
       const active = order && colId(order.col) === colId(c);
       const cell = h(
@@ -258,6 +321,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
         active ? h('span', { class: 'arrow' }, order!.desc ? ' ↓' : ' ↑') : null,
       );
       cell.style.width = colWidth(c) + 'px';
+      cell.append(resizer(c, cell, index));
       cells.push(cell);
     }
     header.replaceChildren(...cells);
