@@ -2,7 +2,7 @@
 // description, params, tags, comments), metric charts, system metrics,
 // logs, artifacts, checkpoints and the GPU pane, as tabs.
 
-import { addComment, deleteComment, getExperiment, getRun, listComments, Run, setTag } from '../api';
+import { addComment, deleteComment, getExperiment, getRun, listComments, Run, runArtifacts, setTag } from '../api';
 import { artifactsView } from '../components/artifacts';
 import { BoardChart, ChartBoard, keyCharts } from '../components/board';
 import { ChartRun, linesOf } from '../components/chart';
@@ -14,6 +14,7 @@ import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { gpuKey, systemCharts } from '../lib/keys';
 import { setQuery } from '../router';
 import { session } from '../session';
+import { runModels } from './models';
 
 const TABS = ['overview', 'metrics', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
 type Tab = (typeof TABS)[number];
@@ -112,7 +113,8 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       case 'logs':
         return new LogsView(r.info.run_id, s).el;
       case 'artifacts':
-        return artifactsView(r.info, s);
+        // MLflow 3 keeps a logged model's files with the model, not the run: list them first.
+        return h('div', { class: 'run-artifacts' }, runModels(r, s, { files: true }), h('h2', null, 'Run artifacts'), artifactsView(runArtifacts(r.info), s, 'No run artifacts.'));
       case 'checkpoints':
         return checkpoints(r);
       case 'gpu':
@@ -199,6 +201,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
           kvTable(latest.map((m) => [m.key, `${fmtNumber(m.value)}  (step ${m.step})`]), 'No metrics.'),
         ),
       ),
+      runModels(r, s, { files: false }),
       h('section', null, h('h2', null, `Tags (${visibleTags.length})`), kvTable(visibleTags, 'No tags.')),
       comments(i.run_id, s),
     );

@@ -4,9 +4,9 @@
 // downloaded browser).
 
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, rmSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -26,6 +26,20 @@ export function sextantBin() {
   binPath = join(dir, 'sextant');
   execFileSync('go', ['build', '-o', binPath, './cmd/sextant'], { cwd: repo, stdio: 'inherit' });
   return binPath;
+}
+
+/** mlflowPython is $SEXTANT_MLFLOW_PYTHON, else the newest complete cached mlflow environment's python. */
+export function mlflowPython() {
+  if (process.env.SEXTANT_MLFLOW_PYTHON) return process.env.SEXTANT_MLFLOW_PYTHON;
+  const cache = process.env.SEXTANT_CACHE_DIR || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'sextant');
+  const dir = join(cache, 'venv');
+  const envs = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((d) => /^mlflow-\d/.test(d) && existsSync(join(dir, d, '.complete')))
+        .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
+    : [];
+  if (envs.length === 0) throw new Error(`no mlflow environment: set SEXTANT_MLFLOW_PYTHON or run ./scripts/test.sh e2e once (it caches them in ${dir})`);
+  return join(dir, envs[envs.length - 1], 'bin', 'python');
 }
 
 export function freePort() {
