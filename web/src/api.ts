@@ -220,6 +220,22 @@ export interface RunPoint {
   value: number;
 }
 
+/** bulkIntervalURL is the get-history-bulk-interval request getHistoryBulkInterval makes. */
+export function bulkIntervalURL(runIds: string[], key: string, maxResults: number, range: { start: number; end: number } | null, minmax: boolean): string {
+  return (
+    ML +
+    '/metrics/get-history-bulk-interval' +
+    qs({
+      run_ids: runIds,
+      metric_key: key,
+      max_results: Math.max(2, Math.min(2500, Math.round(maxResults))),
+      start_step: range ? Math.floor(range.start) : undefined,
+      end_step: range ? Math.ceil(range.end) : undefined,
+      sampling: minmax ? 'minmax' : undefined,
+    })
+  );
+}
+
 /**
  * getHistoryBulkInterval fetches up to maxResults points per run (at most
  * 100 runs) of one metric, downsampled by the server; with minmax, each

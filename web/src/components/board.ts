@@ -50,6 +50,8 @@ export interface BoardOpts {
   /** more controls for the toolbar (group by, which runs) */
   controls?: Node[];
   sectionLabel?: (name: string) => string;
+  /** about how many points a run has of a key (ChartOpts.estimate) */
+  estimate?: (runId: string, key: string) => number | undefined;
 }
 
 type Row = { kind: 'head'; top: number; section: string; count: number; total: number } | { kind: 'charts'; top: number; charts: BoardChart[] };
@@ -73,6 +75,7 @@ export class ChartBoard {
   private cols = 0;
   private raf = 0;
   private scrolling = false;
+  private top = 0;
   private settle: () => void;
 
   constructor(
@@ -128,6 +131,7 @@ export class ChartBoard {
     this.scroller.addEventListener(
       'scroll',
       () => {
+        this.top = this.scroller.scrollTop;
         this.scrolling = true;
         this.settle();
         this.schedule();
@@ -250,6 +254,7 @@ export class ChartBoard {
     if (this.scope.disposed) return;
     const st = this.scroller.scrollTop;
     const vh = this.scroller.clientHeight || 800;
+    this.top = st;
     const from = this.first(st - OVERSCAN);
     let to = from;
     while (to < this.rows.length && this.rows[to].top < st + vh + OVERSCAN) to++;
@@ -260,11 +265,11 @@ export class ChartBoard {
         this.rendered.delete(i);
       }
     }
-    for (let i = from; i < to; i++) if (!this.rendered.has(i)) this.renderRow(i);
+    for (let i = from; i < to; i++) if (!this.rendered.has(i)) this.renderRow(i, st, vh);
     this.el.dataset.rendered = String([...this.rendered.values()].reduce((a, r) => a + r.charts.size, 0));
   }
 
-  private renderRow(i: number): void {
+  private renderRow(i: number, st: number, vh: number): void {
     const row = this.rows[i];
     const scope = new Scope();
     let el: HTMLElement;
@@ -285,6 +290,7 @@ export class ChartBoard {
       el.style.gridTemplateColumns = `repeat(${this.cols}, minmax(0, 1fr))`;
       el.style.height = CARD_H + 'px';
       const rowTop = row.top;
+      const offscreen = rowTop >= st + vh || rowTop + CARD_H <= st;
       for (const c of row.charts) {
         const chart = new MetricChart(
           {
@@ -293,9 +299,14 @@ export class ChartBoard {
             id: c.id,
             title: c.title,
             live: this.opts.live,
+            estimate: this.opts.estimate,
             height: 210,
-            deferMs: this.scrolling ? 90 : 0,
-            priority: () => Math.abs(rowTop - this.scroller.scrollTop),
+            // Scrolled past at once, or only near the screen: ask later, so
+            // that the charts on screen have the server first.
+            deferMs: this.scrolling ? 90 : offscreen ? 250 : 0,
+            // The scroll position as of the last scroll event: reading
+            // scrollTop here would force a layout for every queued task.
+            priority: () => Math.abs(rowTop - this.top),
           },
           scope,
         );
@@ -338,7 +349,8 @@ export class ChartBoard {
    * (ids and sections) and only their lines changed (other runs, a
    * grouping), the charts on screen are updated in place.
    */
-  setCharts(charts: BoardChart[]): void {
+  setCharts(charts: BoardChart[], estimate?: BoardOpts['estimate']): void {
+    if (estimate) this.opts.estimate = estimate;
     const same = charts.length === this.opts.charts.length && charts.every((c, i) => c.id === this.opts.charts[i].id && c.section === this.opts.charts[i].section);
     this.opts.charts = charts;
     if (!same) {

@@ -15,6 +15,7 @@ import { h, Scope } from '../dom';
 import { binAlign, groupBands } from '../lib/bins';
 import { EMPTY, loadSeries, mergeSeries, Series } from '../lib/fetchq';
 import { fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { inFrame } from '../lib/frames';
 import { emaDebiased } from '../lib/smooth';
 import { align, envelope, plottable, XY } from '../lib/series';
 import { perf } from '../perf';
@@ -70,6 +71,24 @@ export interface ChartOpts extends ChartSettings {
   priority?: () => number;
   /** wait this long before the first request (a chart scrolled past at once asks nothing) */
   deferMs?: number;
+  /** about how many points a run has of a key (its latest step + 1), when known: see fetchq.plan */
+  estimate?: (runId: string, key: string) => number | undefined;
+}
+
+/** latestSteps makes a ChartOpts.estimate from runs' latest metrics (each key's latest step + 1). */
+export function latestSteps(runs: readonly { info: { run_id: string }; data: { metrics: { key: string; step: number }[] } }[]): (runId: string, key: string) => number | undefined {
+  const byRun = new Map(runs.map((r) => [r.info.run_id, r]));
+  const cache = new Map<string, Map<string, number>>();
+  return (runId, key) => {
+    let m = cache.get(runId);
+    if (!m) {
+      const r = byRun.get(runId);
+      if (!r) return undefined;
+      m = new Map(r.data.metrics.map((x) => [x.key, x.step + 1]));
+      cache.set(runId, m);
+    }
+    return m.get(key);
+  };
 }
 
 /** linesOf draws key for each run. */
@@ -79,11 +98,22 @@ export function linesOf(key: string, runs: readonly ChartRun[]): ChartLine[] {
 
 const MAX_LINES = 100;
 /** Points a chart asks for in all (lines × points per line), so 100 runs cost what 10 do. */
-const LINE_BUDGET = 25_000;
+const LINE_BUDGET = 20_000;
 const GROUP_BUDGET = 150_000;
 const LEGEND_MAX = 12;
 
 const sid = (key: string, runId: string) => key + '\u0000' + runId;
+
+let theme: { muted: string; grid: string } | null = null;
+/** themeColours reads the axis colours once (uPlot's canvas strokes cannot take CSS variables), again when the scheme changes. */
+function themeColours(): { muted: string; grid: string } {
+  if (!theme) {
+    const css = getComputedStyle(document.documentElement);
+    theme = { muted: css.getPropertyValue('--muted').trim() || '#777', grid: css.getPropertyValue('--grid').trim() || '#ddd' };
+    window.matchMedia?.('(prefers-color-scheme: dark)').addEventListener('change', () => (theme = null), { once: true });
+  }
+  return theme;
+}
 
 export class MetricChart {
   readonly el: HTMLElement;
@@ -104,6 +134,7 @@ export class MetricChart {
   private disposed = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private loaded = false;
+  private cancelDraw: (() => void) | null = null;
 
   constructor(
     private opts: ChartOpts,
@@ -154,6 +185,7 @@ export class MetricChart {
   destroy(): void {
     this.disposed = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
+    this.cancelDraw?.();
     this.abort?.abort();
     this.plot?.destroy();
     this.plot = null;
@@ -205,7 +237,10 @@ export class MetricChart {
     const points = this.points();
     await Promise.all(
       [...byKey].map(async ([key, runIds]) => {
-        const got = await loadSeries({ key, runIds: [...new Set(runIds)], points, minmax: !this.grouped, range, priority, signal: ac.signal, fresh });
+        const est = this.opts.estimate;
+        // A zoomed range holds fewer points: the whole series' size overestimates it, which only splits less.
+        const estimate = est && !range ? (id: string) => est(id, key) : undefined;
+        const got = await loadSeries({ key, runIds: [...new Set(runIds)], points, minmax: !this.grouped, range, priority, signal: ac.signal, fresh, estimate });
         for (const [id, s] of got) out.set(sid(key, id), s);
       }),
     );
@@ -221,15 +256,21 @@ export class MetricChart {
       const data = await this.fetch(null, quiet);
       if (this.disposed) return;
       const t1 = performance.now();
-      this.overview = data;
-      this.view = data;
-      this.loaded = true;
-      this.render(!quiet);
-      this.status.textContent = '';
-      const ms = performance.now() - t0;
-      perf('chart-draw', ms, this.opts.id ?? this.opts.title);
-      this.el.dataset.drawMs = String(Math.round(ms));
-      this.el.dataset.fetchMs = String(Math.round(t1 - t0));
+      // Drawn in a coming frame, within the frame budget (lib/frames).
+      this.cancelDraw?.();
+      this.cancelDraw = inFrame(() => {
+        this.cancelDraw = null;
+        if (this.disposed) return;
+        this.overview = data;
+        this.view = data;
+        this.loaded = true;
+        this.render(!quiet);
+        this.status.textContent = '';
+        const ms = performance.now() - t0;
+        perf('chart-draw', ms, this.opts.id ?? this.opts.title);
+        this.el.dataset.drawMs = String(Math.round(ms));
+        this.el.dataset.fetchMs = String(Math.round(t1 - t0));
+      }, this.opts.priority);
     } catch (e: any) {
       if (e?.name === 'AbortError') return;
       this.status.textContent = e?.message ?? String(e);
@@ -399,9 +440,7 @@ export class MetricChart {
       }
     }
     const xMode = this.opts.xMode;
-    const css = getComputedStyle(document.documentElement);
-    const muted = css.getPropertyValue('--muted').trim() || '#777';
-    const grid = css.getPropertyValue('--grid').trim() || '#ddd';
+    const { muted, grid } = themeColours();
     const opts: uPlot.Options = {
       width: this.width,
       height: this.height,

@@ -6,7 +6,9 @@
 // Overviews (the whole step range at a chart's resolution) are kept in a
 // cache bounded by points, so scrolling back draws without a request.
 
-import { getHistoryBulkInterval } from '../api';
+import { ApiError, bulkIntervalURL, getHistoryBulkInterval, onUnauthenticated } from '../api';
+
+declare const __WORKER_URL__: string;
 
 /** A run's points of one metric, ascending by step. */
 export interface Series {
@@ -109,6 +111,50 @@ export interface SeriesQuery {
   signal?: AbortSignal;
   /** skip the cache (a live refresh) */
   fresh?: boolean;
+  /** about how many points a run has of the key (its latest step + 1), when known */
+  estimate?: (runId: string) => number | undefined;
+}
+
+/**
+ * The server samples exactly (every point decoded) while a request's runs
+ * hold at most 256 Ki points in range, and from chunk summaries (4 points
+ * per chunk of up to 4,096) above: 100 runs of 10,000 steps would come back
+ * as about 10 points each. plan splits such runs into a few requests that
+ * stay under the limit; runs long enough for summaries to give the points
+ * asked, or of unknown length, go 100 to a request. At most MAX_SPLIT
+ * requests per 100 runs: beyond, summaries it is.
+ */
+const EXACT_LIMIT = 250_000;
+const SUMMARY_POINTS_PER_CHUNK = 4;
+const CHUNK_POINTS = 4096;
+const MAX_SPLIT = 4;
+
+export function plan(runIds: readonly string[], points: number, estimate?: (runId: string) => number | undefined): string[][] {
+  const long: string[] = [];
+  const short: { id: string; n: number }[] = [];
+  for (const id of runIds) {
+    const n = estimate?.(id);
+    if (n === undefined || (n / CHUNK_POINTS) * SUMMARY_POINTS_PER_CHUNK >= points) long.push(id);
+    else short.push({ id, n });
+  }
+  const out: string[][] = [];
+  const total = short.reduce((a, x) => a + x.n, 0);
+  if (total > EXACT_LIMIT && Math.ceil(total / EXACT_LIMIT) <= MAX_SPLIT * Math.ceil(short.length / 100)) {
+    let cur: string[] = [];
+    let sum = 0;
+    for (const x of short) {
+      if (cur.length && (sum + x.n > EXACT_LIMIT || cur.length >= 100)) {
+        out.push(cur);
+        cur = [];
+        sum = 0;
+      }
+      cur.push(x.id);
+      sum += x.n;
+    }
+    if (cur.length) out.push(cur);
+  } else long.unshift(...short.map((x) => x.id));
+  for (let i = 0; i < long.length; i += 100) out.push(long.slice(i, i + 100));
+  return out;
 }
 
 /** loadSeries returns each run's series of one metric, from the cache or the server (100 runs a request). */
@@ -125,14 +171,12 @@ export async function loadSeries(q: SeriesQuery): Promise<Map<string, Series>> {
       cache.set(k, c);
     } else want.push(id);
   }
-  const chunks: string[][] = [];
-  for (let i = 0; i < want.length; i += 100) chunks.push(want.slice(i, i + 100));
+  const chunks = q.minmax ? plan(want, q.points, q.estimate) : plan(want, q.points);
   await Promise.all(
     chunks.map((ids) =>
       enqueue(
         async () => {
-          const pts = await getHistoryBulkInterval(ids, q.key, q.points, q.range, q.minmax, q.signal);
-          const by = toSeries(ids, pts);
+          const by = await bulk(ids, q);
           for (const [id, s] of by) {
             out.set(id, s);
             if (!q.range) remember(cacheKey(q.key, id, q.points, q.minmax), s);
@@ -143,6 +187,60 @@ export async function loadSeries(q: SeriesQuery): Promise<Map<string, Series>> {
       ),
     ),
   );
+  return out;
+}
+
+// ---- the worker (src/worker.ts): fetch and parse off the main thread ----
+
+let worker: Worker | null | undefined;
+let nextId = 1;
+const waiting = new Map<number, { resolve: (m: any) => void; reject: (e: unknown) => void }>();
+
+function getWorker(): Worker | null {
+  if (worker !== undefined) return worker;
+  worker = null;
+  if (typeof Worker === 'undefined' || !__WORKER_URL__) return null;
+  try {
+    const w = new Worker(__WORKER_URL__);
+    w.onmessage = (e: MessageEvent) => {
+      const m = e.data;
+      const p = waiting.get(m.id);
+      if (!p) return;
+      waiting.delete(m.id);
+      if (m.error !== undefined) {
+        if (m.status === 401) onUnauthenticated();
+        p.reject(new ApiError(m.status, m.code, m.error));
+      } else p.resolve(m);
+    };
+    worker = w;
+  } catch {
+    worker = null;
+  }
+  return worker;
+}
+
+/** bulk fetches one request's runs: in the worker when there is one, else here. */
+async function bulk(ids: string[], q: SeriesQuery): Promise<Map<string, Series>> {
+  const w = getWorker();
+  if (!w) return toSeries(ids, await getHistoryBulkInterval(ids, q.key, q.points, q.range, q.minmax, q.signal));
+  const id = nextId++;
+  const m = await new Promise<any>((resolve, reject) => {
+    if (q.signal?.aborted) return reject(new DOMException('aborted', 'AbortError'));
+    waiting.set(id, { resolve, reject });
+    q.signal?.addEventListener(
+      'abort',
+      () => {
+        if (!waiting.delete(id)) return;
+        w.postMessage({ id, abort: true });
+        reject(new DOMException('aborted', 'AbortError'));
+      },
+      { once: true },
+    );
+    w.postMessage({ id, url: bulkIntervalURL(ids, q.key, q.points, q.range, q.minmax) });
+  });
+  const out = new Map<string, Series>();
+  for (const rid of ids) out.set(rid, EMPTY);
+  for (const r of m.runs as { run_id: string; steps: Float64Array; ts: Float64Array; values: Float64Array }[]) out.set(r.run_id, { steps: r.steps, ts: r.ts, values: r.values });
   return out;
 }
 

@@ -5,7 +5,7 @@
 
 import { getExperiment, getRun, Run } from '../api';
 import { ChartBoard, keyCharts } from '../components/board';
-import { ChartRun, linesOf } from '../components/chart';
+import { ChartRun, latestSteps, linesOf } from '../components/chart';
 import { RunPlots } from '../components/runplots';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour } from '../lib/format';
@@ -78,7 +78,7 @@ function render(runs: Run[], group: GroupBy | null, scope: Scope): HTMLElement {
       return { lines: [], groups: groupsFor(by), groupKey: key };
     });
   const groupSel = h('select', { 'aria-label': 'Group by', name: 'group-by' }, groupOptions(runs, by));
-  const board = new ChartBoard({ charts: charts(), live: () => false, storeKey: 'sextant.board.compare', controls: [h('label', null, 'Group by ', groupSel)] }, scope);
+  const board = new ChartBoard({ charts: charts(), estimate: latestSteps(runs), live: () => false, storeKey: 'sextant.board.compare', controls: [h('label', null, 'Group by ', groupSel)] }, scope);
   const plots = new RunPlots({ runs, colorOf: colourOf() }, scope);
   groupSel.addEventListener('change', () => {
     by = parseGroupBy(groupSel.value);

@@ -8,7 +8,7 @@
 
 import type { Run } from '../api';
 import { BoardChart, ChartBoard, keyCharts } from '../components/board';
-import { ChartGroup, ChartRun, linesOf } from '../components/chart';
+import { ChartGroup, ChartRun, latestSteps, linesOf } from '../components/chart';
 import { RunPlots } from '../components/runplots';
 import { h, Scope } from '../dom';
 import { colour } from '../lib/format';
@@ -120,7 +120,7 @@ export function experimentCharts(o: ExpViewOpts, q: URLSearchParams, scope: Scop
     drawChips();
     if (next === sig) return;
     sig = next;
-    board.setCharts(charts());
+    board.setCharts(charts(), latestSteps(shown.runs));
   };
 
   firstSel.addEventListener('change', () => {

@@ -62,3 +62,21 @@ test('groupBands averages runs, not points: a run with more points in a bin weig
   const { bands } = groupBands([[{ xs: [0, 0.1, 0.2, 0.3], ys: [10, 10, 10, 10] }, { xs: [0.5], ys: [0] }]], 0, 1, 1);
   assert.deepEqual(bands[0].mean, [5]);
 });
+
+import { plan } from '../../src/lib/fetchq';
+
+test('plan splits runs of medium length so each request is sampled exactly, and leaves long or unknown ones 100 a request', () => {
+  const ids = Array.from({ length: 100 }, (_, i) => 'r' + i);
+  // 100 runs of 10,000 points: 1,000,000 in all, in 4 requests of at most 250,000.
+  const p = plan(ids, 200, () => 10_000);
+  assert.equal(p.length, 4);
+  assert.deepEqual(p.flat().sort(), [...ids].sort());
+  // Long runs: summaries give the points asked; unknown: as before.
+  assert.equal(plan(ids, 200, () => 1_000_000).length, 1);
+  assert.equal(plan(ids, 200).length, 1);
+  // Too many requests needed (100,000 points each): summaries it is.
+  assert.equal(plan(ids, 200, () => 100_000).length, 1);
+  // Few points in all: one request.
+  assert.equal(plan(ids, 200, () => 1000).length, 1);
+  assert.equal(plan([...ids, ...ids.map((x) => x + 'b')], 200).length, 2);
+});
