@@ -14,6 +14,7 @@ import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { gpuKey, systemCharts } from '../lib/keys';
 import { setQuery } from '../router';
 import { session } from '../session';
+import { checkpointsView } from './checkpoints';
 import { runModels } from './models';
 
 const TABS = ['overview', 'metrics', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
@@ -116,7 +117,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
         // MLflow 3 keeps a logged model's files with the model, not the run: list them first.
         return h('div', { class: 'run-artifacts' }, runModels(r, s, { files: true }), h('h2', null, 'Run artifacts'), artifactsView(runArtifacts(r.info), s, 'No run artifacts.'));
       case 'checkpoints':
-        return checkpoints(r);
+        return checkpointsView(r, s);
       case 'gpu':
         return gpuPane({ runId: r.info.run_id }, s);
     }
@@ -252,17 +253,6 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
     );
   };
 
-  const checkpoints = (r: Run): HTMLElement => {
-    const tags = r.data.tags.filter((t) => t.key.startsWith('sextant.checkpoint')).sort((a, b) => a.key.localeCompare(b.key));
-    return h(
-      'section',
-      { class: 'checkpoints' },
-      h('h2', null, 'Checkpoints'),
-      tags.length
-        ? kvTable(tags.map((t) => [t.key, t.value]), '')
-        : h('p', { class: 'empty' }, 'No checkpoints recorded for this run. The checkpoint writer tags runs with sextant.checkpoint.* when it saves to a volume.'),
-    );
-  };
 
   for (const t of TABS) tabBar.append(h('button', { role: 'tab', 'data-tab': t, 'aria-selected': String(t === tab), onclick: () => showTab(t) }, LABELS[t]));
 

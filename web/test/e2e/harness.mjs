@@ -30,15 +30,24 @@ export function sextantBin() {
 
 /** mlflowPython is $SEXTANT_MLFLOW_PYTHON, else the newest complete cached mlflow environment's python. */
 export function mlflowPython() {
-  if (process.env.SEXTANT_MLFLOW_PYTHON) return process.env.SEXTANT_MLFLOW_PYTHON;
+  return cachedPython('SEXTANT_MLFLOW_PYTHON', /^mlflow-\d/);
+}
+
+/** mlPython is $SEXTANT_ML_PYTHON, else the cached ML environment's python (torch, mlflow). */
+export function mlPython() {
+  return cachedPython('SEXTANT_ML_PYTHON', /^ml-py/);
+}
+
+function cachedPython(variable, prefix) {
+  if (process.env[variable]) return process.env[variable];
   const cache = process.env.SEXTANT_CACHE_DIR || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'sextant');
   const dir = join(cache, 'venv');
   const envs = existsSync(dir)
     ? readdirSync(dir)
-        .filter((d) => /^mlflow-\d/.test(d) && existsSync(join(dir, d, '.complete')))
+        .filter((d) => prefix.test(d) && existsSync(join(dir, d, '.complete')))
         .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
     : [];
-  if (envs.length === 0) throw new Error(`no mlflow environment: set SEXTANT_MLFLOW_PYTHON or run ./scripts/test.sh e2e once (it caches them in ${dir})`);
+  if (envs.length === 0) throw new Error(`no cached environment ${prefix}: set ${variable} or run ./scripts/test.sh e2e once (it caches them in ${dir})`);
   return join(dir, envs[envs.length - 1], 'bin', 'python');
 }
 
@@ -133,6 +142,7 @@ export async function launch() {
     context,
     page,
     problems,
+    profile,
     async close() {
       await context.close();
       rmSync(profile, { recursive: true, force: true });

@@ -2,19 +2,23 @@
 // mlflow client (mlflow_ui.py under `sextant run`): the model registry and
 // logged models, the experiment's chart view of a run with 3,000 metric
 // keys, runs grouped by a param, the plots, compare, a run's GPU system
-// metrics (samples of two 8-GPU nodes), the GPU pane's sparklines, and a
-// tqdm-style log shown as the terminal showed it. HTML and script in model
+// metrics (samples of two 8-GPU nodes), the GPU pane's sparklines, a
+// tqdm-style log shown as the terminal showed it, and the checkpoints a
+// 2-rank torch job saved through VolumeWriter (tests/e2e/ckpt_job.py, in
+// the ML environment). HTML and script in model
 // names, tags, aliases, descriptions and run names must render as text.
 //
-//   cd web && SEXTANT_MLFLOW_PYTHON=~/.cache/sextant/venv/mlflow-3.17.2-.../bin/python node --test test/e2e/mlflow-ui.test.mjs
+//   cd web && SEXTANT_MLFLOW_PYTHON=~/.cache/sextant/venv/mlflow-3.17.2-.../bin/python \
+//     SEXTANT_ML_PYTHON=~/.cache/sextant/venv/ml-.../bin/python node --test test/e2e/mlflow-ui.test.mjs
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { canvasInk, createRun, finishRun, launch, mlflowPython, screenshot, sextantBin, sleep, startServer } from './harness.mjs';
+import { canvasInk, createRun, finishRun, freePort, launch, mlflowPython, mlPython, repo, screenshot, sextantBin, sleep, startServer } from './harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ALIAS = '<img\tsrc=x\tonerror=window.__xss=6>'; // the client refuses it; the server takes it
@@ -316,5 +320,45 @@ describe('logs', () => {
     assert.ok(rawFile.includes('epoch 0:  50%|#####     | 50/100\r'), 'a redraw ends with \\r: ' + JSON.stringify(rawFile.slice(0, 200)));
     assert.ok(rawFile.includes('waiting for the evaluator... ready\n'), 'pieces joined: nothing between them');
     await page.uncheck('input[name=raw]');
+  });
+});
+
+describe('checkpoints', () => {
+  test('the checkpoints a 2-rank job saved through VolumeWriter, complete or not, linked to the volume browser', async () => {
+    const UC = '/api/2.1/unity-catalog';
+    await srv.api('POST', UC + '/catalogs', { name: 'main' });
+    await srv.api('POST', UC + '/schemas', { catalog_name: 'main', name: 'ml' });
+    await srv.api('POST', UC + '/volumes', { catalog_name: 'main', schema_name: 'ml', name: 'ckpt', volume_type: 'MANAGED' });
+    const ckpt = '/Volumes/main/ml/ckpt/ui-run';
+    const out = mkdtempSync(join(tmpdir(), 'sextant-ui-ckpt-'));
+    try {
+      const r = spawnSync(mlPython(), [join(repo, 'tests', 'e2e', 'ckpt_job.py'), 'save', '--world', '2', '--port', String(await freePort()), '--out', out, '--ckpt', ckpt, '--mlflow'], {
+        env: { ...process.env, MLFLOW_TRACKING_URI: srv.url, MLFLOW_EXPERIMENT_ID: ids.experiment, PYTHONPATH: join(repo, 'python'), SEXTANT_STAGING_DIR: join(out, 'staging'), MLFLOW_DISABLE_TELEMETRY: 'true' },
+        encoding: 'utf8',
+        timeout: 300_000,
+      });
+      assert.equal(r.status, 0, 'the checkpoint job failed:\n' + (r.stdout + r.stderr).slice(-3000));
+      const run = JSON.parse(readFileSync(join(out, 'result0.json'), 'utf8')).run_id;
+      // A save that did not finish: a shard, no .metadata.
+      await srv.api('PUT', '/api/2.0/fs/files' + ckpt + '/step_3/__0_0.distcp', new Uint8Array(1000));
+      await srv.api('POST', '/api/2.0/mlflow/runs/set-tag', { run_id: run, key: 'sextant.checkpoint.step.3', value: ckpt + '/step_3' });
+
+      await page.goto(`${srv.url}/runs/${run}?tab=checkpoints`);
+      await page.waitForSelector('[data-testid=checkpoints] tr[data-step="1"][data-state]');
+      await page.waitForSelector('[data-testid=checkpoints] tr[data-step="3"][data-state]');
+      const rows = await page.$$eval('[data-testid=checkpoints] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+      assert.deepEqual(rows.map((x) => x[0]), ['3', '2latest', '1'], 'newest step first, the latest marked');
+      assert.deepEqual(rows.map((x) => x[5]), ['incomplete', 'complete', 'complete']);
+      assert.deepEqual(rows.map((x) => x[4]), ['1', '2', '2'], 'ranks: the .distcp shards');
+      assert.ok(rows[1][3].match(/KiB|MiB/), 'size: ' + rows[1][3]);
+      // The snippet loads the newest complete checkpoint.
+      await page.waitForSelector('[data-testid=ckpt-snippet][data-ready]');
+      assert.match(await page.textContent('[data-testid=ckpt-snippet]'), new RegExp(`VolumeReader\\("${ckpt}/step_2"\\)`));
+      await screenshot(page, 'run-checkpoints');
+      await page.click(`[data-testid=checkpoints] a[href="/volumes/main/ml/ckpt/ui-run/step_2"]`);
+      await page.waitForSelector('td:has-text(".metadata")');
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
   });
 });
