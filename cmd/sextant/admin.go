@@ -252,7 +252,7 @@ func addUserDirect(ctx context.Context, m *Main, dataDir, dbURL, email, password
 			fmt.Fprintf(m.Stderr, "created the data directory %s\n", absPath(dataDir))
 		}
 	}
-	store, err := openStore(ctx, cfg, nil)
+	store, err := openStore(ctx, cfg, nil, nil)
 	if err != nil {
 		return fmt.Errorf("open the database %s: %w", redactDB(storeTarget(cfg)), err)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/sqlstore"
 )
 
@@ -61,7 +63,7 @@ func ensureDataDir(dir string) (created bool, err error) {
 
 // openStore opens the configured database, applying pending migrations.
 // It creates a missing data directory, and says so in the log.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlstore.Store, error) {
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*sqlstore.Store, error) {
 	if cfg.DB == "" {
 		created, err := ensureDataDir(cfg.DataDir)
 		if err != nil {
@@ -76,6 +78,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlstore.Sto
 		Synchronous: cfg.Synchronous,
 		ReadConns:   cfg.DBPool,
 		Logger:      log,
+		Metrics:     reg,
 	})
 }
 

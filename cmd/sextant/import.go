@@ -74,7 +74,7 @@ func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	}
 	defer src.Close()
 
-	store, err := openStore(ctx, cfg, log)
+	store, err := openStore(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}

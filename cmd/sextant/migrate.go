@@ -30,7 +30,7 @@ func (c *MigrateCommand) Run(ctx context.Context, fs *flag.FlagSet, args []strin
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, cfg, newLogger(m.Stderr, cfg))
+	store, err := openStore(ctx, cfg, newLogger(m.Stderr, cfg), nil)
 	if err != nil {
 		return err
 	}

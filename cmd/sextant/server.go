@@ -12,7 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/runlogs"
@@ -48,6 +53,9 @@ type Config struct {
 	Limits         tracking.Limits
 	// GPURetention is how long GPU samples are kept.
 	GPURetention time.Duration
+	// BlobUsageInterval is how often the blob stores are measured for
+	// /metrics (sextant_blob_store_bytes); 0 turns measuring off.
+	BlobUsageInterval time.Duration
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -66,6 +74,8 @@ func DefaultConfig() Config {
 		AdminEmail:   "admin@localhost",
 		Limits:       tracking.DefaultLimits(),
 		GPURetention: gpu.DefaultRetention,
+		// A walk of every blob: on S3 one LIST request per 1,000 objects.
+		BlobUsageInterval: 10 * time.Minute,
 	}
 }
 
@@ -89,6 +99,9 @@ func (c *Config) Validate() error {
 	}
 	if err := validateDB(c); err != nil {
 		return err
+	}
+	if c.BlobUsageInterval < 0 {
+		return &ConfigError{"blob-usage-interval", fmt.Sprintf("must be 0 (off) or positive, got %s", c.BlobUsageInterval)}
 	}
 	if c.GPURetention < time.Minute {
 		return &ConfigError{"gpu-retention", fmt.Sprintf("must be at least 1m, got %s", c.GPURetention)}
@@ -252,7 +265,27 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		c.GPURetention = d
 	}
 	fs.DurationVar(&c.GPURetention, "gpu-retention", c.GPURetention, "how long GPU samples are kept (the GPU pane's history)")
+	if v, ok := env("blob-usage-interval"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil && envErr == nil {
+			envErr = &ConfigError{"blob-usage-interval", fmt.Sprintf("SEXTANT_BLOB_USAGE_INTERVAL must be a duration such as 10m, got %q", v)}
+		}
+		c.BlobUsageInterval = d
+	}
+	fs.DurationVar(&c.BlobUsageInterval, "blob-usage-interval", c.BlobUsageInterval, "how often /metrics measures the artifact, file and volume stores (a walk of every blob); 0: never")
 	return envErr
+}
+
+// skipOnFullDisk lets the server start on a full disk without the writes
+// it makes at every start to make sure that something exists (the Default
+// experiment, the root folders): they were made at an earlier start, and
+// the next start makes them again. Any other error is returned.
+func skipOnFullDisk(log *slog.Logger, what string, err error) error {
+	if err != nil && errs.CodeOf(err) == errs.InsufficientStorage {
+		log.Warn("skipped at start: the disk is full", "step", what, "err", err)
+		return nil
+	}
+	return err
 }
 
 // Run parses flags and serves until ctx is cancelled.
@@ -285,9 +318,20 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
-		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention)
+		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention, "blob_usage_interval", cfg.BlobUsageInterval)
 
-	store, err := openStore(ctx, cfg, log)
+	// One registry for every component's metrics, served at /metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "sextant_build_info",
+			Help:        "Always 1; the version label says which Sextant serves.",
+			ConstLabels: prometheus.Labels{"version": version},
+		}, func() float64 { return 1 }),
+	)
+	store, err := openStore(ctx, cfg, log, reg)
 	if err != nil {
 		return err
 	}
@@ -299,7 +343,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		}
 	}()
 	tr := tracking.NewService(store, tracking.Options{Limits: cfg.Limits, Logger: log})
-	if err := tr.Init(ctx); err != nil {
+	if err := skipOnFullDisk(log, "ensure the Default experiment", tr.Init(ctx)); err != nil {
 		return err
 	}
 	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, Logger: log})
@@ -327,6 +371,17 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err != nil {
 		return err
 	}
+	if cfg.BlobUsageInterval > 0 {
+		stores := map[string]blob.Measurer{}
+		for name, b := range map[string]blob.Store{"artifacts": blobs, "files": files, "volumes": volBlobs} {
+			if m, ok := b.(blob.Measurer); ok {
+				stores[name] = m
+			}
+		}
+		usage := blob.NewUsageCollector(stores, blob.UsageOptions{Interval: cfg.BlobUsageInterval, Logger: log.With("component", "blob-usage")})
+		defer usage.Close(context.WithoutCancel(ctx))
+		reg.MustRegister(usage)
+	}
 	vols := volumes.NewService(store, volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
 	// Releases the upload claims of a server killed before this one (or of
 	// a replica that is gone), which would hold back checkpoints' .metadata.
@@ -342,7 +397,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		log.Warn("removing the files of deleted volumes", "err", err)
 	}
 	ws := workspace.NewService(store, workspace.Options{Logger: log.With("component", "workspace"), Resources: vols})
-	if err := ws.Init(ctx); err != nil {
+	if err := skipOnFullDisk(log, "ensure the root folders and their grants", ws.Init(ctx)); err != nil {
 		return err
 	}
 	mode, err := authMode(ctx, cfg, ws, m.Stderr, log)
@@ -362,14 +417,22 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		RunLogs:      logSvc,
 		UI:           ui.MustNew(),
 		Volumes:      vols,
+		Metrics:      reg,
+		Gatherer:     reg,
+		Health: func() httpapi.StoreHealth {
+			h := store.Health()
+			return httpapi.StoreHealth{Writable: h.Writable, Reason: h.Reason, SinceMs: h.SinceMs}
+		},
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return err
 	}
+	ln = httpapi.Listener(ln) // net/http's own 431 goes out as JSON
 	srv := &http.Server{
 		Handler:           api,
+		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),

@@ -461,7 +461,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 func transientOrUnknown(err error) bool {
 	switch errs.CodeOf(err) {
-	case errs.Unavailable, errs.Throttled, errs.Internal:
+	case errs.Unavailable, errs.Throttled, errs.Internal, errs.InsufficientStorage:
 		return true
 	}
 	return false

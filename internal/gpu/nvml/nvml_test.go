@@ -3,12 +3,14 @@
 package nvml_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	nv "github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/gpu/nvml"
@@ -38,20 +40,57 @@ func TestOpenOnThisMachine(t *testing.T) {
 	}
 }
 
-// mockH100 returns go-nvml's DGX H100 mock with the readings our source
+// TestOpenLoadsTheLibraryAtRunTime builds a stand-in libnvidia-ml.so.1
+// (testdata/fakenvml.c) and opens NVML in a child process whose
+// LD_LIBRARY_PATH finds it: the binary has no link-time dependency on
+// NVML, and Open finds the library through the dynamic loader's search
+// path when it runs, as on a machine with the driver installed.
+func TestOpenLoadsTheLibraryAtRunTime(t *testing.T) {
+	if os.Getenv("SEXTANT_NVML_CHILD") == "1" {
+		_, err := nvml.Open()
+		t.Logf("open: %v", err)
+		return
+	}
+	cc, err := exec.Command("go", "env", "CC").Output()
+	if err != nil {
+		t.Fatalf("go env CC: %v", err)
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libnvidia-ml.so.1")
+	if out, err := exec.Command(strings.TrimSpace(string(cc)), "-shared", "-fPIC", "-o", lib, "testdata/fakenvml.c").CombinedOutput(); err != nil {
+		t.Fatalf("build the stand-in library: %v\n%s", err, out)
+	}
+	child := func(libPath string) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestOpenLoadsTheLibraryAtRunTime$", "-test.v")
+		cmd.Env = append(os.Environ(), "SEXTANT_NVML_CHILD=1", "LD_LIBRARY_PATH="+libPath)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out := child(dir); !strings.Contains(out, "open: nvml: no GPU") {
+		t.Errorf("with the library on LD_LIBRARY_PATH, want Open to load it and count no GPU; got:\n%s", out)
+	}
+	if out := child(t.TempDir()); !strings.Contains(out, "ERROR_LIBRARY_NOT_FOUND") {
+		t.Errorf("without it, want ERROR_LIBRARY_NOT_FOUND; got:\n%s", out)
+	}
+}
+
+// mockA100 returns go-nvml's DGX A100 mock with the readings our source
 // asks for filled in: GPU i reads utilisation 10*i %, 60+i °C and so on.
-func mockH100(t *testing.T) *server.Server {
-	s := dgxh100.New()
+func mockA100(t *testing.T) *dgxa100.Server {
+	s := dgxa100.New()
 	s.SystemGetProcessNameFunc = func(pid int) (string, nv.Return) { return "python", nv.SUCCESS }
 	for i, d := range s.Devices {
-		dev := d.(*server.Device)
+		dev := d.(*dgxa100.Device)
 		dev.MemoryInfo.Used = uint64(i+1) << 30
 		dev.GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
 			return nv.Utilization{Gpu: uint32(10 * i), Memory: uint32(i)}, nv.SUCCESS
 		}
 		dev.GetTemperatureFunc = func(nv.TemperatureSensors) (uint32, nv.Return) { return uint32(60 + i), nv.SUCCESS }
 		dev.GetPowerUsageFunc = func() (uint32, nv.Return) { return uint32(300_000 + i*1000), nv.SUCCESS }
-		dev.GetEnforcedPowerLimitFunc = func() (uint32, nv.Return) { return 700_000, nv.SUCCESS }
+		dev.GetEnforcedPowerLimitFunc = func() (uint32, nv.Return) { return 400_000, nv.SUCCESS }
 		dev.GetClockInfoFunc = func(nv.ClockType) (uint32, nv.Return) { return 1980, nv.SUCCESS }
 		dev.GetComputeRunningProcessesFunc = func() ([]nv.ProcessInfo, nv.Return) {
 			return []nv.ProcessInfo{{Pid: uint32(1000 + i), UsedGpuMemory: 1 << 30}}, nv.SUCCESS
@@ -63,11 +102,11 @@ func mockH100(t *testing.T) *server.Server {
 // TestGPUFallsOffTheBus: one device answers ERROR_GPU_IS_LOST and another
 // does not support power readings; the other GPUs read as usual.
 func TestGPUFallsOffTheBus(t *testing.T) {
-	s := mockH100(t)
-	s.Devices[3].(*server.Device).GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
+	s := mockA100(t)
+	s.Devices[3].(*dgxa100.Device).GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
 		return nv.Utilization{}, nv.ERROR_GPU_IS_LOST
 	}
-	s.Devices[5].(*server.Device).GetPowerUsageFunc = func() (uint32, nv.Return) { return 0, nv.ERROR_NOT_SUPPORTED }
+	s.Devices[5].(*dgxa100.Device).GetPowerUsageFunc = func() (uint32, nv.Return) { return 0, nv.ERROR_NOT_SUPPORTED }
 	src, err := nvml.OpenWith(s)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +142,7 @@ func TestGPUFallsOffTheBus(t *testing.T) {
 // TestFailedInitMakesNoOtherCall: after a failed Init, the real library
 // would kill the process on any other call.
 func TestFailedInitMakesNoOtherCall(t *testing.T) {
-	s := mockH100(t)
+	s := mockA100(t)
 	s.InitFunc = func() nv.Return { return nv.ERROR_DRIVER_NOT_LOADED }
 	s.DeviceGetCountFunc = func() (int, nv.Return) {
 		t.Fatal("DeviceGetCount called after a failed Init")
