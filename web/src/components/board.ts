@@ -303,7 +303,7 @@ export class ChartBoard {
             height: 210,
             // Scrolled past at once, or only near the screen: ask later, so
             // that the charts on screen have the server first.
-            deferMs: this.scrolling ? 90 : offscreen ? 250 : 0,
+            deferMs: this.scrolling ? 200 : offscreen ? 250 : 0,
             // The scroll position as of the last scroll event: reading
             // scrollTop here would force a layout for every queued task.
             priority: () => Math.abs(rowTop - this.top),

@@ -67,7 +67,7 @@ export function enqueue<T>(fn: () => Promise<T>, priority: () => number, signal?
 
 // ---- the overview cache ----
 
-const CACHE_POINTS = 3_000_000;
+const CACHE_POINTS = 1_000_000;
 const cache = new Map<string, Series>(); // insertion order = least recently used first
 let cachedPoints = 0;
 

@@ -131,6 +131,10 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
     live: () => runs.some((r) => r.info.status === 'RUNNING'),
   };
   const refreshView = debounce(() => viewNow?.refresh(), 200);
+  const chartFirst = () => {
+    const n = Number(new URLSearchParams(location.search).get('first'));
+    return [10, 20, 50, 100].includes(n) ? n : 10;
+  };
   const showView = (v: View) => {
     view = v;
     setQuery({ view: v === 'table' ? null : v });
@@ -367,7 +371,10 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
     let first = true;
     try {
       do {
-        const page = await searchRuns([expId], filter, orderBy, first ? 200 : config.runsPageSize, token, ac.signal);
+        // The chart view of the first N runs draws once those N have come (a
+        // run with 3,000 keys is 250 KB of latest metrics); the rest follow.
+        const firstPage = view === 'charts' && !new URLSearchParams(location.search).get('group') ? Math.min(200, chartFirst()) : 200;
+        const page = await searchRuns([expId], filter, orderBy, first ? firstPage : config.runsPageSize, token, ac.signal);
         if (ac.signal.aborted || scope.disposed) return;
         if (first) runs = [];
         runs.push(...page.runs);
