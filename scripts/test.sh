@@ -258,9 +258,11 @@ run_ui() {
 	go build -o "$tmp/sextant" ./cmd/sextant || { fail "build"; rm -rf "$tmp"; return; }
 	# mlflow-links.test.mjs runs the real mlflow client (the newest version's
 	# cached environment) to print the links it opens.
-	local mlflow_py
+	local mlflow_py ml_py
 	mlflow_py=$(venv_for "${MLFLOW_VERSIONS##* }")/bin/python || { fail "install mlflow for the browser tests"; mlflow_py=; }
-	(cd web && SEXTANT_BIN="$tmp/sextant" SEXTANT_MLFLOW_PYTHON="$mlflow_py" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
+	# mlflow-ui.test.mjs saves checkpoints with torch (the ML environment).
+	ml_py=$(ml_venv)/bin/python || { fail "install the ML environment for the browser tests"; ml_py=; }
+	(cd web && SEXTANT_BIN="$tmp/sextant" SEXTANT_MLFLOW_PYTHON="$mlflow_py" SEXTANT_ML_PYTHON="$ml_py" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
 	rm -rf "$tmp"
 }
 

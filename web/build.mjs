@@ -25,12 +25,10 @@ const BUDGET_GZ = 300 * 1024;
 rmSync(out, { recursive: true, force: true });
 mkdirSync(join(out, 'assets'), { recursive: true });
 
-const result = await esbuild.build({
+const common = {
   absWorkingDir: here,
-  entryPoints: { app: 'src/main.ts' },
   bundle: true,
   minify: true,
-  format: 'esm',
   target: ['es2022', 'chrome110', 'firefox110', 'safari16'],
   outdir: join(out, 'assets'),
   entryNames: '[name]-[hash]',
@@ -40,6 +38,19 @@ const result = await esbuild.build({
   metafile: true,
   write: true,
   logLevel: 'warning',
+};
+
+// The chart data worker (src/worker.ts), a classic script; the app learns
+// its hashed name through __WORKER_URL__.
+const worker = await esbuild.build({ ...common, entryPoints: { worker: 'src/worker.ts' }, format: 'iife' });
+const workerFile = Object.keys(worker.metafile.outputs).find((p) => p.endsWith('.js'));
+const workerURL = '/assets/' + workerFile.slice(workerFile.lastIndexOf('/') + 1);
+
+const result = await esbuild.build({
+  ...common,
+  define: { __WORKER_URL__: JSON.stringify(workerURL) },
+  entryPoints: { app: 'src/main.ts' },
+  format: 'esm',
 });
 
 const outputs = Object.keys(result.metafile.outputs).map((p) => relative(join(out), join(here, p)));
@@ -97,6 +108,7 @@ if (args.includes('--tests')) {
     outdir: join(here, 'build-tests'),
     outExtension: { '.js': '.mjs' },
     external: ['node:*'],
+    define: { __WORKER_URL__: '""' },
     logLevel: 'warning',
   });
 }

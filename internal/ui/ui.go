@@ -139,6 +139,7 @@ var Pages = []string{
 	"/",
 	"/workspace/*",
 	"/experiments/:id",
+	"/experiments/:exp/models/:model",
 	"/runs/:id",
 	"/compare",
 	"/models",

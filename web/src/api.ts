@@ -220,6 +220,22 @@ export interface RunPoint {
   value: number;
 }
 
+/** bulkIntervalURL is the get-history-bulk-interval request getHistoryBulkInterval makes. */
+export function bulkIntervalURL(runIds: string[], key: string, maxResults: number, range: { start: number; end: number } | null, minmax: boolean): string {
+  return (
+    ML +
+    '/metrics/get-history-bulk-interval' +
+    qs({
+      run_ids: runIds,
+      metric_key: key,
+      max_results: Math.max(2, Math.min(2500, Math.round(maxResults))),
+      start_step: range ? Math.floor(range.start) : undefined,
+      end_step: range ? Math.ceil(range.end) : undefined,
+      sampling: minmax ? 'minmax' : undefined,
+    })
+  );
+}
+
 /**
  * getHistoryBulkInterval fetches up to maxResults points per run (at most
  * 100 runs) of one metric, downsampled by the server; with minmax, each
@@ -268,11 +284,96 @@ export async function listArtifacts(runId: string, path: string): Promise<FileIn
 
 /** artifactURL is the proxy URL of a run's artifact, or '' when the run's artifacts are not served by this server. */
 export function artifactURL(run: RunInfo, path: string): string {
-  const uri = run.artifact_uri ?? '';
+  return proxyURL(run.artifact_uri ?? '', path);
+}
+
+/** proxyBase is the proxy path of an mlflow-artifacts: URI ("1/models/m-.../artifacts"), or null for other stores. */
+export function proxyBase(uri: string): string | null {
   const m = /^mlflow-artifacts:\/*(.*)$/.exec(uri);
-  if (!m) return '';
-  const base = m[1].replace(/\/+$/, '');
+  return m ? m[1].replace(/\/+$/, '') : null;
+}
+
+/** proxyURL is the download URL of path under an mlflow-artifacts: URI, or ''. */
+export function proxyURL(uri: string, path: string): string {
+  const base = proxyBase(uri);
+  if (base == null) return '';
   return '/api/2.0/mlflow-artifacts/artifacts/' + [base, path].filter(Boolean).join('/').split('/').map(encodeURIComponent).join('/');
+}
+
+/** A tree of artifacts to browse: a run's, or a logged model's. */
+export interface ArtifactSource {
+  list: (path: string) => Promise<FileInfo[]>;
+  /** the download URL of a file, '' when this server does not hold it */
+  url: (path: string) => string;
+}
+
+export function runArtifacts(run: RunInfo, under = ''): ArtifactSource {
+  const join = (p: string) => [under, p].filter(Boolean).join('/');
+  const strip = (p: string) => (under && p.startsWith(under + '/') ? p.slice(under.length + 1) : p);
+  return {
+    list: async (path) => (await listArtifacts(run.run_id, join(path))).map((f) => ({ ...f, path: strip(f.path) })),
+    url: (path) => artifactURL(run, join(path)),
+  };
+}
+
+/** proxyArtifacts browses the files under an mlflow-artifacts: URI through the proxy's listing. */
+export function proxyArtifacts(uri: string): ArtifactSource {
+  const base = proxyBase(uri);
+  return {
+    list: async (path) => {
+      if (base == null) throw new Error(`The files of ${uri} are not stored on this server.`);
+      const r = await get('/api/2.0/mlflow-artifacts/artifacts', { path: [base, path].filter(Boolean).join('/') });
+      return (r.files ?? []).map((f: any) => ({ path: [path, f.path].filter(Boolean).join('/'), is_dir: !!f.is_dir, file_size: f.file_size != null ? Number(f.file_size) : undefined }));
+    },
+    url: (path) => proxyURL(uri, path),
+  };
+}
+
+// ---- logged models ----
+
+export interface LoggedModel {
+  info: {
+    model_id: string;
+    experiment_id: string;
+    name: string;
+    creation_timestamp_ms?: number;
+    last_updated_timestamp_ms?: number;
+    artifact_uri: string;
+    status: string;
+    model_type?: string;
+    source_run_id?: string;
+    status_message?: string;
+    tags?: KV[];
+    registrations?: { name: string; version: string }[];
+  };
+  data: { params?: KV[]; metrics?: Metric[] };
+}
+
+export async function getLoggedModel(id: string): Promise<LoggedModel> {
+  return (await get(ML + '/logged-models/' + encodeURIComponent(id))).model;
+}
+
+/** runLoggedModels lists the models a run logged (source_run_id), newest first. */
+export async function runLoggedModels(run: RunInfo): Promise<LoggedModel[]> {
+  const out: LoggedModel[] = [];
+  let token: string | undefined;
+  do {
+    const r = await post(ML + '/logged-models/search', {
+      experiment_ids: [run.experiment_id],
+      filter: `source_run_id = '${run.run_id}'`,
+      max_results: 100,
+      page_token: token,
+    });
+    out.push(...(r.models ?? []));
+    token = r.next_page_token;
+  } while (token && out.length < 1000);
+  return out.sort((a, b) => (b.info.creation_timestamp_ms ?? 0) - (a.info.creation_timestamp_ms ?? 0));
+}
+
+/** runModelVersions lists the registered model versions made from a run. */
+export async function runModelVersions(runId: string): Promise<ModelVersion[]> {
+  const r = await get(ML + '/model-versions/search', { filter: `run_id = '${runId}'`, max_results: 1000 });
+  return r.model_versions ?? [];
 }
 
 // ---- workspace, permissions, comments ----
@@ -327,12 +428,15 @@ export interface ModelVersion {
   current_stage?: string;
   aliases?: string[];
   tags?: KV[];
+  model_id?: string;
+  user_id?: string;
 }
 export interface RegisteredModel {
   name: string;
   creation_timestamp?: number;
   last_updated_timestamp?: number;
   description?: string;
+  user_id?: string;
   latest_versions?: ModelVersion[];
   aliases?: { alias: string; version: string }[];
   tags?: KV[];

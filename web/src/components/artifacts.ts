@@ -1,9 +1,10 @@
-// The artifacts browser: a tree of a run's artifacts (artifacts/list) and
+// The artifacts browser: a tree of a run's artifacts (artifacts/list), or
+// of a logged model's (the artifact proxy's listing), and
 // a preview of the selected file: text, JSON (pretty-printed), YAML and
 // other text as text, images as images, anything else as a download link.
 // Files are fetched through the artifact proxy with the session cookie.
 
-import { artifactURL, FileInfo, listArtifacts, request, RunInfo } from '../api';
+import { ArtifactSource, FileInfo, request } from '../api';
 import { errorBox, h, Scope } from '../dom';
 import { fmtBytes } from '../lib/format';
 
@@ -11,7 +12,7 @@ const PREVIEW_BYTES = 512 * 1024;
 const IMAGE = /\.(png|jpe?g|gif|webp|bmp|avif)$/i;
 const TEXT = /\.(txt|log|json|jsonl|ya?ml|md|py|cfg|ini|toml|csv|tsv|sh|xml|html?|js|ts|mlmodel|MLmodel|requirements|conda|pip|lock)$|(^|\/)(MLmodel|requirements\.txt|conda\.yaml|python_env\.yaml|[^./]+)$/i;
 
-export function artifactsView(run: RunInfo, scope: Scope): HTMLElement {
+export function artifactsView(src: ArtifactSource, scope: Scope, empty = 'No artifacts.'): HTMLElement {
   const tree = h('div', { class: 'art-tree', role: 'tree' });
   const preview = h('div', { class: 'art-preview' }, h('p', { class: 'empty' }, 'Select a file to preview it.'));
   let objectURL = '';
@@ -47,16 +48,16 @@ export function artifactsView(run: RunInfo, scope: Scope): HTMLElement {
   const fill = async (el: HTMLElement, path: string) => {
     el.replaceChildren(h('span', { class: 'muted' }, 'Loading…'));
     try {
-      const files = await listArtifacts(run.run_id, path);
+      const files = await src.list(path);
       files.sort((a, b) => Number(b.is_dir) - Number(a.is_dir) || a.path.localeCompare(b.path));
-      el.replaceChildren(...(files.length ? files.map(node) : [h('span', { class: 'muted' }, path ? 'empty folder' : 'No artifacts.')]));
+      el.replaceChildren(...(files.length ? files.map(node) : [h('span', { class: 'muted' }, path ? 'empty folder' : empty)]));
     } catch (e) {
       el.replaceChildren(errorBox(e));
     }
   };
 
   const show = async (f: FileInfo) => {
-    const url = artifactURL(run, f.path);
+    const url = src.url(f.path);
     const head = h(
       'div',
       { class: 'art-head' },

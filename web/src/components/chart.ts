@@ -1,23 +1,28 @@
-// A metric chart: one metric key, up to 100 runs overlaid, drawn by uPlot
-// on a canvas. Points come from the server already downsampled to about
-// the chart's pixel width (get-history-bulk-interval with sampling=minmax:
-// each step bucket's lowest and highest point, so a spike survives any
-// zoom). Zooming (drag across the chart) fetches that step range again at
-// full resolution and merges it into the overview; a double click zooms
-// out. Smoothing is a debiased EMA drawn over a min/max band of the raw
-// values.
+// A metric chart drawn by uPlot on a canvas: lines (a run's metric key
+// each: up to 100 runs of one key, or the GPUs of one run), or groups of
+// runs (one line per group, its mean, over a min–max band). Points come
+// from the server already downsampled (get-history-bulk-interval: min/max
+// per step bucket for lines, so a spike survives; MLflow's even steps for
+// groups, so runs line up), and many lines are put on a shared x axis of
+// one bin per pixel column (lib/bins), so 100 runs draw as fast as one.
+// Zooming (drag across the chart) fetches that step range again at full
+// resolution and merges it into the overview; a double click zooms out.
+// Smoothing is a debiased EMA drawn over a min/max band of the raw values.
 
 import uPlot from 'uplot';
-import { getHistoryBulkInterval, RunPoint } from '../api';
 import { config } from '../config';
 import { h, Scope } from '../dom';
+import { binAlign, groupBands } from '../lib/bins';
+import { EMPTY, loadSeries, mergeSeries, Series } from '../lib/fetchq';
 import { fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { inFrame } from '../lib/frames';
 import { emaDebiased } from '../lib/smooth';
-import { align, envelope, mergeRange, plottable, Point, XY } from '../lib/series';
+import { align, envelope, plottable, XY } from '../lib/series';
 import { perf } from '../perf';
 
 export type XMode = 'step' | 'relative' | 'wall';
 
+/** A run as the charts name and colour it. */
 export interface ChartRun {
   id: string;
   name: string;
@@ -28,6 +33,23 @@ export interface ChartRun {
   group?: string;
 }
 
+/** One drawn line: a run's metric key. */
+export interface ChartLine {
+  runId: string;
+  key: string;
+  name: string;
+  color: string;
+  startTime?: number;
+  group?: string;
+}
+
+/** A group of runs drawn as one line (the mean) over a band (the lowest and highest). */
+export interface ChartGroup {
+  name: string;
+  color: string;
+  runs: { runId: string; startTime?: number }[];
+}
+
 export interface ChartSettings {
   xMode: XMode;
   smoothing: number;
@@ -35,14 +57,63 @@ export interface ChartSettings {
 }
 
 export interface ChartOpts extends ChartSettings {
-  metricKey: string;
-  runs: ChartRun[];
+  /** the chart's title, and its data-metric attribute unless id is set */
+  title: string;
+  id?: string;
+  lines: ChartLine[];
+  /** group mode: the groups, and the key they draw */
+  groups?: ChartGroup[];
+  groupKey?: string;
   height?: number;
   /** whether the chart should refresh itself (some run is live) */
   live?: () => boolean;
+  /** the urgency of this chart's requests (lower first), read when a request slot frees */
+  priority?: () => number;
+  /** wait this long before the first request (a chart scrolled past at once asks nothing) */
+  deferMs?: number;
+  /** about how many points a run has of a key (its latest step + 1), when known: see fetchq.plan */
+  estimate?: (runId: string, key: string) => number | undefined;
 }
 
-const MAX_RUNS = 100;
+/** latestSteps makes a ChartOpts.estimate from runs' latest metrics (each key's latest step + 1). */
+export function latestSteps(runs: readonly { info: { run_id: string }; data: { metrics: { key: string; step: number }[] } }[]): (runId: string, key: string) => number | undefined {
+  const byRun = new Map(runs.map((r) => [r.info.run_id, r]));
+  const cache = new Map<string, Map<string, number>>();
+  return (runId, key) => {
+    let m = cache.get(runId);
+    if (!m) {
+      const r = byRun.get(runId);
+      if (!r) return undefined;
+      m = new Map(r.data.metrics.map((x) => [x.key, x.step + 1]));
+      cache.set(runId, m);
+    }
+    return m.get(key);
+  };
+}
+
+/** linesOf draws key for each run. */
+export function linesOf(key: string, runs: readonly ChartRun[]): ChartLine[] {
+  return runs.map((r) => ({ runId: r.id, key, name: r.name, color: r.color, startTime: r.startTime, group: r.group }));
+}
+
+const MAX_LINES = 100;
+/** Points a chart asks for in all (lines × points per line), so 100 runs cost what 10 do. */
+const LINE_BUDGET = 20_000;
+const GROUP_BUDGET = 150_000;
+const LEGEND_MAX = 12;
+
+const sid = (key: string, runId: string) => key + '\u0000' + runId;
+
+let theme: { muted: string; grid: string } | null = null;
+/** themeColours reads the axis colours once (uPlot's canvas strokes cannot take CSS variables), again when the scheme changes. */
+function themeColours(): { muted: string; grid: string } {
+  if (!theme) {
+    const css = getComputedStyle(document.documentElement);
+    theme = { muted: css.getPropertyValue('--muted').trim() || '#777', grid: css.getPropertyValue('--grid').trim() || '#ddd' };
+    window.matchMedia?.('(prefers-color-scheme: dark)').addEventListener('change', () => (theme = null), { once: true });
+  }
+  return theme;
+}
 
 export class MetricChart {
   readonly el: HTMLElement;
@@ -50,15 +121,20 @@ export class MetricChart {
   private legend: HTMLElement;
   private status: HTMLElement;
   private plot: uPlot | null = null;
-  private overview = new Map<string, Point[]>();
-  private view = new Map<string, Point[]>();
+  private overview = new Map<string, Series>();
+  private view = new Map<string, Series>();
   private zoom: { start: number; end: number; xmin: number; xmax: number } | null = null;
   private abort: AbortController | null = null;
   private legendValues: HTMLElement[] = [];
   private width = 0;
-  private seriesOfRun: number[] = [];
-  private stepOfX: { xs: number[]; steps: number[] } = { xs: [], steps: [] };
+  /** uPlot series index of each legend entry (line or group) */
+  private seriesOf: number[] = [];
+  private labels: string[] = [];
+  private focused: number | null = null;
   private disposed = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private loaded = false;
+  private cancelDraw: (() => void) | null = null;
 
   constructor(
     private opts: ChartOpts,
@@ -67,28 +143,29 @@ export class MetricChart {
     this.plotHost = h('div', { class: 'chart-plot' });
     this.legend = h('div', { class: 'chart-legend' });
     this.status = h('div', { class: 'chart-status' });
-    this.el = h(
-      'div',
-      { class: 'chart', 'data-metric': opts.metricKey },
-      h('div', { class: 'chart-title' }, h('span', { class: 'chart-key' }, opts.metricKey), this.status),
-      this.plotHost,
-      this.legend,
-    );
+    const title = h('span', { class: 'chart-key', title: opts.title }, opts.title);
+    this.el = h('div', { class: 'chart', 'data-metric': opts.id ?? opts.title }, h('div', { class: 'chart-title' }, title, this.status), this.plotHost, this.legend);
+    this.plotHost.style.minHeight = this.height + 'px';
     this.plotHost.addEventListener('dblclick', () => this.resetZoom());
     const ro = new ResizeObserver(() => {
       const w = Math.floor(this.plotHost.clientWidth);
       if (w > 0 && Math.abs(w - this.width) > 1) {
         const first = this.width === 0;
         this.width = w;
-        if (first) void this.load();
-        else this.plot?.setSize({ width: w, height: this.height });
+        if (first) {
+          if (opts.deferMs) this.timer = setTimeout(() => void this.load(), opts.deferMs);
+          else void this.load();
+        } else this.plot?.setSize({ width: w, height: this.height });
       }
     });
     ro.observe(this.plotHost);
-    scope.add(() => this.destroy());
+    scope.add(() => {
+      ro.disconnect();
+      this.destroy();
+    });
     if (opts.live) {
       scope.interval(() => {
-        if (this.opts.live?.() && !this.zoom && document.visibilityState === 'visible') void this.load(true);
+        if (this.opts.live?.() && !this.zoom && this.loaded && document.visibilityState === 'visible') void this.load(true);
       }, config.runPollMs);
     }
   }
@@ -97,67 +174,103 @@ export class MetricChart {
     return this.opts.height ?? 220;
   }
 
-  private get runs(): ChartRun[] {
-    return this.opts.runs.slice(0, MAX_RUNS);
+  private get lines(): ChartLine[] {
+    return this.opts.lines.slice(0, MAX_LINES);
+  }
+
+  private get grouped(): boolean {
+    return !!(this.opts.groups && this.opts.groupKey);
   }
 
   destroy(): void {
     this.disposed = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.cancelDraw?.();
     this.abort?.abort();
     this.plot?.destroy();
     this.plot = null;
   }
 
-  /** update changes display settings; only a change of runs or key refetches. */
+  /** update changes display settings; a change of lines, groups or key refetches. */
   update(s: Partial<ChartOpts>): void {
-    const refetch = (s.runs && s.runs.map((r) => r.id).join() !== this.opts.runs.map((r) => r.id).join()) || (s.metricKey && s.metricKey !== this.opts.metricKey);
+    const sig = (o: ChartOpts) =>
+      o.groups && o.groupKey ? 'g' + o.groupKey + '|' + o.groups.map((g) => g.name + ':' + g.runs.map((r) => r.runId).join()).join(';') : o.lines.map((l) => sid(l.key, l.runId)).join();
+    const next = { ...this.opts, ...s };
+    const refetch = sig(next) !== sig(this.opts);
     const xChanged = s.xMode && s.xMode !== this.opts.xMode;
-    this.opts = { ...this.opts, ...s };
+    this.opts = next;
     if (refetch) {
       this.zoom = null;
+      this.plot?.destroy();
+      this.plot = null;
       void this.load();
     } else {
       if (xChanged) this.zoom = null;
-      if (s.runs) {
+      if (s.lines || s.groups) {
         // Colours or labels changed: rebuild the plot's series.
         this.plot?.destroy();
         this.plot = null;
       }
-      this.render(true);
+      if (this.loaded) this.render(true);
     }
   }
 
+  /** points asks the server for per run: the plot's width, less when many runs share it. */
   private points(): number {
-    return Math.max(100, Math.min(2500, this.width || 600));
+    const w = Math.max(64, Math.min(2500, this.width || 600));
+    if (this.grouped) {
+      const n = this.opts.groups!.reduce((a, g) => a + g.runs.length, 0) || 1;
+      return Math.max(32, Math.min(w, Math.floor(GROUP_BUDGET / n)));
+    }
+    return Math.max(64, Math.min(w, Math.floor(LINE_BUDGET / Math.max(1, this.lines.length))));
   }
 
-  private async fetch(range: { start: number; end: number } | null): Promise<Map<string, Point[]>> {
+  private async fetch(range: { start: number; end: number } | null, fresh = false): Promise<Map<string, Series>> {
     this.abort?.abort();
     const ac = new AbortController();
     this.abort = ac;
-    const ids = this.runs.map((r) => r.id);
-    const pts: RunPoint[] = ids.length ? await getHistoryBulkInterval(ids, this.opts.metricKey, this.points(), range, true, ac.signal) : [];
-    const out = new Map<string, Point[]>();
-    for (const id of ids) out.set(id, []);
-    for (const p of pts) out.get(p.run_id)?.push({ step: p.step, ts: p.ts, value: p.value });
-    for (const arr of out.values()) arr.sort((a, b) => a.step - b.step || a.ts - b.ts);
+    const byKey = new Map<string, string[]>();
+    if (this.grouped) byKey.set(this.opts.groupKey!, [...new Set(this.opts.groups!.flatMap((g) => g.runs.map((r) => r.runId)))]);
+    else for (const l of this.lines) byKey.set(l.key, [...(byKey.get(l.key) ?? []), l.runId]);
+    const out = new Map<string, Series>();
+    const priority = this.opts.priority ?? (() => 0);
+    const points = this.points();
+    await Promise.all(
+      [...byKey].map(async ([key, runIds]) => {
+        const est = this.opts.estimate;
+        // A zoomed range holds fewer points: the whole series' size overestimates it, which only splits less.
+        const estimate = est && !range ? (id: string) => est(id, key) : undefined;
+        const got = await loadSeries({ key, runIds: [...new Set(runIds)], points, minmax: !this.grouped, range, priority, signal: ac.signal, fresh, estimate });
+        for (const [id, s] of got) out.set(sid(key, id), s);
+      }),
+    );
     return out;
   }
 
   /** load fetches the overview (the whole step range) and draws it. */
   async load(quiet = false): Promise<void> {
-    if (this.width === 0) return;
+    if (this.width === 0 || this.disposed) return;
     const t0 = performance.now();
     if (!quiet) this.status.textContent = 'loading…';
     try {
-      const data = await this.fetch(null);
+      const data = await this.fetch(null, quiet);
       if (this.disposed) return;
-      this.overview = data;
-      this.view = data;
-      this.render(!quiet);
-      this.status.textContent = '';
-      perf('chart-draw', performance.now() - t0, this.opts.metricKey);
-      this.el.dataset.drawMs = String(Math.round(performance.now() - t0));
+      const t1 = performance.now();
+      // Drawn in a coming frame, within the frame budget (lib/frames).
+      this.cancelDraw?.();
+      this.cancelDraw = inFrame(() => {
+        this.cancelDraw = null;
+        if (this.disposed) return;
+        this.overview = data;
+        this.view = data;
+        this.loaded = true;
+        this.render(!quiet);
+        this.status.textContent = '';
+        const ms = performance.now() - t0;
+        perf('chart-draw', ms, this.opts.id ?? this.opts.title);
+        this.el.dataset.drawMs = String(Math.round(ms));
+        this.el.dataset.fetchMs = String(Math.round(t1 - t0));
+      }, this.opts.priority);
     } catch (e: any) {
       if (e?.name === 'AbortError') return;
       this.status.textContent = e?.message ?? String(e);
@@ -174,12 +287,12 @@ export class MetricChart {
     try {
       const detail = await this.fetch(range);
       if (this.disposed || !this.zoom) return;
-      const merged = new Map<string, Point[]>();
-      for (const [id, base] of this.overview) merged.set(id, mergeRange(base, detail.get(id) ?? [], range.start, range.end));
+      const merged = new Map<string, Series>();
+      for (const [id, base] of this.overview) merged.set(id, mergeSeries(base, detail.get(id) ?? EMPTY, range.start, range.end));
       this.view = merged;
       this.render(false);
       const ms = performance.now() - t0;
-      perf('chart-zoom', ms, this.opts.metricKey);
+      perf('chart-zoom', ms, this.opts.id ?? this.opts.title);
       this.el.dataset.zoomMs = String(Math.round(ms));
       this.el.dataset.zoomCount = String(Number(this.el.dataset.zoomCount ?? 0) + 1);
     } catch (e: any) {
@@ -195,116 +308,162 @@ export class MetricChart {
     this.render(true);
   }
 
+  /** origin is the zero of the relative time axis for a run. */
+  private origin(s: Series, startTime?: number): number {
+    if (startTime) return startTime;
+    let m = Infinity;
+    for (let i = 0; i < Math.min(64, s.ts.length); i++) m = Math.min(m, s.ts[i]);
+    return Number.isFinite(m) ? m : 0;
+  }
+
+  /** xy maps a series onto the x axis in use (sorted by x) with plottable ys. */
+  private xy(s: Series, startTime?: number): XY {
+    const n = s.steps.length;
+    const log = this.opts.log;
+    let xs = new Float64Array(n);
+    let ys: (number | null)[] = new Array(n);
+    const mode = this.opts.xMode;
+    const o = mode === 'relative' ? this.origin(s, startTime) : 0;
+    for (let i = 0; i < n; i++) {
+      xs[i] = mode === 'step' ? s.steps[i] : mode === 'wall' ? s.ts[i] / 1000 : (s.ts[i] - o) / 1000;
+      ys[i] = plottable(s.values[i], log);
+    }
+    if (mode !== 'step') {
+      // Time need not grow with the step: sort by x.
+      const idx = Array.from(xs.keys()).sort((a, b) => xs[a] - xs[b]);
+      xs = Float64Array.from(idx, (i) => xs[i]);
+      ys = idx.map((i) => ys[i]);
+    }
+    return { xs, ys };
+  }
+
   /** stepRange maps an x range back to the steps of the points drawn in it. */
   private stepRange(xmin: number, xmax: number): { start: number; end: number } | null {
     if (this.opts.xMode === 'step') return { start: Math.max(0, Math.floor(xmin)), end: Math.ceil(xmax) };
     let lo = Infinity;
     let hi = -Infinity;
-    const { xs, steps } = this.stepOfX;
-    for (let i = 0; i < xs.length; i++) {
-      if (xs[i] >= xmin && xs[i] <= xmax) {
-        lo = Math.min(lo, steps[i]);
-        hi = Math.max(hi, steps[i]);
+    const starts = new Map<string, number | undefined>();
+    for (const l of this.lines) starts.set(sid(l.key, l.runId), l.startTime);
+    for (const [id, s] of this.view) {
+      const o = this.opts.xMode === 'relative' ? this.origin(s, starts.get(id)) : 0;
+      for (let i = 0; i < s.ts.length; i++) {
+        const x = this.opts.xMode === 'wall' ? s.ts[i] / 1000 : (s.ts[i] - o) / 1000;
+        if (x >= xmin && x <= xmax) (lo = Math.min(lo, s.steps[i])), (hi = Math.max(hi, s.steps[i]));
       }
     }
     return lo <= hi ? { start: lo, end: hi } : null;
   }
 
-  private xOf(p: Point, run: ChartRun, origin: number): number {
-    switch (this.opts.xMode) {
-      case 'wall':
-        return p.ts / 1000;
-      case 'relative':
-        return (p.ts - origin) / 1000;
-      default:
-        return p.step;
+  /** domain is the x range the bins cover: the zoom, or every point's. */
+  private domain(series: readonly XY[]): [number, number] {
+    if (this.zoom) return [this.zoom.xmin, this.zoom.xmax];
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const s of series) {
+      if (s.xs.length === 0) continue;
+      lo = Math.min(lo, s.xs[0]);
+      hi = Math.max(hi, s.xs[s.xs.length - 1]);
     }
+    return Number.isFinite(lo) ? [lo, hi] : [0, 1];
   }
 
   /** render builds uPlot's data from the points held and draws it. */
   private render(resetScales: boolean): void {
-    const runs = this.runs;
-    const { smoothing, log } = this.opts;
-    const series: XY[] = [];
-    const bands: { lo: (number | null)[]; hi: (number | null)[] }[] = [];
-    const stepXs: number[] = [];
-    const stepSteps: number[] = [];
+    const { smoothing } = this.opts;
+    const cols = Math.max(32, this.width || 600);
+    let data: uPlot.AlignedData;
     let total = 0;
-    for (const run of runs) {
-      const pts = this.view.get(run.id) ?? [];
-      total += pts.length;
-      const origin = run.startTime ?? (pts.length ? Math.min(...pts.slice(0, 64).map((p) => p.ts)) : 0);
-      let xs = new Float64Array(pts.length);
-      const ys: (number | null)[] = new Array(pts.length);
-      for (let i = 0; i < pts.length; i++) {
-        xs[i] = this.xOf(pts[i], run, origin);
-        ys[i] = plottable(pts[i].value, log);
-      }
-      if (this.opts.xMode !== 'step') {
-        // Time axes need not be monotonic in step order: sort by x.
-        const idx = Array.from(xs.keys()).sort((a, b) => xs[a] - xs[b]);
-        xs = Float64Array.from(idx, (i) => xs[i]);
-        const sorted = idx.map((i) => ys[i]);
-        ys.splice(0, ys.length, ...sorted);
-        for (let i = 0; i < idx.length; i++) {
-          stepXs.push(xs[i]);
-          stepSteps.push(pts[idx[i]].step);
+    const entries: { name: string; color: string; group?: string }[] = [];
+    const band = this.grouped || smoothing > 0;
+    if (this.grouped) {
+      const groups = this.opts.groups!;
+      const key = this.opts.groupKey!;
+      const perGroup = groups.map((g) =>
+        g.runs.map((r) => {
+          const s = this.view.get(sid(key, r.runId)) ?? EMPTY;
+          total += s.steps.length;
+          return this.xy(s, r.startTime);
+        }),
+      );
+      const [lo, hi] = this.domain(perGroup.flat());
+      const { xs, bands } = groupBands(perGroup, lo, hi, Math.min(cols, this.points()));
+      const cols3: (number | null)[][] = [];
+      bands.forEach((b, i) => {
+        cols3.push(smoothing > 0 ? emaDebiased(b.mean, smoothing) : b.mean, b.hi, b.lo);
+        entries.push({ name: groups[i].name, color: groups[i].color, group: `${groups[i].runs.length} run${groups[i].runs.length === 1 ? '' : 's'}` });
+      });
+      data = [xs, ...cols3] as uPlot.AlignedData;
+    } else {
+      const series: XY[] = [];
+      for (const l of this.lines) {
+        const s = this.view.get(sid(l.key, l.runId)) ?? EMPTY;
+        total += s.steps.length;
+        const raw = this.xy(s, l.startTime);
+        series.push(smoothing > 0 ? { xs: raw.xs, ys: emaDebiased(raw.ys, smoothing) } : raw);
+        if (smoothing > 0) {
+          const env = envelope(raw.xs, raw.ys, Math.max(10, this.points() / 2));
+          series.push({ xs: raw.xs, ys: env.hi }, { xs: raw.xs, ys: env.lo });
         }
+        entries.push({ name: l.name, color: l.color, group: l.group });
       }
-      const sm = smoothing > 0 ? emaDebiased(ys, smoothing) : ys;
-      series.push({ xs, ys: sm });
-      if (smoothing > 0) {
-        const env = envelope(xs, ys, Math.max(10, this.points() / 2));
-        series.push({ xs, ys: env.hi }, { xs, ys: env.lo });
-        bands.push(env);
+      if (total <= 3 * cols) data = align(series) as uPlot.AlignedData;
+      else {
+        const [lo, hi] = this.domain(series);
+        data = binAlign(series, lo, hi, cols) as uPlot.AlignedData;
       }
     }
-    this.stepOfX = { xs: stepXs, steps: stepSteps };
-    const data = align(series) as uPlot.AlignedData;
     this.el.dataset.points = String(total);
-    this.el.dataset.runs = String(runs.length);
-    this.drawLegend(runs);
+    this.el.dataset.runs = String(this.grouped ? this.opts.groups!.reduce((a, g) => a + g.runs.length, 0) : this.lines.length);
+    this.el.dataset.slots = String(data[0].length);
+    const per = band ? 3 : 1;
+    this.seriesOf = entries.map((_, i) => 1 + i * per);
+    this.labels = entries.map((e) => e.name);
+    this.drawLegend(entries, data);
 
-    const withBands = smoothing > 0;
-    const per = withBands ? 3 : 1;
-    this.seriesOfRun = runs.map((_, i) => 1 + i * per);
     const keep = !resetScales && this.plot && this.zoom;
-    if (this.plot && !this.needsRebuild(per, log)) {
+    if (this.plot && !this.needsRebuild(entries.length * per)) {
       this.plot.setData(data, !keep);
       if (keep && this.zoom) this.plot.setScale('x', { min: this.zoom.xmin, max: this.zoom.xmax });
       return;
     }
     this.plot?.destroy();
+    const many = entries.length > LEGEND_MAX;
     const s: uPlot.Series[] = [{}];
     const uBands: uPlot.Band[] = [];
-    runs.forEach((run, i) => {
-      s.push({ label: run.name, stroke: run.color, width: 1.5, points: { show: false }, spanGaps: true });
-      if (withBands) {
+    for (const e of entries) {
+      s.push({ label: e.name, stroke: e.color, width: many ? 1 : 1.5, points: { show: false }, spanGaps: true });
+      if (band) {
         const hi = s.length;
         s.push({ stroke: 'transparent', width: 0, points: { show: false }, spanGaps: true });
         s.push({ stroke: 'transparent', width: 0, points: { show: false }, spanGaps: true });
-        uBands.push({ series: [hi, hi + 1], fill: run.color + '30' });
-        void i;
+        uBands.push({ series: [hi, hi + 1], fill: e.color + (this.grouped ? '38' : '30') });
       }
-    });
+    }
     const xMode = this.opts.xMode;
+    const { muted, grid } = themeColours();
     const opts: uPlot.Options = {
       width: this.width,
       height: this.height,
       legend: { show: false },
       pxAlign: 0,
-      cursor: { drag: { x: true, y: false, setScale: false }, points: { show: false }, bind: { dblclick: () => () => null } },
+      focus: { alpha: many ? 0.25 : 1 },
+      cursor: {
+        drag: { x: true, y: false, setScale: false },
+        points: { show: false },
+        bind: { dblclick: () => () => null },
+        focus: { prox: many ? 24 : -1 },
+      },
       scales: {
         x: { time: xMode === 'wall' },
-        y: { distr: log ? 3 : 1 },
+        y: { distr: this.opts.log ? 3 : 1 },
       },
       axes: [
         {
-          stroke: 'var(--muted)',
-          grid: { stroke: 'var(--grid)', width: 1 },
+          stroke: muted,
+          grid: { stroke: grid, width: 1 },
           values: xMode === 'relative' ? (_u, splits) => splits.map((v) => fmtDuration(v * 1000)) : xMode === 'step' ? (_u, splits) => splits.map((v) => fmtNumber(v)) : undefined,
         },
-        { stroke: 'var(--muted)', grid: { stroke: 'var(--grid)', width: 1 }, size: 64, values: (_u, splits) => splits.map((v) => fmtNumber(v)) },
+        { stroke: muted, grid: { stroke: grid, width: 1 }, size: 64, values: (_u, splits) => splits.map((v) => fmtNumber(v)) },
       ],
       series: s,
       bands: uBands,
@@ -323,57 +482,70 @@ export class MetricChart {
           },
         ],
         setCursor: [(u) => this.showCursor(u)],
+        setSeries: [
+          (u, si) => {
+            this.focused = si;
+            this.showCursor(u);
+          },
+        ],
       },
     };
-    // uPlot reads CSS variables poorly in canvas strokes: resolve them.
-    const css = getComputedStyle(document.documentElement);
-    for (const ax of opts.axes!) {
-      ax.stroke = css.getPropertyValue('--muted').trim() || '#777';
-      (ax.grid as any).stroke = css.getPropertyValue('--grid').trim() || '#ddd';
-    }
+    this.focused = null;
     this.plot = new uPlot(opts, data, this.plotHost);
     this.el.dataset.xMode = xMode;
+    this.el.dataset.log = String(this.opts.log);
   }
 
-  private needsRebuild(per: number, log: boolean): boolean {
+  private needsRebuild(n: number): boolean {
     const p = this.plot!;
-    return p.series.length !== 1 + this.runs.length * per || (p.scales.y.distr === 3) !== log || (p.scales.x.time ?? false) !== (this.opts.xMode === 'wall') || this.el.dataset.xMode !== this.opts.xMode;
+    return p.series.length !== 1 + n || (p.scales.y.distr === 3) !== this.opts.log || this.el.dataset.xMode !== this.opts.xMode;
   }
 
-  private drawLegend(runs: ChartRun[]): void {
+  private drawLegend(entries: { name: string; color: string; group?: string }[], data: uPlot.AlignedData): void {
     this.legendValues = [];
-    const items = runs.map((run) => {
+    if (entries.length === 0) {
+      this.legend.textContent = 'no runs';
+      return;
+    }
+    if (entries.length > LEGEND_MAX) {
+      // A legend of 100 runs would fill the card: name the line under the cursor instead.
+      const v = h('span', { class: 'legend-value legend-focus' }, `${entries.length} ${this.grouped ? 'groups' : 'lines'} · point at a line to name it`);
+      this.legendValues.push(v);
+      this.legend.replaceChildren(v);
+      return;
+    }
+    const items = entries.map((e, i) => {
       const v = h('span', { class: 'legend-value' });
       this.legendValues.push(v);
-      const last = (this.view.get(run.id) ?? []).at(-1);
-      v.textContent = last ? fmtNumber(last.value) : '';
-      return h(
-        'span',
-        { class: 'legend-item', title: run.name },
-        h('i', { class: 'swatch', 'data-color': run.color }),
-        h('span', { class: 'legend-name' }, run.name),
-        run.group ? h('span', { class: 'legend-group' }, run.group) : null,
-        v,
-      );
+      const ys = data[this.seriesOf[i]] as (number | null)[] | undefined;
+      let last: number | null | undefined;
+      if (ys) for (let k = ys.length - 1; k >= 0 && last == null; k--) last = ys[k];
+      v.textContent = last != null ? fmtNumber(last) : '';
+      const sw = h('i', { class: 'swatch' });
+      sw.style.background = e.color; // CSSOM: inline style attributes are refused by the CSP
+      return h('span', { class: 'legend-item', title: e.name }, sw, h('span', { class: 'legend-name' }, e.name), e.group ? h('span', { class: 'legend-group' }, e.group) : null, v);
     });
     this.legend.replaceChildren(...items);
-    // Swatch colours through CSSOM (inline style attributes are refused by the CSP).
-    this.legend.querySelectorAll<HTMLElement>('.swatch').forEach((el) => (el.style.background = el.dataset.color ?? ''));
-    if (runs.length === 0) this.legend.textContent = 'no runs';
   }
 
   private showCursor(u: uPlot): void {
     const idx = u.cursor.idx;
-    this.seriesOfRun.forEach((si, i) => {
-      const el = this.legendValues[i];
-      if (!el) return;
-      const v = idx == null ? null : (u.data[si]?.[idx] as number | null | undefined);
-      el.textContent = v == null ? '' : fmtNumber(v);
-    });
-    if (idx != null) {
-      const x = u.data[0][idx];
-      const label = this.opts.xMode === 'wall' ? fmtTime(x * 1000) : this.opts.xMode === 'relative' ? fmtDuration(x * 1000) : 'step ' + fmtNumber(x);
-      this.status.textContent = (this.zoom ? 'zoomed · ' : '') + label;
+    const label = (x: number) => (this.opts.xMode === 'wall' ? fmtTime(x * 1000) : this.opts.xMode === 'relative' ? fmtDuration(x * 1000) : 'step ' + fmtNumber(Math.round(x)));
+    if (this.labels.length > LEGEND_MAX) {
+      const el = this.legendValues[0];
+      const i = this.focused == null ? -1 : this.seriesOf.indexOf(this.focused);
+      if (el && i >= 0 && idx != null) {
+        const v = u.data[this.seriesOf[i]]?.[idx] as number | null | undefined;
+        el.textContent = `${this.labels[i]}: ${v == null ? '–' : fmtNumber(v)} at ${label(u.data[0][idx])}`;
+      }
+    } else {
+      this.seriesOf.forEach((si, i) => {
+        const el = this.legendValues[i];
+        if (!el) return;
+        const v = idx == null ? null : (u.data[si]?.[idx] as number | null | undefined);
+        el.textContent = v == null ? '' : fmtNumber(v);
+      });
     }
+    if (idx != null) this.status.textContent = (this.zoom ? 'zoomed · ' : '') + label(u.data[0][idx]);
   }
 }

@@ -12,7 +12,7 @@
 import { get, SX } from '../api';
 import { config } from '../config';
 import { h, Scope } from '../dom';
-import { fmtAgo, fmtBytes } from '../lib/format';
+import { fmtAgo, fmtBytes, fmtDuration } from '../lib/format';
 import { drawSparkline } from './sparkline';
 
 interface GPUNow {
@@ -66,11 +66,12 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
   const body = h('div', { class: 'gpu-nodes' });
   const state = h('span', { class: 'gpu-state muted', 'data-testid': 'gpu-state' });
   const updated = h('span', { class: 'muted' });
+  const spanEl = h('span', { class: 'muted', 'data-testid': 'gpu-span' });
   const refresh = h('button', { class: 'refresh', title: 'Fetch the latest values now' }, '↻ Refresh');
   const pane = h(
     'section',
     { class: 'gpu-pane', 'aria-label': 'GPU resources' },
-    h('div', { class: 'toolbar' }, h('h2', null, 'GPU resources'), refresh, state, updated),
+    h('div', { class: 'toolbar' }, h('h2', null, 'GPU resources'), refresh, state, updated, spanEl),
     body,
   );
   let lastActivity = Date.now();
@@ -145,11 +146,18 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
   };
 
   const draw = (nodes: NodeNow[], series: SeriesAnswer, now: number) => {
-    const from = Math.max(series.from_ms ?? now - config.gpuHistoryMs, now - config.gpuHistoryMs);
+    const windowFrom = Math.max(series.from_ms ?? now - config.gpuHistoryMs, now - config.gpuHistoryMs);
     const to = series.to_ms ?? now;
     let earliest = Infinity;
     const seriesOf = new Map<string, GPUSeries>();
-    for (const g of series.gpus ?? []) seriesOf.set(g.node + '/' + g.index, g);
+    for (const g of series.gpus ?? []) {
+      seriesOf.set(g.node + '/' + g.index, g);
+      for (const pts of Object.values(g.series ?? {})) for (const p of pts) if ((p[0] ?? 0) >= windowFrom && (p[0] ?? 0) < earliest) earliest = p[0] ?? 0;
+    }
+    // Less history than the window: the sparklines start at the first
+    // sample and use their whole width (not squeezed at the right edge).
+    const from = Number.isFinite(earliest) && earliest < to ? Math.max(windowFrom, earliest) : windowFrom;
+    spanEl.textContent = to - from >= 60_000 ? `last ${fmtDuration(to - from)}` : '';
     if (nodes.length === 0) {
       body.replaceChildren(h('p', { class: 'empty' }, opts.runId ? 'No GPU samples for this run. Start `sextant agent` (or `sextant run`) on its nodes.' : 'No GPU samples yet. Start `sextant agent` on your GPU machines.'));
       pane.dataset.spanMs = '0';
@@ -176,7 +184,6 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
             if (t < from) continue; // never more than the window
             ts.push(t);
             vs.push(p[p.length === 4 ? 2 : 1] ?? null);
-            if (t < earliest) earliest = t;
           }
           const memTotal = s?.series?.mem_total?.find((p) => p[1] != null)?.[1] ?? g.mem_total ?? undefined;
           requestAnimationFrame(() =>
@@ -207,6 +214,7 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
     });
     body.replaceChildren(...groups);
     pane.dataset.spanMs = String(Number.isFinite(earliest) ? Math.max(0, to - earliest) : 0);
+    pane.dataset.fromMs = String(from);
     pane.dataset.gpus = String(nodes.reduce((a, n) => a + n.gpus.length, 0));
   };
 

@@ -53,6 +53,24 @@ export const PALETTE = [
   '#393b79', '#e6550d', '#31a354', '#ad494a', '#6b6ecf', '#8c6d31', '#ce6dbd', '#636363', '#b5cf6b', '#3182bd',
 ];
 
+/**
+ * colour is the i-th line colour: the palette first, then hues a golden
+ * angle apart (as hex, so that an alpha suffix makes a band's fill).
+ */
 export function colour(i: number): string {
-  return PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length];
+  if (i >= 0 && i < PALETTE.length) return PALETTE[i];
+  const k = Math.abs(Math.floor(i)) - PALETTE.length;
+  return hslHex((k * 137.508 + 20) % 360, 0.62, k % 2 ? 0.42 : 0.55);
+}
+
+function hslHex(hue: number, s: number, l: number): string {
+  const a = s * Math.min(l, 1 - l);
+  const f = (n: number) => {
+    const k = (n + hue / 30) % 12;
+    const c = l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    return Math.round(c * 255)
+      .toString(16)
+      .padStart(2, '0');
+  };
+  return '#' + f(0) + f(8) + f(4);
 }

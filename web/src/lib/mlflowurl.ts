@@ -33,10 +33,12 @@ export function mlflowHashRoute(hash: string): string | null {
       if (b === 'runs' && c !== undefined) return runPath(c, d);
       // The evaluation tab of a run (mlflow.genai.evaluate prints it).
       if (b === 'evaluation-runs' && query.get('selectedRunUuid')) return runPath(query.get('selectedRunUuid')!);
+      // A logged model (MLflow 3: /experiments/<id>/models/<m-...>[/tab]).
+      if (b === 'models' && c !== undefined) return exp + '/models/' + enc(c);
       // The runs table with a filter: Sextant's filter box takes it.
       const filter = query.get('searchFilter');
-      // Every other tab (runs, overview, traces, models, datasets, a
-      // logged model, s?...): the experiment page, the nearest.
+      // Every other tab (runs, overview, traces, models, datasets,
+      // s?...): the experiment page, the nearest.
       return filter ? exp + '?filter=' + enc(filter) : exp;
     }
     case 'runs':

@@ -6,12 +6,13 @@
 import { ApiError, Experiment, getExperiment, Run, searchRuns } from '../api';
 import { VList } from '../components/vlist';
 import { config } from '../config';
-import { errorBox, h, link, Scope } from '../dom';
+import { debounce, errorBox, h, link, Scope } from '../dom';
 import { errorOffset, markError, quoteKey, tokenizeFilter } from '../lib/filter';
 import { fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { perf } from '../perf';
 import { navigate, setQuery } from '../router';
 import { session } from '../session';
+import { ExpView, experimentCharts, experimentPlots } from './expcharts';
 import { permissionsDialog } from './permissions';
 
 type Kind = 'attr' | 'metric' | 'param' | 'tag';
@@ -23,7 +24,7 @@ interface Column {
 const ATTRS: { key: string; label: string; order?: string; width: number }[] = [
   { key: 'run_name', label: 'Run name', order: 'attributes.run_name', width: 220 },
   { key: 'status', label: 'Status', order: 'attributes.status', width: 96 },
-  { key: 'start_time', label: 'Started', order: 'attributes.start_time', width: 150 },
+  { key: 'start_time', label: 'Started', order: 'attributes.start_time', width: 172 },
   { key: 'duration', label: 'Duration', width: 90 },
   { key: 'user_id', label: 'User', order: 'attributes.user_id', width: 150 },
   { key: 'source', label: 'Source', width: 160 },
@@ -48,9 +49,11 @@ function colLabel(c: Column): string {
   return c.key;
 }
 
-function colWidth(c: Column): number {
+function defaultWidth(c: Column): number {
   if (c.kind === 'attr') return ATTRS.find((a) => a.key === c.key)?.width ?? 120;
-  return c.kind === 'tag' ? 150 : 110;
+  // Wide enough for the key's name, within reason (the header tooltip has all of it).
+  const label = Math.min(260, 34 + c.key.length * 7.5);
+  return Math.max(c.kind === 'tag' ? 150 : 110, Math.round(label));
 }
 
 function orderKey(c: Column): string | null {
@@ -73,6 +76,9 @@ export function renderFilter(filter: string, message: string | null): HTMLElemen
 export function experimentPage(p: Record<string, string>, q: URLSearchParams, scope: Scope): HTMLElement {
   const expId = p.id;
   const storeKey = 'sextant.cols.' + expId;
+  const widthKey = 'sextant.colw.' + expId;
+  const widths: Record<string, number> = loadWidths();
+  const colWidth = (c: Column) => widths[colId(c)] ?? defaultWidth(c);
   let exp: Experiment | null = null;
   let runs: Run[] = [];
   const cache = new WeakMap<Run, RowCache>();
@@ -109,6 +115,40 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   const compareBtn = h('button', { class: 'primary', disabled: true, onclick: () => navigate('/compare?runs=' + [...selected].slice(0, 100).join(',')) }, 'Compare');
   const header = h('div', { class: 'rt-row rt-head' });
   const body = h('div', { class: 'runs-body' });
+  const VIEWS = { table: 'Table', charts: 'Charts', plots: 'Plots' } as const;
+  type View = keyof typeof VIEWS;
+  let view: View = (Object.keys(VIEWS) as View[]).includes(q.get('view') as View) ? (q.get('view') as View) : 'table';
+  const alt = h('div', { class: 'exp-view' });
+  let viewScope = new Scope();
+  let viewNow: ExpView | null = null;
+  scope.add(() => viewScope.dispose());
+  const viewBar = h('div', { class: 'segmented', role: 'tablist', 'aria-label': 'View' });
+  const viewOpts = {
+    expId,
+    runs: () => runs,
+    selected: () => selected,
+    complete: () => complete,
+    live: () => runs.some((r) => r.info.status === 'RUNNING'),
+  };
+  const refreshView = debounce(() => viewNow?.refresh(), 200);
+  const chartFirst = () => {
+    const n = Number(new URLSearchParams(location.search).get('first'));
+    return [10, 20, 50, 100].includes(n) ? n : 10;
+  };
+  const showView = (v: View) => {
+    view = v;
+    setQuery({ view: v === 'table' ? null : v });
+    for (const b of viewBar.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.dataset.view === v));
+    viewScope.dispose();
+    viewScope = new Scope();
+    viewNow = null;
+    body.hidden = v !== 'table';
+    alt.hidden = v === 'table';
+    if (v === 'charts') viewNow = experimentCharts(viewOpts, new URLSearchParams(location.search), viewScope);
+    else if (v === 'plots') viewNow = experimentPlots(viewOpts, viewScope);
+    alt.replaceChildren(viewNow?.el ?? '');
+  };
+  for (const [v, label] of Object.entries(VIEWS)) viewBar.append(h('button', { role: 'tab', 'data-view': v, 'aria-selected': String(v === view), onclick: () => showView(v as View) }, label));
 
   function loadColumns(): Column[] {
     try {
@@ -117,6 +157,63 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
     } catch {
       return [];
     }
+  }
+  function loadWidths(): Record<string, number> {
+    try {
+      const v = JSON.parse(localStorage.getItem(widthKey) ?? '{}');
+      const out: Record<string, number> = {};
+      if (v && typeof v === 'object') for (const [k, w] of Object.entries(v)) if (typeof w === 'number' && w >= 40 && w <= 2000) out[k] = w;
+      return out;
+    } catch {
+      return {};
+    }
+  }
+  /** resizer lets the user drag a header cell's right edge; the width is kept per experiment. */
+  function resizer(c: Column, cell: HTMLElement, index: number): HTMLElement {
+    const grip = h('span', { class: 'col-resize', title: 'Drag to resize, double-click to fit', 'aria-hidden': 'true' });
+    const setWidth = (w: number) => {
+      widths[colId(c)] = w;
+      cell.style.width = w + 'px';
+      for (const row of body.querySelectorAll<HTMLElement>('.rt-row[data-run-id]')) {
+        const el = row.children[index + 1] as HTMLElement | undefined;
+        if (el) el.style.width = w + 'px';
+      }
+    };
+    const save = () => {
+      try {
+        localStorage.setItem(widthKey, JSON.stringify(widths));
+      } catch {
+        /* private mode */
+      }
+    };
+    grip.addEventListener('click', (e) => e.stopPropagation());
+    grip.addEventListener('pointerdown', (e: PointerEvent) => {
+      e.preventDefault();
+      e.stopPropagation();
+      const x0 = e.clientX;
+      const w0 = cell.getBoundingClientRect().width;
+      const move = (ev: PointerEvent) => setWidth(Math.max(40, Math.min(2000, Math.round(w0 + ev.clientX - x0))));
+      const up = () => {
+        document.removeEventListener('pointermove', move);
+        document.removeEventListener('pointerup', up);
+        save();
+      };
+      document.addEventListener('pointermove', move);
+      document.addEventListener('pointerup', up);
+    });
+    grip.addEventListener('dblclick', (e) => {
+      e.stopPropagation();
+      // Fit: the widest text of the header and the rows in view.
+      let w = 40;
+      const measure = (el: Element | undefined) => {
+        if (el) w = Math.max(w, (el as HTMLElement).scrollWidth + 4);
+      };
+      measure(cell);
+      for (const row of body.querySelectorAll<HTMLElement>('.rt-row[data-run-id]')) measure(row.children[index + 1]);
+      setWidth(Math.min(800, w));
+      save();
+    });
+    return grip;
   }
   function saveColumns(): void {
     try {
@@ -187,6 +284,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       const cell = h('div', { class: 'rt-cell rt-' + c.kind }, v);
       cell.style.width = colWidth(c) + 'px';
       if (typeof v === 'string' && v.length > 12) cell.title = v;
+      else if (v instanceof Node && (v.textContent ?? '').length > 12) cell.title = v.textContent!;
       row.append(cell);
     }
     if (idx % 2) row.classList.add('odd');
@@ -204,7 +302,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       list.refresh();
     });
     const cells: HTMLElement[] = [h('div', { class: 'rt-cell rt-check' }, all)];
-    for (const c of columns) {
+    for (const [index, c] of columns.entries()) {
       const ok = orderKey(c);
       const active = order && colId(order.col) === colId(c);
       const cell = h(
@@ -227,12 +325,14 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
         active ? h('span', { class: 'arrow' }, order!.desc ? ' ↓' : ' ↑') : null,
       );
       cell.style.width = colWidth(c) + 'px';
+      cell.append(resizer(c, cell, index));
       cells.push(cell);
     }
     header.replaceChildren(...cells);
   }
 
   function updateSelection(): void {
+    refreshView();
     compareBtn.disabled = selected.size < 1;
     compareBtn.textContent = selected.size ? `Compare ${Math.min(selected.size, 100)} run${selected.size > 1 ? 's' : ''}` : 'Compare';
   }
@@ -271,7 +371,10 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
     let first = true;
     try {
       do {
-        const page = await searchRuns([expId], filter, orderBy, first ? 200 : config.runsPageSize, token, ac.signal);
+        // The chart view of the first N runs draws once those N have come (a
+        // run with 3,000 keys is 250 KB of latest metrics); the rest follow.
+        const firstPage = view === 'charts' && !new URLSearchParams(location.search).get('group') ? Math.min(200, chartFirst()) : 200;
+        const page = await searchRuns([expId], filter, orderBy, first ? firstPage : config.runsPageSize, token, ac.signal);
         if (ac.signal.aborted || scope.disposed) return;
         if (first) runs = [];
         runs.push(...page.runs);
@@ -284,6 +387,8 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
           list.setCount(runs.length, true);
         } else list.setCount(runs.length);
         showCount();
+        if (first) viewNow?.refresh();
+        else refreshView();
         if (first) {
           first = false;
           if (runs.length === 0) body.dataset.empty = 'true';
@@ -299,6 +404,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
         }
       } while (token);
       body.dataset.loaded = 'true';
+      refreshView();
       perf('runs-table-complete', performance.now() - t0);
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
@@ -414,6 +520,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   body.append(list.el);
   renderHeader();
   void search();
+  showView(view);
   return h(
     'div',
     { class: 'page experiment' },
@@ -421,6 +528,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
     h(
       'div',
       { class: 'toolbar' },
+      viewBar,
       h('div', { class: 'filter-box' }, filterInput, filterView, filterErr),
       h('button', { onclick: () => ((filter = filterInput.value.trim()), setQuery({ filter: filter || null }), void search()) }, 'Search'),
       colsBtn,
@@ -429,5 +537,6 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       countEl,
     ),
     body,
+    alt,
   );
 }

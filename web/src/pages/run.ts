@@ -2,17 +2,20 @@
 // description, params, tags, comments), metric charts, system metrics,
 // logs, artifacts, checkpoints and the GPU pane, as tabs.
 
-import { addComment, deleteComment, getExperiment, getRun, listComments, Run, setTag } from '../api';
+import { addComment, deleteComment, getExperiment, getRun, listComments, Run, runArtifacts, setTag } from '../api';
 import { artifactsView } from '../components/artifacts';
-import { ChartRun } from '../components/chart';
-import { ChartGrid } from '../components/chartgrid';
+import { BoardChart, ChartBoard, keyCharts } from '../components/board';
+import { ChartRun, linesOf } from '../components/chart';
 import { gpuPane } from '../components/gpupane';
 import { LogsView } from '../components/logs';
 import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { gpuKey, systemCharts } from '../lib/keys';
 import { setQuery } from '../router';
 import { session } from '../session';
+import { checkpointsView } from './checkpoints';
+import { runModels } from './models';
 
 const TABS = ['overview', 'metrics', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
 type Tab = (typeof TABS)[number];
@@ -93,15 +96,28 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       case 'overview':
         return overview(r, s);
       case 'metrics':
-        return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => !k.startsWith('system/')), live: isLive, empty: 'This run has logged no metrics.' }, s).el;
+        return new ChartBoard(
+          { charts: keyCharts(metricKeys.filter((k) => !k.startsWith('system/')), (key) => ({ lines: linesOf(key, chartRun) })), live: isLive, storeKey: 'sextant.board.run', empty: 'This run has logged no metrics.' },
+          s,
+        ).el;
       case 'system':
-        return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => k.startsWith('system/')), live: isLive, empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.' }, s).el;
+        return new ChartBoard(
+          {
+            charts: systemBoard(r, metricKeys.filter((k) => k.startsWith('system/'))),
+            live: isLive,
+            storeKey: 'sextant.board.system',
+            sectionLabel: (n) => n,
+            empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.',
+          },
+          s,
+        ).el;
       case 'logs':
         return new LogsView(r.info.run_id, s).el;
       case 'artifacts':
-        return artifactsView(r.info, s);
+        // MLflow 3 keeps a logged model's files with the model, not the run: list them first.
+        return h('div', { class: 'run-artifacts' }, runModels(r, s, { files: true }), h('h2', null, 'Run artifacts'), artifactsView(runArtifacts(r.info), s, 'No run artifacts.'));
       case 'checkpoints':
-        return checkpoints(r);
+        return checkpointsView(r, s);
       case 'gpu':
         return gpuPane({ runId: r.info.run_id }, s);
     }
@@ -186,6 +202,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
           kvTable(latest.map((m) => [m.key, `${fmtNumber(m.value)}  (step ${m.step})`]), 'No metrics.'),
         ),
       ),
+      runModels(r, s, { files: false }),
       h('section', null, h('h2', null, `Tags (${visibleTags.length})`), kvTable(visibleTags, 'No tags.')),
       comments(i.run_id, s),
     );
@@ -236,17 +253,6 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
     );
   };
 
-  const checkpoints = (r: Run): HTMLElement => {
-    const tags = r.data.tags.filter((t) => t.key.startsWith('sextant.checkpoint')).sort((a, b) => a.key.localeCompare(b.key));
-    return h(
-      'section',
-      { class: 'checkpoints' },
-      h('h2', null, 'Checkpoints'),
-      tags.length
-        ? kvTable(tags.map((t) => [t.key, t.value]), '')
-        : h('p', { class: 'empty' }, 'No checkpoints recorded for this run. The checkpoint writer tags runs with sextant.checkpoint.* when it saves to a volume.'),
-    );
-  };
 
   for (const t of TABS) tabBar.append(h('button', { role: 'tab', 'data-tab': t, 'aria-selected': String(t === tab), onclick: () => showTab(t) }, LABELS[t]));
 
@@ -268,4 +274,24 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
     if (isLive() && document.visibilityState === 'visible') void load(false);
   }, config.runPollMs);
   return h('div', { class: 'page run' }, head, tabBar, content);
+}
+
+/**
+ * systemBoard is a run's system metrics as charts: one per GPU field with a
+ * line per GPU (sections per node for multi-node runs), one per other key.
+ */
+function systemBoard(r: Run, keys: string[]): BoardChart[] {
+  const start = r.info.start_time;
+  const charts = systemCharts(keys).map((c) => {
+    const g = gpuKey(c.keys[0].key);
+    const section = g ? (g.node ? 'GPUs · ' + g.node : 'GPUs') : 'System';
+    return {
+      id: c.id,
+      title: c.title,
+      section,
+      make: () => ({ lines: c.keys.map((k, i) => ({ runId: r.info.run_id, key: k.key, name: k.label, color: colour(i), startTime: start })) }),
+    };
+  });
+  const rank = (s: string) => (s === 'GPUs' ? 0 : s.startsWith('GPUs') ? 1 : 2);
+  return charts.sort((a, b) => rank(a.section) - rank(b.section) || a.section.localeCompare(b.section, 'en', { numeric: true }));
 }

@@ -4,9 +4,9 @@
 // downloaded browser).
 
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, rmSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -26,6 +26,29 @@ export function sextantBin() {
   binPath = join(dir, 'sextant');
   execFileSync('go', ['build', '-o', binPath, './cmd/sextant'], { cwd: repo, stdio: 'inherit' });
   return binPath;
+}
+
+/** mlflowPython is $SEXTANT_MLFLOW_PYTHON, else the newest complete cached mlflow environment's python. */
+export function mlflowPython() {
+  return cachedPython('SEXTANT_MLFLOW_PYTHON', /^mlflow-\d/);
+}
+
+/** mlPython is $SEXTANT_ML_PYTHON, else the cached ML environment's python (torch, mlflow). */
+export function mlPython() {
+  return cachedPython('SEXTANT_ML_PYTHON', /^ml-py/);
+}
+
+function cachedPython(variable, prefix) {
+  if (process.env[variable]) return process.env[variable];
+  const cache = process.env.SEXTANT_CACHE_DIR || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'sextant');
+  const dir = join(cache, 'venv');
+  const envs = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((d) => prefix.test(d) && existsSync(join(dir, d, '.complete')))
+        .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
+    : [];
+  if (envs.length === 0) throw new Error(`no cached environment ${prefix}: set ${variable} or run ./scripts/test.sh e2e once (it caches them in ${dir})`);
+  return join(dir, envs[envs.length - 1], 'bin', 'python');
 }
 
 export function freePort() {
@@ -119,6 +142,7 @@ export async function launch() {
     context,
     page,
     problems,
+    profile,
     async close() {
       await context.close();
       rmSync(profile, { recursive: true, force: true });

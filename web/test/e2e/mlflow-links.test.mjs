@@ -12,28 +12,12 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { launch, screenshot, sextantBin, startServer } from './harness.mjs';
+import { launch, mlflowPython, screenshot, sextantBin, startServer } from './harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-
-/** mlflowPython is $SEXTANT_MLFLOW_PYTHON, else the newest complete cached mlflow environment's python. */
-function mlflowPython() {
-  if (process.env.SEXTANT_MLFLOW_PYTHON) return process.env.SEXTANT_MLFLOW_PYTHON;
-  const cache = process.env.SEXTANT_CACHE_DIR || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'sextant');
-  const dir = join(cache, 'venv');
-  const envs = existsSync(dir)
-    ? readdirSync(dir)
-        .filter((d) => /^mlflow-\d/.test(d) && existsSync(join(dir, d, '.complete')))
-        .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
-    : [];
-  if (envs.length === 0) throw new Error(`no mlflow environment: set SEXTANT_MLFLOW_PYTHON or run ./scripts/test.sh e2e once (it caches them in ${dir})`);
-  return join(dir, envs[envs.length - 1], 'bin', 'python');
-}
 
 let srv;
 let br;
@@ -126,8 +110,11 @@ describe("the other shapes of MLflow's UI addresses", () => {
     await expectRunPage(`${base()}/runs/${printed.first}`, 'overview');
   });
 
-  test('experiment tabs, searches and logged models open the experiment', async () => {
-    for (const tail of ['/runs', '/traces', '/models', '/models/m-0123456789', '/overview', '/s?searchFilter=' + encodeURIComponent("attributes.run_name = 'second-run'")]) {
+  test('experiment tabs and searches open the experiment, a logged model its page', async () => {
+    const lm = await open(`${base()}/experiments/${printed.exp}/models/m-0123456789/artifacts`);
+    assert.equal(lm.pathname, `/experiments/${printed.exp}/models/m-0123456789`);
+    await page.waitForSelector('[data-testid=logged-model] .error');
+    for (const tail of ['/runs', '/traces', '/models', '/overview', '/s?searchFilter=' + encodeURIComponent("attributes.run_name = 'second-run'")]) {
       const at = await open(`${base()}/experiments/${printed.exp}${tail}`);
       assert.equal(at.pathname, '/experiments/' + printed.exp, tail);
       await page.waitForSelector('h1:has-text("/Shared/links")');

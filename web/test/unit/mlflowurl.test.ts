@@ -24,10 +24,12 @@ test('run subpages open the matching tab', () => {
   assert.equal(mlflowHashRoute(`#/runs/${RUN}`), `/runs/${RUN}`);
 });
 
-test('experiment tabs, searches and logged models open the experiment', () => {
-  for (const tab of ['runs', 'traces', 'models', 'models/m-123', 'models/m-123/artifacts', 'datasets', 'chat-sessions', 's', 'evaluation-runs']) {
+test('experiment tabs and searches open the experiment, logged models their page', () => {
+  for (const tab of ['runs', 'traces', 'models', 'datasets', 'chat-sessions', 's', 'evaluation-runs']) {
     assert.equal(mlflowHashRoute('#/experiments/12/' + tab), '/experiments/12', tab);
   }
+  assert.equal(mlflowHashRoute('#/experiments/12/models/m-123'), '/experiments/12/models/m-123');
+  assert.equal(mlflowHashRoute('#/experiments/12/models/m-123/artifacts'), '/experiments/12/models/m-123');
   assert.equal(mlflowHashRoute("#/experiments/12?searchFilter=metrics.loss%20%3C%200.1"), '/experiments/12?filter=metrics.loss%20%3C%200.1');
 });
 
