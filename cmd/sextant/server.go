@@ -15,6 +15,7 @@ import (
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
@@ -295,6 +296,11 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer logStore.Close(context.WithoutCancel(ctx))
 	logSvc := runlogs.NewService(logStore, runlogs.Options{Logger: log.With("component", "runlogs")})
+	eventStore, err := sqlstore.OpenEvents(ctx, store)
+	if err != nil {
+		return err
+	}
+	eventSvc := runevents.NewService(eventStore, runevents.Options{Logger: log.With("component", "runevents")})
 	secret, err := serverSecret(ctx, cfg, store)
 	if err != nil {
 		return err
@@ -344,6 +350,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		Logger:       log.With("component", "http"),
 		GPU:          gpuSvc,
 		RunLogs:      logSvc,
+		Events:       eventSvc,
 		UI:           ui.MustNew(),
 		Volumes:      vols,
 	})
