@@ -28,6 +28,11 @@ const ckptUsage = `Usage:
   sextant ckpt gc /Volumes/PATH --keep-last N [--grace 1h] [--dry-run]
         deletes all but the N newest complete checkpoints, and incomplete
         ones older than the grace period that no writer holds
+  sextant ckpt ls --run RUN_ID            the checkpoints a run saved, as
+                                          VolumeWriter recorded them: step,
+                                          outcome, size, ranks, time blocked,
+                                          upload, when it landed
+  sextant ckpt latest --run RUN_ID        the run's newest complete checkpoint
 
 Checkpoints are ordered by the number ending their names (step_100) when
 every one has one, else by time.`
@@ -96,8 +101,12 @@ func (c *CkptCommand) Run(ctx context.Context, args []string) error {
 	keep := fset.Int("keep-last", -1, "gc: complete checkpoints to keep (required)")
 	grace := fset.Duration("grace", time.Hour, "gc: incomplete checkpoints younger than this are kept (they may be in progress)")
 	dry := fset.Bool("dry-run", false, "gc: print what would be deleted")
-	if err := fset.Parse(reorderArgs(rest, "keep-last", "grace")); err != nil {
+	run := fset.String("run", "", "ls, latest: the checkpoints this run recorded, instead of a directory's")
+	if err := fset.Parse(reorderArgs(rest, "keep-last", "grace", "run")); err != nil {
 		return err
+	}
+	if *run != "" {
+		return c.runCheckpoints(ctx, a, sub, *run, fset.Args())
 	}
 	if fset.NArg() != 1 || !isVolumePath(fset.Arg(0)) {
 		fmt.Fprintln(m.Stderr, ckptUsage)

@@ -32,6 +32,7 @@ type RunConfig struct {
 	Experiment     string
 	RunName        string
 	Resume         string
+	RunID          string
 	JobID          string
 	NodeRank       int
 	NNodes         int
@@ -88,7 +89,11 @@ func (c *RunCommand) usage(fs *flag.FlagSet) func() {
 Runs COMMAND in a run of the tracking server at $MLFLOW_TRACKING_URI: the
 experiment is --experiment, else $MLFLOW_EXPERIMENT_NAME, else
 /Users/<user>/<entry point>; the run is new (--run-name, else
-jobTaskRun-xxxxx) or resumed (--resume, $MLFLOW_RUN_ID). COMMAND gets
+jobTaskRun-xxxxx) or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest
+continues that run (or the last run of COMMAND in the experiment) from
+the newest complete checkpoint its VolumeWriter recorded, handing the
+path to COMMAND in SEXTANT_RESUME_FROM (--resume /Volumes/PATH: that
+checkpoint). COMMAND gets
 MLFLOW_TRACKING_URI, MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME/_ID, so
 mlflow.start_run() logs to that run. Its output is shown here unchanged and
 stored with the run (sextant logs RUN_ID). SIGINT and SIGTERM are passed to
@@ -108,7 +113,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	m := c.main
 	getenv := m.Getenv
 	cfg := RunConfig{
-		TrackingURI: getenv("MLFLOW_TRACKING_URI"), Resume: getenv("MLFLOW_RUN_ID"),
+		TrackingURI: getenv("MLFLOW_TRACKING_URI"), RunID: getenv("MLFLOW_RUN_ID"),
 		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
 		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 256 << 20, Nice: 10,
 		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
@@ -120,7 +125,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.TrackingURI, "tracking-uri", cfg.TrackingURI, "server URL (default $MLFLOW_TRACKING_URI)")
 	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name, an absolute path (default $MLFLOW_EXPERIMENT_NAME, else /Users/<user>/<entry point>)")
 	fs.StringVar(&cfg.RunName, "run-name", "", "name of the new run (default jobTaskRun-xxxxx); renames a resumed run")
-	fs.StringVar(&cfg.Resume, "resume", cfg.Resume, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
+	fs.StringVar(&cfg.RunID, "run-id", cfg.RunID, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
+	fs.StringVar(&cfg.Resume, "resume", "", "latest: resume the run (--run-id, else the last run of COMMAND in the experiment) from its newest complete checkpoint; /Volumes/PATH: from that checkpoint; a run id: as --run-id")
 	fs.StringVar(&cfg.JobID, "job-id", "", "key shared by the launchers of one multi-node job (default $TORCHELASTIC_RUN_ID, torchrun's --rdzv-id, $SLURM_JOB_ID)")
 	fs.IntVar(&cfg.NodeRank, "node-rank", -1, "this node's rank (default $NODE_RANK, $GROUP_RANK, torchrun's --node-rank, $SLURM_NODEID, else 0)")
 	fs.IntVar(&cfg.NNodes, "nnodes", 0, "number of nodes of the job (default torchrun's --nnodes, $SLURM_NNODES, else 1)")
@@ -152,6 +158,16 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	resumeFrom := ""
+	switch r := cfg.Resume; {
+	case r == "":
+	case r == launcher.ResumeLatest || strings.HasPrefix(r, "/Volumes/"):
+		resumeFrom = r
+	default:
+		// A run id: the run to continue, as --run-id.
+		cfg.RunID = r
+	}
+	cfg.Resume = cfg.RunID
 	userName := getenv("MLFLOW_TRACKING_USERNAME")
 	if userName == "" {
 		userName = osUser(getenv)
@@ -201,6 +217,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		Token: copts.Token, Username: copts.Username, Password: copts.Password,
 		Experiment: expName, ExperimentExplicit: cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "",
 		RunName: cfg.RunName, User: userName, Resume: cfg.Resume, Job: job,
+		ResumeFrom: resumeFrom, Events: tracker, Checkpoints: tracker,
 		Grace: cfg.Grace, Drain: cfg.Drain, FlushInterval: cfg.Flush, PartialAfter: cfg.PartialAfter,
 		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes, Nice: cfg.Nice,
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,

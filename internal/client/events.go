@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/runevents"
 )
@@ -76,4 +78,26 @@ func (c *Client) ListEvents(ctx context.Context, q runevents.Query) (runevents.P
 // AllEvents returns every event q selects, following pages.
 func (c *Client) AllEvents(ctx context.Context, q runevents.Query) ([]runevents.Event, error) {
 	return runevents.ListAll(ctx, c.ListEvents, q)
+}
+
+// CheckpointComplete reports whether the checkpoint directory at path
+// (/Volumes/...) is complete: its .metadata exists (VolumeWriter uploads it
+// last).
+func (c *Client) CheckpointComplete(ctx context.Context, path string) (bool, error) {
+	if !strings.HasPrefix(path, "/Volumes/") {
+		return false, errs.Errorf(errs.Invalid, "checkpoint path %q is not a /Volumes/... path", path)
+	}
+	segs := strings.Split(strings.Trim(path, "/")+"/.metadata", "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	r := &request{method: "HEAD", path: "/api/2.0/fs/files/" + strings.Join(segs, "/"), raw: func(*http.Response) error { return nil }}
+	err := c.call(ctx, r, nil)
+	switch {
+	case err == nil:
+		return true, nil
+	case errs.Is(err, errs.NotFound):
+		return false, nil
+	}
+	return false, err
 }

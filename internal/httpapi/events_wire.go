@@ -62,8 +62,11 @@ type ListEventsResponse struct {
 // EventToJSON returns ev's wire shape.
 func EventToJSON(ev *runevents.Event) EventJSON {
 	out := EventJSON{
-		Seq: ev.Seq, Key: ev.Key, Kind: ev.Kind.String(), Severity: ev.Severity.String(), TimeMs: ev.TimeMs, EndMs: ev.EndMs,
+		Seq: ev.Seq, Key: ev.Key, Kind: ev.Kind.String(), TimeMs: ev.TimeMs, EndMs: ev.EndMs,
 		Open: ev.Open, Node: ev.Node, Message: ev.Message, Attrs: ev.Attrs,
+	}
+	if ev.Severity != 0 {
+		out.Severity = ev.Severity.String()
 	}
 	if ev.GPU >= 0 {
 		g := ev.GPU
@@ -74,7 +77,10 @@ func EventToJSON(ev *runevents.Event) EventJSON {
 		out.Step = &s
 	}
 	if c := ev.Checkpoint; c != nil {
-		cj := &CheckpointJSON{Path: c.Path, Outcome: c.Outcome.String(), Error: c.Error, Bytes: c.Bytes, Files: c.Files, Ranks: c.Ranks, Mode: c.Mode, Staging: c.Staging}
+		cj := &CheckpointJSON{Path: c.Path, Error: c.Error, Bytes: c.Bytes, Files: c.Files, Ranks: c.Ranks, Mode: c.Mode, Staging: c.Staging}
+		if c.Outcome != 0 {
+			cj.Outcome = c.Outcome.String()
+		}
 		if c.BlockedMs >= 0 {
 			b := c.BlockedMs
 			cj.BlockedMs = &b
