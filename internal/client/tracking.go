@@ -2,12 +2,15 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -48,9 +51,41 @@ type wireRun struct {
 		LifecycleStage string `json:"lifecycle_stage"`
 	} `json:"info"`
 	Data struct {
-		Params []wireTag `json:"params"`
-		Tags   []wireTag `json:"tags"`
+		Params  []wireTag    `json:"params"`
+		Tags    []wireTag    `json:"tags"`
+		Metrics []wireMetric `json:"metrics"`
 	} `json:"data"`
+}
+
+// wireMetric is a run's latest point of a metric. The value may be a
+// number or one of MLflow's strings for non-finite values.
+type wireMetric struct {
+	Key       string          `json:"key"`
+	Value     json.RawMessage `json:"value"`
+	Timestamp int64           `json:"timestamp"`
+	Step      int64           `json:"step"`
+}
+
+func (m *wireMetric) value() float64 {
+	var s string
+	if json.Unmarshal(m.Value, &s) == nil {
+		switch s {
+		case "Infinity":
+			return math.Inf(1)
+		case "-Infinity":
+			return math.Inf(-1)
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return math.NaN()
+		}
+		return v
+	}
+	var v float64
+	if json.Unmarshal(m.Value, &v) != nil {
+		return math.NaN()
+	}
+	return v
 }
 
 func (w *wireRun) domain() *tracking.Run {
@@ -65,6 +100,9 @@ func (w *wireRun) domain() *tracking.Run {
 	}
 	for _, t := range w.Data.Tags {
 		r.Data.Tags = append(r.Data.Tags, tracking.Tag(t))
+	}
+	for _, m := range w.Data.Metrics {
+		r.Data.Metrics = append(r.Data.Metrics, tracking.Metric{Key: m.Key, Point: metrics.Point{Step: m.Step, TimestampMs: m.Timestamp, Value: m.value()}})
 	}
 	return r
 }
