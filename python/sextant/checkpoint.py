@@ -354,6 +354,14 @@ class VolumeWriter(FileSystemWriter):
             and the outcome (``sextant ckpt ls --run``, the run page). Best
             effort: a failure to record is a warning.
         run_id: the run to record on, instead of the one found.
+        nice: how many levels the CPU priority of an async save's
+            background work is lowered by, so that training goes first on
+            cores it keeps busy: the checkpoint process of the process-based
+            checkpointer (once, for the life of that process), or, with the
+            thread-based one, the threads that write and upload the shards
+            (Linux sets priorities per thread). Default 10 for the process
+            mode, 0 (none) for threads, which share the training process's
+            interpreter lock anyway; a synchronous save never lowers it.
 
     A failed save raises :class:`CheckpointSaveError` (in torch's
     ``CheckpointException``), saying which shards did not land and that the
@@ -390,6 +398,7 @@ class VolumeWriter(FileSystemWriter):
         staging: str = "copy",
         report: bool = True,
         run_id: str | None = None,
+        nice: int | None = None,
         **kwargs: Any,
     ) -> None:
         if staging not in STAGING_MODES:
@@ -419,6 +428,7 @@ class VolumeWriter(FileSystemWriter):
         self.writer_id = uuid.uuid4().hex
         self.is_coordinator = False
         self.staging = staging
+        self.nice = nice
         self.report = report
         self._run_id = run_id or _active_run_id()
         self._run_fixed = run_id is not None
@@ -487,6 +497,8 @@ class VolumeWriter(FileSystemWriter):
             self._mode, self._t_start, self._blocked_ms = "sync", _now_ms(), None
         else:
             self._mode = "thread" if self._stage_pid == os.getpid() else "process"
+            if self._mode == "process":
+                _nice_process(10 if self.nice is None else self.nice)
         self._stop_heartbeat()
         self._staging = Path(tempfile.mkdtemp(prefix="sextant-ckpt-", dir=self._root))
         self._staged_dirs.append(str(self._staging))
@@ -516,7 +528,11 @@ class VolumeWriter(FileSystemWriter):
         tag = prefix.rstrip("_").rsplit("_", 1)[-1]
         if self._heartbeat is None:
             self._heartbeat = _Heartbeat(self.client, self._remote + "/" + WRITER_LOCK, tag, self.lease_seconds / 4)
-        pool = ThreadPoolExecutor(self.upload_threads, thread_name_prefix="sextant-upload")
+        lower = (self.nice or 0) if self._mode == "thread" else 0
+        if lower > 0:
+            _nice_thread(lower)  # the thread that writes the staged files
+        pool = ThreadPoolExecutor(self.upload_threads, thread_name_prefix="sextant-upload",
+                                  initializer=_nice_thread if lower > 0 else None, initargs=(lower,) if lower > 0 else ())
         uploads: dict[str, _CFuture[int]] = {}
         mu = threading.Lock()
         # A file is written only when fewer than max_staged_files of this
@@ -826,6 +842,33 @@ class VolumeWriter(FileSystemWriter):
         except Exception as e:  # noqa: BLE001 - the checkpoint landed; tagging is best effort
             warnings.warn(f"checkpoint {self._remote} saved, but tagging mlflow run {self._run_id} failed: {e}",
                           stacklevel=2)
+
+
+_niced_pid = 0
+
+
+def _nice_process(n: int) -> None:
+    """Lowers this process's CPU priority by n levels, once per process."""
+    global _niced_pid
+    if n <= 0 or _niced_pid == os.getpid():
+        return
+    _niced_pid = os.getpid()
+    try:
+        os.nice(n)
+    except OSError:
+        pass
+
+
+def _nice_thread(n: int) -> None:
+    """Lowers the calling thread's CPU priority by n levels (Linux: per
+    thread; elsewhere nothing)."""
+    if n <= 0 or not sys.platform.startswith("linux"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + n))
+    except OSError:
+        pass
 
 
 def _holder_gone(holder: dict[str, Any]) -> bool:
