@@ -3,6 +3,7 @@ package gpu_test
 import (
 	"errors"
 	"math"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -109,6 +110,9 @@ func FuzzDecodeSample(f *testing.F) {
 	f.Add(gpu.AppendSample(nil, &in))
 	f.Add(gpu.AppendSample(nil, &gpu.Sample{}))
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0xff})
+	if v1, err := os.ReadFile("testdata/sample-v1.bin"); err == nil {
+		f.Add(v1)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s gpu.Sample
 		if err := gpu.DecodeSample(data, &s); err != nil {

@@ -41,6 +41,20 @@ type wireGPU struct {
 	Power      flexFloat `json:"power"`
 	PowerLimit flexFloat `json:"power_limit"`
 	SMClock    flexFloat `json:"sm_clock"`
+	// Since version 2 of the sample format (issue 18).
+	MemClock          flexFloat `json:"mem_clock"`
+	SMClockMax        flexFloat `json:"sm_clock_max"`
+	PowerLimitDefault flexFloat `json:"power_limit_default"`
+	ThrottleReasons   flexFloat `json:"throttle_reasons"`
+	ECCCorrected      flexFloat `json:"ecc_corrected"`
+	ECCUncorrected    flexFloat `json:"ecc_uncorrected"`
+	Xid               flexFloat `json:"xid"`
+}
+
+// readings lists g's readings in gpu.Field order.
+func (g *wireGPU) readings() [gpu.NumFields]flexFloat {
+	return [gpu.NumFields]flexFloat{g.Util, g.MemUtil, g.MemUsed, g.MemTotal, g.Temp, g.Power, g.PowerLimit, g.SMClock,
+		g.MemClock, g.SMClockMax, g.PowerLimitDefault, g.ThrottleReasons, g.ECCCorrected, g.ECCUncorrected, g.Xid}
 }
 
 type wireGPUProcess struct {
@@ -91,11 +105,11 @@ func decodeGPUBatch(body []byte) (*gpu.Batch, error) {
 			}
 			g := gpu.NewGPU(int(wg.Index.V), wg.UUID, wg.Name)
 			g.Err = wg.Error
-			for f, v := range [gpu.NumFields]flexFloat{wg.Util, wg.MemUtil, wg.MemUsed, wg.MemTotal, wg.Temp, wg.Power, wg.PowerLimit, wg.SMClock} {
+			for f, v := range wg.readings() {
 				switch {
 				case !v.Set:
-				case gpu.Field(f).IsBytes():
-					// Byte counts are whole; out-of-range ones are missing.
+				case gpu.Field(f).IsInteger():
+					// Counts, masks and codes are whole; out-of-range ones are missing.
 					if v.V >= 0 && v.V < math.MaxInt64 {
 						g.Values[f] = math.Round(v.V)
 					}
@@ -214,7 +228,7 @@ func appendReading(dst []byte, f gpu.Field, v float64) []byte {
 	switch {
 	case gpu.IsMissing(v):
 		return append(dst, "null"...)
-	case f.IsBytes():
+	case f.IsInteger():
 		return strconv.AppendInt(dst, int64(math.Round(v)), 10)
 	}
 	r := math.Round(v*1000) / 1000
@@ -507,6 +521,20 @@ func (p *batchParser) gpuReading(g *wireGPU) bool {
 			g.PowerLimit, ok = p.floatOrNull()
 		case "sm_clock":
 			g.SMClock, ok = p.floatOrNull()
+		case "mem_clock":
+			g.MemClock, ok = p.floatOrNull()
+		case "sm_clock_max":
+			g.SMClockMax, ok = p.floatOrNull()
+		case "power_limit_default":
+			g.PowerLimitDefault, ok = p.floatOrNull()
+		case "throttle_reasons":
+			g.ThrottleReasons, ok = p.floatOrNull()
+		case "ecc_corrected":
+			g.ECCCorrected, ok = p.floatOrNull()
+		case "ecc_uncorrected":
+			g.ECCUncorrected, ok = p.floatOrNull()
+		case "xid":
+			g.Xid, ok = p.floatOrNull()
 		}
 		return ok
 	})
