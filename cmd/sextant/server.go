@@ -49,6 +49,8 @@ type Config struct {
 	Limits         tracking.Limits
 	// GPURetention is how long GPU samples are kept.
 	GPURetention time.Duration
+	// Watch configures the watcher of idle and stalled runs.
+	Watch WatchConfig
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -67,6 +69,7 @@ func DefaultConfig() Config {
 		AdminEmail:   "admin@localhost",
 		Limits:       tracking.DefaultLimits(),
 		GPURetention: gpu.DefaultRetention,
+		Watch:        DefaultWatchConfig(),
 	}
 }
 
@@ -93,6 +96,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GPURetention < time.Minute {
 		return &ConfigError{"gpu-retention", fmt.Sprintf("must be at least 1m, got %s", c.GPURetention)}
+	}
+	if err := c.Watch.Validate(); err != nil {
+		return err
 	}
 	switch strings.ToUpper(c.Synchronous) {
 	case "FULL", "NORMAL":
@@ -231,6 +237,9 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 		c.GPURetention = d
 	}
 	fs.DurationVar(&c.GPURetention, "gpu-retention", c.GPURetention, "how long GPU samples are kept (the GPU pane's history)")
+	if err := bindWatchFlags(fs, &c.Watch, getenv); err != nil && envErr == nil {
+		envErr = err
+	}
 	return envErr
 }
 
@@ -289,7 +298,6 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	}
 	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, Logger: log})
 	defer gpuStore.Close(context.WithoutCancel(ctx))
-	gpuSvc := gpu.NewService(gpuStore, gpu.ServiceOptions{Retention: cfg.GPURetention, Runs: tr, BatchMetrics: cfg.Limits.BatchMetrics, Logger: log.With("component", "gpu")})
 	logStore, err := sqlstore.OpenLogs(ctx, store, sqlstore.LogOptions{Logger: log})
 	if err != nil {
 		return err
@@ -301,6 +309,12 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	eventSvc := runevents.NewService(eventStore, runevents.Options{Logger: log.With("component", "runevents")})
+	gpuSvc := gpu.NewService(gpuStore, gpu.ServiceOptions{Retention: cfg.GPURetention, Runs: tr, Events: eventSvc, BatchMetrics: cfg.Limits.BatchMetrics, Logger: log.With("component", "gpu")})
+	stopWatch, err := startWatcher(cfg.Watch, store, eventStore, eventSvc, gpuSvc, tr, log)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
 	secret, err := serverSecret(ctx, cfg, store)
 	if err != nil {
 		return err

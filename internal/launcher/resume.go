@@ -62,15 +62,16 @@ func (l *launcher) findCommandRun(ctx context.Context) (*tracking.Run, error) {
 }
 
 // closeOpenSaves marks the saves the job left open (it ended, or was
-// killed, while saving) incomplete, ending when the job did.
+// killed, while saving) incomplete, ending when the job did, and ends the
+// other spans left open on the run (idle, stalled, a GPU throttling).
 func (l *launcher) closeOpenSaves(ctx context.Context, endMs int64) {
 	ev := l.opts.Events
 	if ev == nil {
 		return
 	}
-	open, err := runevents.ListAll(ctx, ev.ListEvents, runevents.Query{RunID: l.run.Info.RunID, Kinds: []runevents.Kind{runevents.KindCheckpointSave}, OpenOnly: true})
+	open, err := runevents.ListAll(ctx, ev.ListEvents, runevents.Query{RunID: l.run.Info.RunID, OpenOnly: true})
 	if err != nil {
-		l.say("could not read the run's checkpoint saves: %v", err)
+		l.say("could not read the run's open events: %v", err)
 		return
 	}
 	if len(open) == 0 {
@@ -79,12 +80,16 @@ func (l *launcher) closeOpenSaves(ctx context.Context, endMs int64) {
 	for i := range open {
 		e := &open[i]
 		e.Open, e.EndMs = false, max(endMs, e.TimeMs)
-		e.Severity = runevents.SeverityWarning
-		e.Checkpoint.Outcome = runevents.OutcomeIncomplete
-		e.Message = fmt.Sprintf("save of %s cut off: the job ended while saving (no .metadata: nothing loads it)", e.Checkpoint.Path)
+		if e.Kind == runevents.KindCheckpointSave && e.Checkpoint != nil {
+			e.Severity = runevents.SeverityWarning
+			e.Checkpoint.Outcome = runevents.OutcomeIncomplete
+			e.Message = fmt.Sprintf("save of %s cut off: the job ended while saving (no .metadata: nothing loads it)", e.Checkpoint.Path)
+		} else {
+			e.Message += " (until the job ended)"
+		}
 	}
 	if _, err := ev.AppendEvents(ctx, l.run.Info.RunID, open); err != nil {
-		l.say("could not mark %d cut-off checkpoint save(s) incomplete: %v", len(open), err)
+		l.say("could not close %d open event(s) of the run: %v", len(open), err)
 	}
 }
 

@@ -40,6 +40,10 @@ CREATE TABLE run_events (
 	PRIMARY KEY (run_pk, seq)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX run_events_key ON run_events (run_pk, key);
+
+-- The running runs, which the watcher of idle and stalled runs looks at
+-- every 30 s: a few rows of a table that may hold millions.
+CREATE INDEX runs_running ON runs (run_pk) WHERE status = 1;
 `,
 }
 
