@@ -14,6 +14,9 @@
 #   SEXTANT_FUZZTIME   time per fuzz target (default 10s; 0 skips fuzzing)
 #   SEXTANT_MLFLOW_VERSIONS  mlflow versions to test against
 #                     (default: the oldest supported and the newest)
+#   SEXTANT_TEST_TMPFS  "required" (the default as root, as in CI): the
+#                     full-disk tests, which mount a small tmpfs, fail
+#                     instead of skipping when they cannot mount one
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,6 +26,9 @@ CACHE=${SEXTANT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sextant}
 FUZZTIME=${SEXTANT_FUZZTIME:-10s}
 MLFLOW_VERSIONS=${SEXTANT_MLFLOW_VERSIONS:-"3.7.0 3.17.2"}
 PYTHON=${PYTHON:-python3}
+if [ "$(id -u)" = 0 ]; then
+	export SEXTANT_TEST_TMPFS=${SEXTANT_TEST_TMPFS:-required}
+fi
 
 failed=()
 step() { printf '\n=== %s\n' "$*"; }
@@ -43,6 +49,39 @@ ensure_postgres() {
 	return 1
 }
 
+# ensure_promtool exports SEXTANT_PROMTOOL, the promtool that
+# TestPrometheusMetrics checks /metrics with: one on PATH, else the one
+# extracted from Debian's prometheus package into $CACHE/promtool (cached
+# by the package's version). The package is downloaded and unpacked, not
+# installed: nothing starts a Prometheus server, and no root is needed
+# when apt's package lists are there (as root it updates them if needed).
+ensure_promtool() {
+	if command -v promtool >/dev/null 2>&1; then
+		SEXTANT_PROMTOOL=$(command -v promtool)
+		export SEXTANT_PROMTOOL
+		return 0
+	fi
+	local ver dir tmp
+	ver=$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')
+	if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
+		[ "$(id -u)" = 0 ] && apt-get update -qq
+		ver=$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')
+	fi
+	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { echo "no prometheus package known to apt (run apt-get update)" >&2; return 1; }
+	dir="$CACHE/promtool/${ver//[^A-Za-z0-9.+-]/_}"
+	if [ ! -x "$dir/promtool" ]; then
+		tmp=$(mktemp -d)
+		(cd "$tmp" && apt-get download -qq "prometheus=$ver" >/dev/null 2>&1) &&
+			dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" &&
+			mkdir -p "$dir" && cp "$tmp/x/usr/bin/promtool" "$dir/promtool.$$" && mv "$dir/promtool.$$" "$dir/promtool"
+		local rc=$?
+		rm -rf "$tmp"
+		[ $rc = 0 ] || { echo "could not download Debian's prometheus package for promtool" >&2; return 1; }
+	fi
+	SEXTANT_PROMTOOL="$dir/promtool"
+	export SEXTANT_PROMTOOL
+}
+
 run_go() {
 	step "go: gofmt"
 	local unformatted
@@ -60,6 +99,9 @@ run_go() {
 
 	step "go: PostgreSQL for the PostgreSQL store tests"
 	ensure_postgres || fail "install PostgreSQL (apt-get install postgresql)"
+
+	step "go: promtool for the Prometheus exposition tests (Debian's prometheus package, cached)"
+	ensure_promtool || fail "get promtool (Debian's prometheus package)"
 
 	step "go: unit, conformance and handler tests"
 	go test -count=1 ./... || fail "go test"
@@ -212,7 +254,11 @@ run_ui() {
 
 	step "ui: browser tests (chromium, screenshots in ${SEXTANT_SCREENSHOTS:-web/test-results/screenshots})"
 	go build -o "$tmp/sextant" ./cmd/sextant || { fail "build"; rm -rf "$tmp"; return; }
-	(cd web && SEXTANT_BIN="$tmp/sextant" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
+	# mlflow-links.test.mjs runs the real mlflow client (the newest version's
+	# cached environment) to print the links it opens.
+	local mlflow_py
+	mlflow_py=$(venv_for "${MLFLOW_VERSIONS##* }")/bin/python || { fail "install mlflow for the browser tests"; mlflow_py=; }
+	(cd web && SEXTANT_BIN="$tmp/sextant" SEXTANT_MLFLOW_PYTHON="$mlflow_py" node --test --test-concurrency=1 test/e2e/) || fail "ui browser tests"
 	rm -rf "$tmp"
 }
 

@@ -49,7 +49,7 @@ type AgentConfig struct {
 // DefaultAgentConfig returns the agent's defaults.
 func DefaultAgentConfig() AgentConfig {
 	return AgentConfig{
-		Server:        "http://127.0.0.1:5000",
+		Server:        defaultServer,
 		NodeRank:      -1,
 		Interval:      10 * time.Second,
 		Source:        "auto",
@@ -130,7 +130,12 @@ func bindAgentFlags(fs *flag.FlagSet, c *AgentConfig, getenv func(string) string
 		}
 		fs.IntVar(p, name, *p, usage)
 	}
-	str(&c.Server, "server", "URL of the Sextant server (also from $MLFLOW_TRACKING_URI)", "MLFLOW_TRACKING_URI")
+	// The server is named as for every client command: --server, else
+	// MLFLOW_TRACKING_URI (not SEXTANT_SERVER).
+	if v := getenv("MLFLOW_TRACKING_URI"); v != "" {
+		c.Server = v
+	}
+	fs.StringVar(&c.Server, "server", c.Server, "the server's URL (from $MLFLOW_TRACKING_URI when set)")
 	str(&c.Node, "node", "name of this node in the GPU pane (default: the host name)")
 	str(&c.RunID, "run-id", "MLflow run the samples belong to; they are also logged to it as system metrics (also from $MLFLOW_RUN_ID)", "MLFLOW_RUN_ID")
 	integer(&c.NodeRank, "node-rank", "rank of this node in a multi-node job; -1 for unknown (also from $NODE_RANK, $GROUP_RANK, $SLURM_NODEID)", "NODE_RANK", "GROUP_RANK", "SLURM_NODEID")
@@ -186,26 +191,11 @@ func defaultSpoolDir(getenv func(string) string, node string) string {
 }
 
 // Run parses flags and samples until ctx is cancelled.
-func (c *AgentCommand) Run(ctx context.Context, args []string) error {
+func (c *AgentCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
 	cfg := DefaultAgentConfig()
 	if h, err := os.Hostname(); err == nil {
 		cfg.Node = h
-	}
-	fs := flag.NewFlagSet("sextant agent", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, `Usage: sextant agent [flags]
-
-Samples this node's GPUs every --interval and sends the samples to the
-Sextant server, which keeps two hours of history for the GPU pane and, with
---run-id, logs them to the run as MLflow system metrics. While the server is
-unreachable the samples wait in --spool-dir and are sent in order later.
-Credentials come from MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and
-MLFLOW_TRACKING_PASSWORD. Every flag can also be set as SEXTANT_<FLAG>.
-
-Flags:`)
-		fs.PrintDefaults()
 	}
 	envErr := bindAgentFlags(fs, &cfg, m.Getenv)
 	if err := fs.Parse(args); err != nil {
@@ -215,7 +205,7 @@ Flags:`)
 		return envErr
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return usageError("agent: unexpected arguments: %v", fs.Args())
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -129,7 +130,7 @@ func agentsEndToEnd(t *testing.T, store ...string) {
 		m := &Main{Stdout: io.Discard, Stderr: logs[rank], Getenv: func(string) string { return "" }}
 		cmd := &AgentCommand{main: m, clock: clock}
 		wg.Go(func() {
-			err := cmd.Run(ctx, []string{
+			err := cmd.Run(ctx, flag.NewFlagSet("sextant agent", flag.ContinueOnError), []string{
 				"--server", base, "--node", fmt.Sprintf("node-%d", rank), "--gpu-source", "sim:4",
 				"--run-id", runID, "--node-rank", strconv.Itoa(rank), "--num-nodes", "2",
 				"--spool-dir", filepath.Join(dir, fmt.Sprintf("spool-%d", rank)), "--log-level", "debug",
@@ -301,7 +302,7 @@ func agentAndRunOnOneNode(t *testing.T, store ...string) {
 	agentDone := make(chan error, 1)
 	go func() {
 		m := &Main{Stdout: io.Discard, Stderr: &agentLog, Getenv: func(string) string { return "" }}
-		agentDone <- (&AgentCommand{main: m}).Run(ctx, []string{"--server", base, "--node", "shared-node", "--gpu-source", "sim:2",
+		agentDone <- m.Run(ctx, []string{"agent", "--server", base, "--node", "shared-node", "--gpu-source", "sim:2",
 			"--interval", interval.String(), "--spool-dir", filepath.Join(dir, "agent-spool")})
 	}()
 	// The agent samples before the job, and after it.
@@ -363,8 +364,8 @@ func agentAndRunOnOneNode(t *testing.T, store ...string) {
 				t.Fatalf("GPU %d: samples at %d and %d: one per instant wanted", g.Index, int64(pts[k-1][0]), ts)
 			}
 		}
-		// The run's samples are the node's samples of its time: the agent's
-		// sample of an instant the launcher sampled too took the run's labels.
+		// The agent's sample of an instant the launcher sampled too took the
+		// run's labels: the run's samples are among the node's.
 		runPts := run.GPUs[i].Series["util"]
 		if len(runPts) < 3 || len(pts) <= len(runPts) {
 			t.Fatalf("GPU %d: %d samples of the node, %d of the run (of 2 s at %s)", g.Index, len(pts), len(runPts), interval)
@@ -380,8 +381,14 @@ func agentAndRunOnOneNode(t *testing.T, store ...string) {
 		for _, p := range runPts {
 			runTs = append(runTs, p[0])
 		}
-		if !slices.Equal(inRun, runTs) {
-			t.Fatalf("GPU %d: the node's samples of the run's time %v are not the run's %v", g.Index, inRun, runTs)
+		// Every instant the launcher sampled is one of the node's samples
+		// (stored once, with the run's labels). The node may hold a few more
+		// in the run's time: on a loaded machine a sampler that wakes up past
+		// the next instant skips it, and the agent may not have.
+		for _, ts := range runTs {
+			if !slices.Contains(inRun, ts) {
+				t.Fatalf("GPU %d: the run's sample at %v is not one of the node's samples of its time %v (run: %v)", g.Index, ts, inRun, runTs)
+			}
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,22 +19,6 @@ import (
 // in a volume directory: one subdirectory per checkpoint, complete when
 // its .metadata exists (the writer uploads it last).
 type CkptCommand struct{ main *Main }
-
-const ckptUsage = `Usage:
-  sextant ckpt ls /Volumes/PATH           each checkpoint under PATH: complete,
-                                          incomplete or writing; size; time
-  sextant ckpt latest /Volumes/PATH       the newest complete checkpoint
-  sextant ckpt gc /Volumes/PATH --keep-last N [--grace 1h] [--dry-run]
-        deletes all but the N newest complete checkpoints, and incomplete
-        ones older than the grace period that no writer holds
-  sextant ckpt ls --run RUN_ID            the checkpoints a run saved, as
-                                          VolumeWriter recorded them: step,
-                                          outcome, size, ranks, time blocked,
-                                          upload, when it landed
-  sextant ckpt latest --run RUN_ID        the run's newest complete checkpoint
-
-Checkpoints are ordered by the number ending their names (step_100) when
-every one has one, else by time.`
 
 // Names of the files the checkpoint writer (python/sextant/checkpoint.py)
 // uses.
@@ -87,65 +70,91 @@ func (c checkpoint) status() string {
 
 var trailingNumber = regexp.MustCompile(`(\d+)$`)
 
-// Run dispatches ckpt subcommands.
-func (c *CkptCommand) Run(ctx context.Context, args []string) error {
-	m := c.main
-	if len(args) == 0 {
-		fmt.Fprintln(m.Stderr, ckptUsage)
-		return flag.ErrHelp
-	}
-	sub, rest := args[0], args[1:]
-	fset := newCmdFlags("sextant ckpt "+sub, m, ckptUsage)
-	var a apiFlags
-	a.bind(fset, m.Getenv)
-	keep := fset.Int("keep-last", -1, "gc: complete checkpoints to keep (required)")
-	grace := fset.Duration("grace", time.Hour, "gc: incomplete checkpoints younger than this are kept (they may be in progress)")
-	dry := fset.Bool("dry-run", false, "gc: print what would be deleted")
-	run := fset.String("run", "", "ls, latest: the checkpoints this run recorded, instead of a directory's")
-	if err := fset.Parse(reorderArgs(rest, "keep-last", "grace", "run")); err != nil {
-		return err
-	}
-	if *run != "" {
-		return c.runCheckpoints(ctx, a, sub, *run, fset.Args())
-	}
-	if fset.NArg() != 1 || !isVolumePath(fset.Arg(0)) {
-		fmt.Fprintln(m.Stderr, ckptUsage)
-		return fmt.Errorf("ckpt %s takes one /Volumes path", sub)
-	}
-	dir := strings.TrimRight(fset.Arg(0), "/")
-	cl := m.filesClient(a)
-	switch sub {
-	case "ls":
-		cks, _, err := listCheckpoints(ctx, cl, dir)
+// ckptCommand is a leaf of `sextant ckpt`: flags and --server, then one
+// /Volumes path (flags may follow it), then do.
+func ckptCommand(extra func(fs *flag.FlagSet), do func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+	return func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+		var a apiFlags
+		a.bind(fs, m.Getenv)
+		if extra != nil {
+			extra(fs)
+		}
+		pos, err := parseInterleaved(fs, args)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CHECKPOINT\tSTATUS\tSIZE\tFILES\tTIME")
-		for _, ck := range cks {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ck.name, ck.status(), humanBytes(ck.size), ck.files, ck.mtime.UTC().Format(time.RFC3339))
+		if len(pos) != 1 || !isVolumePath(pos[0]) {
+			return usageError("%s takes one /Volumes path (see 'sextant %s -h')", fs.Name(), fs.Name())
 		}
-		return tw.Flush()
-	case "latest":
-		cks, _, err := listCheckpoints(ctx, cl, dir)
-		if err != nil {
-			return err
-		}
-		for i := len(cks) - 1; i >= 0; i-- {
-			if cks[i].complete {
-				fmt.Fprintln(m.Stdout, cks[i].path)
-				return nil
-			}
-		}
-		return &exitError{code: 1, err: fmt.Errorf("no complete checkpoint under %s", dir)}
-	case "gc":
-		if *keep < 0 {
-			return errors.New("ckpt gc needs --keep-last N")
-		}
-		return c.gc(ctx, cl, dir, *keep, *grace, *dry)
+		return do(ctx, &CkptCommand{main: m}, m.filesClient(a), strings.TrimRight(pos[0], "/"))
 	}
-	fmt.Fprintln(m.Stderr, ckptUsage)
-	return fmt.Errorf("unknown ckpt command %q", sub)
+}
+
+func ckptCommands() []*command {
+	var keep int
+	var grace time.Duration
+	var dry bool
+	return []*command{
+		{
+			name: "ls", summary: "each checkpoint under a path: complete, incomplete or writing; size; time",
+			usage:    []string{"sextant ckpt ls /Volumes/PATH", "sextant ckpt ls --run RUN_ID"},
+			about:    "With --run, the checkpoints the run's VolumeWriter recorded: step, path, outcome, size, ranks,\nmode and staging, time training was blocked, upload time, when it landed.",
+			env:      clientEnv,
+			examples: []string{"sextant ckpt ls /Volumes/main/vision/ckpt", "sextant ckpt ls --run 3f9a0c2e5b7d4e1f8a6b9c0d1e2f3a4b"},
+			run: ckptCommandOrRun("ls", func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error {
+				cks, _, err := listCheckpoints(ctx, cl, dir)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(c.main.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CHECKPOINT\tSTATUS\tSIZE\tFILES\tTIME")
+				for _, ck := range cks {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ck.name, ck.status(), humanBytes(ck.size), ck.files, ck.mtime.UTC().Format(time.RFC3339))
+				}
+				return tw.Flush()
+			}),
+		},
+		{
+			name: "latest", summary: "print the path of the newest complete checkpoint",
+			usage:    []string{"sextant ckpt latest /Volumes/PATH", "sextant ckpt latest --run RUN_ID"},
+			about:    "Prints the path of the newest complete checkpoint under PATH (with --run: that the run recorded);\nexits 1 when there is none.",
+			env:      clientEnv,
+			examples: []string{"python train.py --resume-from $(sextant ckpt latest /Volumes/main/vision/ckpt)"},
+			run: ckptCommandOrRun("latest", func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error {
+				cks, _, err := listCheckpoints(ctx, cl, dir)
+				if err != nil {
+					return err
+				}
+				for i := len(cks) - 1; i >= 0; i-- {
+					if cks[i].complete {
+						fmt.Fprintln(c.main.Stdout, cks[i].path)
+						return nil
+					}
+				}
+				return &exitError{code: 1, err: fmt.Errorf("no complete checkpoint under %s", dir)}
+			}),
+		},
+		{
+			name: "gc", summary: "delete all but the newest complete checkpoints, and abandoned ones",
+			usage: []string{"sextant ckpt gc /Volumes/PATH --keep-last N [--grace 1h] [--dry-run]"},
+			about: "Deletes all but the N newest complete checkpoints, and incomplete ones older than the grace\nperiod that no writer holds. --dry-run only says what it would delete.",
+			env:   clientEnv,
+			examples: []string{
+				"sextant ckpt gc /Volumes/main/vision/ckpt --keep-last 3 --dry-run",
+				"sextant ckpt gc /Volumes/main/vision/ckpt --keep-last 3",
+			},
+			run: ckptCommand(func(fs *flag.FlagSet) {
+				fs.IntVar(&keep, "keep-last", -1, "complete checkpoints to keep (required)")
+				fs.DurationVar(&grace, "grace", time.Hour, "incomplete checkpoints younger than this are kept (they may be in progress)")
+				fs.BoolVar(&dry, "dry-run", false, "print what would be deleted, and delete nothing")
+			}, func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error {
+				if keep < 0 {
+					return usageError("ckpt gc needs --keep-last N")
+				}
+				return c.gc(ctx, cl, dir, keep, grace, dry)
+			}),
+		},
+	}
 }
 
 // listCheckpoints describes the checkpoints in the subdirectories of dir
@@ -282,6 +291,10 @@ func (c *CkptCommand) gc(ctx context.Context, cl *filesClient, dir string, keep 
 		freed += ck.size
 		fmt.Fprintf(m.Stdout, "%s %s (%s, %s)\n", verb, ck.name, why, humanBytes(ck.size))
 	}
-	fmt.Fprintf(m.Stdout, "kept %d checkpoint(s); %d deleted, %s\n", kept, len(drop), humanBytes(freed))
+	if dry {
+		fmt.Fprintf(m.Stdout, "would keep %d checkpoint(s) and delete %d, %s (dry run: nothing was deleted)\n", kept, len(drop), humanBytes(freed))
+	} else {
+		fmt.Fprintf(m.Stdout, "kept %d checkpoint(s); %d deleted, %s\n", kept, len(drop), humanBytes(freed))
+	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +20,27 @@ func (m *Main) apiClient(a apiFlags, agent string) (*client.Client, error) {
 		Token: m.Getenv("MLFLOW_TRACKING_TOKEN"), Username: m.Getenv("MLFLOW_TRACKING_USERNAME"), Password: m.Getenv("MLFLOW_TRACKING_PASSWORD"),
 		InsecureTLS: strings.EqualFold(m.Getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: agent + "/" + version,
 	})
+}
+
+// ckptCommandOrRun is ckptCommand with --run RUN_ID instead of a path.
+func ckptCommandOrRun(sub string, do func(ctx context.Context, c *CkptCommand, cl *filesClient, dir string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+	return func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+		var a apiFlags
+		a.bind(fs, m.Getenv)
+		run := fs.String("run", "", "the checkpoints this run recorded, instead of a directory's")
+		pos, err := parseInterleaved(fs, args)
+		if err != nil {
+			return err
+		}
+		c := &CkptCommand{main: m}
+		if *run != "" {
+			return c.runCheckpoints(ctx, a, sub, *run, pos)
+		}
+		if len(pos) != 1 || !isVolumePath(pos[0]) {
+			return usageError("%s takes one /Volumes path or --run RUN_ID (see 'sextant %s -h')", fs.Name(), fs.Name())
+		}
+		return do(ctx, c, m.filesClient(a), strings.TrimRight(pos[0], "/"))
+	}
 }
 
 // runCheckpoints is `sextant ckpt ls|latest --run RUN_ID`: the checkpoints a

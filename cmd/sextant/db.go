@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/sqlstore"
 )
 
@@ -30,19 +32,45 @@ func validateDB(c *Config) error {
 }
 
 // storeTarget is where the database lives: the --db URL, or sextant.db in
-// the data directory.
+// the data directory (an absolute path, so that messages naming it say
+// which directory was used).
 func storeTarget(cfg Config) string {
 	if cfg.DB != "" {
 		return cfg.DB
 	}
-	return filepath.Join(cfg.DataDir, "sextant.db")
+	return filepath.Join(absPath(cfg.DataDir), "sextant.db")
+}
+
+// absPath returns p as an absolute path, or p when that cannot be told.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// ensureDataDir creates the data directory if it does not exist; created
+// says whether it did.
+func ensureDataDir(dir string) (created bool, err error) {
+	if _, err := os.Stat(dir); err == nil {
+		return false, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return false, fmt.Errorf("create the data directory %s: %w", absPath(dir), err)
+	}
+	return true, nil
 }
 
 // openStore opens the configured database, applying pending migrations.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlstore.Store, error) {
+// It creates a missing data directory, and says so in the log.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*sqlstore.Store, error) {
 	if cfg.DB == "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-			return nil, fmt.Errorf("create data directory: %w", err)
+		created, err := ensureDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		if created && log != nil {
+			log.Info("created the data directory", "path", absPath(cfg.DataDir))
 		}
 	}
 	return sqlstore.Open(ctx, storeTarget(cfg), sqlstore.Options{
@@ -50,6 +78,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlstore.Sto
 		Synchronous: cfg.Synchronous,
 		ReadConns:   cfg.DBPool,
 		Logger:      log,
+		Metrics:     reg,
 	})
 }
 

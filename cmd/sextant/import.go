@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -22,9 +22,7 @@ type ImportCommand struct {
 	main *Main
 }
 
-const importUsage = `Usage: sextant import --from DATABASE_URL [--artifacts DIR] [storage flags]
-
-Copies experiments, runs, params, tags, metric histories, dataset inputs and
+const importAbout = `Copies experiments, runs, params, tags, metric histories, dataset inputs and
 artifacts from an MLflow tracking server's database into the Sextant data
 directory (or database and bucket) that the storage flags select, the same
 flags and SEXTANT_* variables 'sextant server' takes. Run ids, experiment ids,
@@ -34,22 +32,12 @@ a SQLite data directory; with PostgreSQL (--db) it may keep running.
   --from sqlite:///mlflow.db            relative path (sqlite:////abs/mlflow.db: absolute)
   --from postgresql://user:pw@host/db   an MLflow database on PostgreSQL
   --artifacts DIR                       MLflow's --artifacts-destination, or its
-                                        mlruns directory if it has moved
-
-Flags:
-`
+                                        mlruns directory if it has moved`
 
 // Run parses flags and imports.
-func (c *ImportCommand) Run(ctx context.Context, args []string) error {
+func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
 	cfg := DefaultConfig()
-	fs := newFlagSet()
-	fs.Init("sextant import", fs.ErrorHandling())
-	fs.SetOutput(m.Stderr)
-	fs.Usage = func() {
-		fmt.Fprint(m.Stderr, importUsage)
-		fs.PrintDefaults()
-	}
 	var from, artifactRoot string
 	var skipExisting, asJSON, noArtifacts bool
 	fs.StringVar(&from, "from", "", "the MLflow database URL (required)")
@@ -57,7 +45,7 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&noArtifacts, "no-artifacts", false, "import metadata only")
 	fs.BoolVar(&skipExisting, "skip-existing", false, "leave runs that are already in Sextant alone (to finish an interrupted import)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	envErr := bindFlags(fs, &cfg, m.Getenv)
+	envErr := bindFlags(fs, &cfg, m.Getenv, storeFlags|blobFlags|logFlags)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,11 +53,10 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 		return envErr
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return usageError("import: unexpected arguments: %v", fs.Args())
 	}
 	if from == "" {
-		fs.Usage()
-		return errors.New("--from is required")
+		return usageError("import: --from is required: the MLflow database, such as sqlite:///mlflow.db (see 'sextant import -h')")
 	}
 	if artifactRoot != "" && !noArtifacts {
 		if st, err := os.Stat(artifactRoot); err != nil || !st.IsDir() {
@@ -87,11 +74,12 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer src.Close()
 
-	store, err := openStore(ctx, cfg, log)
+	store, err := openStore(ctx, cfg, log, nil)
 	if err != nil {
 		return err
 	}
 	defer store.Close(context.WithoutCancel(ctx))
+	fmt.Fprintf(m.Stderr, "importing into %s\n", redactDB(storeTarget(cfg)))
 	opts := mlflowimport.Options{SkipExisting: skipExisting, Logger: log}
 	if !noArtifacts {
 		blobs, err := openBlobs(ctx, cfg, "artifacts", m.Getenv, log)

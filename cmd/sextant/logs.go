@@ -15,6 +15,7 @@ import (
 	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/runlogs"
+	"github.com/sextant/sextant/internal/tracking"
 )
 
 // LogsCommand is `sextant logs`: it prints a run's log, follows it live,
@@ -26,6 +27,8 @@ type LogsCommand struct {
 // LogsConfig is `sextant logs`' configuration.
 type LogsConfig struct {
 	TrackingURI  string
+	Last         bool
+	Experiment   string
 	Follow       bool
 	Grep         string
 	Node         int
@@ -36,20 +39,6 @@ type LogsConfig struct {
 	Labels       bool
 	SaveArtifact bool
 	ArtifactName string
-}
-
-func (c *LogsCommand) usage(fs *flag.FlagSet) func() {
-	return func() {
-		fmt.Fprint(c.main.Stderr, `Usage: sextant logs [flags] RUN_ID
-
-Prints the output `+"`sextant run`"+` captured for the run, as the job printed it.
-With -f it keeps printing new lines until the run ends. --save-artifact
-stores the log as the run's artifact logs/<name>.txt instead of printing it.
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
 }
 
 // parseInterleaved parses flags that may come before and after the
@@ -70,13 +59,12 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // Run parses flags and prints the log.
-func (c *LogsCommand) Run(ctx context.Context, args []string) error {
+func (c *LogsCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
-	cfg := LogsConfig{TrackingURI: m.Getenv("MLFLOW_TRACKING_URI"), Node: -1, ArtifactName: "output"}
-	fs := flag.NewFlagSet("sextant logs", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
-	fs.Usage = c.usage(fs)
-	fs.StringVar(&cfg.TrackingURI, "tracking-uri", cfg.TrackingURI, "server URL (default $MLFLOW_TRACKING_URI)")
+	cfg := LogsConfig{Node: -1, ArtifactName: "output"}
+	server := serverFlag(fs, m.Getenv)
+	fs.BoolVar(&cfg.Last, "last", false, "the newest run: on a multi-user server the newest you started")
+	fs.StringVar(&cfg.Experiment, "experiment", "", "with --last or a run name: look in this experiment only")
 	fs.BoolVar(&cfg.Follow, "f", false, "follow: keep printing new lines until the run ends")
 	fs.BoolVar(&cfg.Follow, "follow", false, "same as -f")
 	fs.StringVar(&cfg.Grep, "grep", "", "only lines matching this regular expression (RE2 syntax; (?i) for any case)")
@@ -92,14 +80,14 @@ func (c *LogsCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return &exitError{code: 2, err: errors.New("logs: give one RUN_ID")}
+	cfg.TrackingURI = *server
+	switch {
+	case cfg.Last && len(pos) > 0:
+		return usageError("logs: give a RUN_ID or RUN_NAME, or --last, not both")
+	case !cfg.Last && len(pos) != 1:
+		return usageError("logs: give one RUN_ID or RUN_NAME, or --last (see 'sextant logs -h')")
 	}
-	if cfg.TrackingURI == "" {
-		return &exitError{code: 2, err: &ConfigError{"tracking-uri", "no server: set MLFLOW_TRACKING_URI or give --tracking-uri"}}
-	}
-	q := runlogs.Query{RunID: pos[0], FromLine: cfg.FromLine, Regexp: cfg.Grep, Limit: 5000}
+	q := runlogs.Query{FromLine: cfg.FromLine, Regexp: cfg.Grep, Limit: 5000}
 	if cfg.Node >= 0 {
 		n := int32(cfg.Node)
 		q.Node = &n
@@ -121,12 +109,23 @@ func (c *LogsCommand) Run(ctx context.Context, args []string) error {
 	if strings.ContainsAny(cfg.ArtifactName, "/\\") || cfg.ArtifactName == "" || cfg.ArtifactName == "." || cfg.ArtifactName == ".." {
 		return &exitError{code: 2, err: &ConfigError{"artifact-name", "must be a plain file name"}}
 	}
-	cl, err := client.New(cfg.TrackingURI, client.Options{
-		Token: m.Getenv("MLFLOW_TRACKING_TOKEN"), Username: m.Getenv("MLFLOW_TRACKING_USERNAME"), Password: m.Getenv("MLFLOW_TRACKING_PASSWORD"),
-		InsecureTLS: strings.EqualFold(m.Getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: "sextant-logs/" + version,
-	})
+	cl, err := m.newClient(cfg.TrackingURI, "sextant-logs")
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return err
+	}
+	var run *tracking.Run
+	if cfg.Last {
+		run, err = lastRun(ctx, cl, cfg.Experiment)
+	} else {
+		run, err = findRun(ctx, cl, m.Stderr, pos[0], cfg.Experiment)
+	}
+	if err != nil {
+		return err
+	}
+	q.RunID = run.Info.RunID
+	if cfg.Last || pos[0] != run.Info.RunID {
+		// Say which run: the user did not give its id.
+		fmt.Fprintf(m.Stderr, "sextant: run %s (%s), %s, started %s\n", run.Info.RunID, orDash(run.Info.RunName), run.Info.Status, fmtTime(run.Info.StartTimeMs))
 	}
 	if cfg.SaveArtifact {
 		return c.save(ctx, cl, q, cfg.ArtifactName)

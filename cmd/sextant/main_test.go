@@ -99,8 +99,8 @@ func TestConfigErrors(t *testing.T) {
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	cfg := DefaultConfig()
 	env := map[string]string{"SEXTANT_PORT": "6000", "SEXTANT_HOST": "0.0.0.0"}
-	fs := newFlagSet()
-	if err := bindFlags(fs, &cfg, func(k string) string { return env[k] }); err != nil {
+	fs := flag.NewFlagSet("sextant server", flag.ContinueOnError)
+	if err := bindFlags(fs, &cfg, func(k string) string { return env[k] }, allFlags); err != nil {
 		t.Fatal(err)
 	}
 	if err := fs.Parse([]string{"--port", "7000"}); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 )
 
@@ -13,17 +14,10 @@ type MigrateCommand struct {
 }
 
 // Run parses flags and migrates.
-func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
+func (c *MigrateCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
 	cfg := DefaultConfig()
-	fs := newFlagSet()
-	fs.Init("sextant migrate", fs.ErrorHandling())
-	fs.SetOutput(m.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "Usage: sextant migrate [--db URL | --data-dir DIR]\n\nApplies pending schema migrations to the database the server would use, and prints the schema versions.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	envErr := bindFlags(fs, &cfg, m.Getenv)
+	envErr := bindFlags(fs, &cfg, m.Getenv, storeFlags|logFlags)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,12 +25,12 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		return envErr
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return usageError("migrate: unexpected arguments: %v", fs.Args())
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, cfg, newLogger(m.Stderr, cfg))
+	store, err := openStore(ctx, cfg, newLogger(m.Stderr, cfg), nil)
 	if err != nil {
 		return err
 	}

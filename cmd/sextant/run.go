@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"github.com/sextant/sextant/internal/gpu"
-	"github.com/sextant/sextant/internal/httpapi"
 	"os"
 	"os/signal"
 	"os/user"
@@ -16,6 +13,9 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/launcher"
 )
 
@@ -58,8 +58,6 @@ type RunConfig struct {
 // Validate checks the configuration and names the bad field.
 func (c *RunConfig) Validate() error {
 	switch {
-	case c.TrackingURI == "":
-		return &ConfigError{"tracking-uri", "no server: set MLFLOW_TRACKING_URI (for example http://127.0.0.1:5000) or give --tracking-uri"}
 	case c.Grace <= 0:
 		return &ConfigError{"grace", "must be positive"}
 	case c.Drain <= 0:
@@ -82,48 +80,35 @@ func (c *RunConfig) Validate() error {
 	return nil
 }
 
-func (c *RunCommand) usage(fs *flag.FlagSet) func() {
-	return func() {
-		fmt.Fprint(c.main.Stderr, `Usage: sextant run [flags] -- COMMAND [ARGS...]
-
-Runs COMMAND in a run of the tracking server at $MLFLOW_TRACKING_URI: the
-experiment is --experiment, else $MLFLOW_EXPERIMENT_NAME, else
-/Users/<user>/<entry point>; the run is new (--run-name, else
-jobTaskRun-xxxxx) or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest
-continues that run (or the last run of COMMAND in the experiment) from
-the newest complete checkpoint its VolumeWriter recorded, handing the
-path to COMMAND in SEXTANT_RESUME_FROM (--resume /Volumes/PATH: that
-checkpoint). COMMAND gets
-MLFLOW_TRACKING_URI, MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME/_ID, so
-mlflow.start_run() logs to that run. Its output is shown here unchanged and
-stored with the run (sextant logs RUN_ID). SIGINT and SIGTERM are passed to
-COMMAND; the exit code is COMMAND's (128+N for signal N). Credentials come
-from MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/_PASSWORD.
-On several nodes, run the same command on each with the same --job-id (or
-under torchrun's rendezvous or SLURM): they share one run. See docs/run.md.
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-}
+// runAbout is the description in `sextant run -h`.
+const runAbout = `Runs COMMAND in a run of the tracking server: the experiment is --experiment, else
+$MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>, where <you> is the user the server
+says you are signed in as (in single-user mode $MLFLOW_TRACKING_USERNAME, else the operating
+system's user). On a multi-user server experiment names are absolute workspace paths; in
+single-user mode any name the mlflow client takes (my-exp) works too. The run is new (--run-name,
+else jobTaskRun-xxxxx) or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest continues that run (or the
+last run of COMMAND in the experiment) from the newest complete checkpoint its VolumeWriter recorded,
+handing the path to COMMAND in SEXTANT_RESUME_FROM (--resume /Volumes/PATH: that checkpoint).
+COMMAND gets MLFLOW_TRACKING_URI,
+MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME/_ID, so mlflow.start_run() logs to that run. Its output
+is shown here unchanged and stored with the run (sextant logs --last). SIGINT and SIGTERM are
+passed to COMMAND; the exit code is COMMAND's (128+N for signal N). On several nodes, run the
+same command on each with the same --job-id (or under torchrun's rendezvous or SLURM): they share
+one run. See docs/run.md.`
 
 // Run parses flags and runs the job.
-func (c *RunCommand) Run(ctx context.Context, args []string) error {
+func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
 	getenv := m.Getenv
 	cfg := RunConfig{
-		TrackingURI: getenv("MLFLOW_TRACKING_URI"), RunID: getenv("MLFLOW_RUN_ID"),
+		RunID:    getenv("MLFLOW_RUN_ID"),
 		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
 		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 256 << 20, Nice: 10,
 		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
 		GPUSource: "auto", GPUInterval: 10 * time.Second, GPUNode: getenv("SEXTANT_NODE"),
 	}
-	fs := flag.NewFlagSet("sextant run", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
-	fs.Usage = c.usage(fs)
-	fs.StringVar(&cfg.TrackingURI, "tracking-uri", cfg.TrackingURI, "server URL (default $MLFLOW_TRACKING_URI)")
-	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name, an absolute path (default $MLFLOW_EXPERIMENT_NAME, else /Users/<user>/<entry point>)")
+	server := serverFlag(fs, getenv)
+	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name (default $MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>); an absolute workspace path on a multi-user server")
 	fs.StringVar(&cfg.RunName, "run-name", "", "name of the new run (default jobTaskRun-xxxxx); renames a resumed run")
 	fs.StringVar(&cfg.RunID, "run-id", cfg.RunID, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
 	fs.StringVar(&cfg.Resume, "resume", "", "latest: resume the run (--run-id, else the last run of COMMAND in the experiment) from its newest complete checkpoint; /Volumes/PATH: from that checkpoint; a run id: as --run-id")
@@ -150,10 +135,10 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	cfg.TrackingURI = *server
 	command := fs.Args()
 	if len(command) == 0 {
-		fs.Usage()
-		return &exitError{code: 2, err: errors.New("run: no command given: sextant run [flags] -- COMMAND [ARGS...]")}
+		return usageError("run: no command given: sextant run [flags] -- COMMAND [ARGS...] (see 'sextant run -h')")
 	}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
@@ -168,14 +153,6 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		cfg.RunID = r
 	}
 	cfg.Resume = cfg.RunID
-	userName := getenv("MLFLOW_TRACKING_USERNAME")
-	if userName == "" {
-		userName = osUser(getenv)
-	}
-	expName, err := launcher.ExperimentName(cfg.Experiment, getenv("MLFLOW_EXPERIMENT_NAME"), userName, command)
-	if err != nil && cfg.Resume == "" {
-		return &exitError{code: 2, err: err}
-	}
 	job, err := launcher.ResolveJob(launcher.JobInputs{
 		JobIDFlag: cfg.JobID, NodeRankFlag: cfg.NodeRank, NNodesFlag: cfg.NNodes, LocalRankFlag: cfg.LocalRank,
 		Getenv: getenv, Command: command,
@@ -193,13 +170,23 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	}
 	tracker, err := client.New(cfg.TrackingURI, copts)
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
 	}
 	// The shipper retries on its own, with its own messages.
 	lopts := copts
 	lopts.RetryFor = -1
 	logs, err := client.New(cfg.TrackingURI, lopts)
 	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	// Who the server says we are decides the default experiment and the
+	// naming rule, so that the launcher and the server agree.
+	userName, multiUser, err := whoIsLoggedIn(ctx, tracker, getenv)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	expName, err := launcher.ExperimentName(cfg.Experiment, getenv("MLFLOW_EXPERIMENT_NAME"), userName, multiUser, command)
+	if err != nil && cfg.Resume == "" {
 		return &exitError{code: 2, err: err}
 	}
 	rankPrefix := cfg.RankPrefix == "on" || cfg.RankPrefix == "auto" && launcher.ParseTorchrun(command).Found && job.LocalRank < 0
@@ -242,6 +229,27 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		return &exitError{code: res.ExitCode, err: fmt.Errorf("%s %s; run %s is %s", path.Base(command[0]), what, res.RunID, res.Status)}
 	}
 	return nil
+}
+
+// whoIsLoggedIn asks the server who the credentials belong to and whether
+// it is multi-user. In single-user mode, and against a server without the
+// route (MLflow's), the user is MLFLOW_TRACKING_USERNAME, else the
+// operating system's user.
+func whoIsLoggedIn(ctx context.Context, cl *client.Client, getenv func(string) string) (user string, multiUser bool, err error) {
+	id, err := cl.WhoAmI(ctx)
+	switch {
+	case err == nil && id.MultiUser:
+		return id.Email, true, nil
+	case err == nil, errs.CodeOf(err) == errs.NotFound:
+	case errs.CodeOf(err) == errs.Unauthenticated:
+		return "", false, fmt.Errorf("the server at %s refused the credentials: %s", cl.URL(), errs.MessageOf(err))
+	default:
+		return "", false, fmt.Errorf("ask the server who is signed in: %w", err)
+	}
+	if u := getenv("MLFLOW_TRACKING_USERNAME"); u != "" {
+		return u, false, nil
+	}
+	return osUser(getenv), false, nil
 }
 
 // osUser names the user running the launcher.

@@ -40,6 +40,10 @@ func TestRunAndLogsCommands(t *testing.T) {
 		t.Fatalf("stderr %q, err %v", stderr, err)
 	}
 	runID := m[1]
+	// The banner has the run's page in the web UI.
+	if !strings.Contains(stderr, "sextant: view it at http://"+addr+"/runs/"+runID+"\n") {
+		t.Fatalf("no link to the run's page in the banner: %q", stderr)
+	}
 
 	// Flags after the run id, and filters.
 	if out, _, err := run("logs", runID, "--labels"); err != nil || out != "[node 0 stdout] one\n[node 0 stderr] two\n" {
@@ -63,8 +67,8 @@ func TestRunCommandErrors(t *testing.T) {
 		want string
 	}{
 		"NoCommand":         {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run"}, "no command"},
-		"NoServer":          {nil, []string{"run", "--", "true"}, "MLFLOW_TRACKING_URI"},
-		"RelativeEnvName":   {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1", "MLFLOW_EXPERIMENT_NAME": "exp"}, []string{"run", "--", "true"}, "absolute path"},
+		"BadServer":         {map[string]string{"MLFLOW_TRACKING_URI": "file:///tmp/mlruns"}, []string{"run", "--", "true"}, "server"},
+		"BadServerFlag":     {nil, []string{"run", "--server", "127.0.0.1:5000", "--", "true"}, "not an http(s) URL"},
 		"NoJobID":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--node-rank", "1", "--nnodes", "2", "--", "true"}, "job id"},
 		"BadGPUSource":      {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--gpu-source", "cuda", "--", "true"}, "gpu-source"},
 		"BadNode":           {map[string]string{"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"}, []string{"run", "--node", "a\tb", "--", "true"}, "node"},

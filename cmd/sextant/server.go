@@ -12,7 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/sextant/sextant/internal/artifacts"
+	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/runevents"
@@ -51,6 +56,9 @@ type Config struct {
 	GPURetention time.Duration
 	// Watch configures the watcher of idle and stalled runs.
 	Watch WatchConfig
+	// BlobUsageInterval is how often the blob stores are measured for
+	// /metrics (sextant_blob_store_bytes); 0 turns measuring off.
+	BlobUsageInterval time.Duration
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -70,6 +78,8 @@ func DefaultConfig() Config {
 		Limits:       tracking.DefaultLimits(),
 		GPURetention: gpu.DefaultRetention,
 		Watch:        DefaultWatchConfig(),
+		// A walk of every blob: on S3 one LIST request per 1,000 objects.
+		BlobUsageInterval: 10 * time.Minute,
 	}
 }
 
@@ -93,6 +103,9 @@ func (c *Config) Validate() error {
 	}
 	if err := validateDB(c); err != nil {
 		return err
+	}
+	if c.BlobUsageInterval < 0 {
+		return &ConfigError{"blob-usage-interval", fmt.Sprintf("must be 0 (off) or positive, got %s", c.BlobUsageInterval)}
 	}
 	if c.GPURetention < time.Minute {
 		return &ConfigError{"gpu-retention", fmt.Sprintf("must be at least 1m, got %s", c.GPURetention)}
@@ -155,16 +168,25 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("sextant server", flag.ContinueOnError) }
+// Groups of flags bindFlags binds: the server takes them all; import and
+// migrate only those that pick the database and the files.
+const (
+	storeFlags = 1 << iota // --data-dir, --db, --db-pool, --sqlite-synchronous
+	blobFlags              // --blob-store, --s3-*
+	logFlags               // --log-level, --log-format
+	serveFlags             // the rest: listening, authentication, limits, ...
+
+	allFlags = storeFlags | blobFlags | logFlags | serveFlags
+)
 
 // ServerCommand runs the tracking server.
 type ServerCommand struct {
 	main *Main
 }
 
-// bindFlags binds the config fields to flags and the environment. Each flag
-// --x-y is also read from SEXTANT_X_Y.
-func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr error) {
+// bindFlags binds the config fields of the groups given to flags and the
+// environment. Each flag --x-y is also read from SEXTANT_X_Y.
+func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups int) (envErr error) {
 	env := func(name string) (string, bool) {
 		v := getenv("SEXTANT_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
 		return v, v != ""
@@ -195,26 +217,39 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 		}
 		fs.Int64Var(p, name, *p, usage)
 	}
-	str(&c.Host, "host", "address to listen on")
-	integer(&c.Port, "port", "port to listen on (0 picks a free port)")
-	str(&c.DataDir, "data-dir", "directory for the database and artifacts")
-	str(&c.DB, "db", "PostgreSQL URL (postgres://user:password@host:5432/database) for a database that several replicas share; empty: SQLite in the data directory")
-	integer(&c.DBPool, "db-pool", "read connections to the database (0: 4 per CPU for SQLite, 16 for PostgreSQL)")
-	str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
-	str(&c.LogLevel, "log-level", "debug, info, warn or error")
-	str(&c.LogFormat, "log-format", "text or json")
-	str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
-	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
-	str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
-	str(&c.BlobStore, "blob-store", "where artifacts and files live: dir (under the data directory) or s3")
-	str(&c.S3.Endpoint, "s3-endpoint", "S3-compatible endpoint, host:port or URL (with --blob-store s3)")
-	str(&c.S3.Bucket, "s3-bucket", "bucket for artifacts and files")
-	str(&c.S3.Prefix, "s3-prefix", "key prefix inside the bucket (e.g. sextant/)")
-	str(&c.S3.Region, "s3-region", "bucket region (empty: discover)")
-	str(&c.S3.AccessKey, "s3-access-key", "access key (default: $AWS_ACCESS_KEY_ID)")
-	str(&c.S3.SecretKey, "s3-secret-key", "secret key (default: $AWS_SECRET_ACCESS_KEY)")
-	fs.BoolVar(&c.S3.UseSSL, "s3-use-ssl", c.S3.UseSSL, "use HTTPS when the endpoint has no scheme")
-	fs.BoolVar(&c.S3.CreateBucket, "s3-create-bucket", c.S3.CreateBucket, "create the bucket if it does not exist")
+	if groups&serveFlags != 0 {
+		str(&c.Host, "host", "address to listen on")
+		integer(&c.Port, "port", "port to listen on (0 picks a free port)")
+	}
+	if groups&storeFlags != 0 {
+		str(&c.DataDir, "data-dir", "directory for the database and artifacts")
+		str(&c.DB, "db", "PostgreSQL URL (postgres://user:password@host:5432/database) for a database that several replicas share; empty: SQLite in the data directory")
+		integer(&c.DBPool, "db-pool", "read connections to the database (0: 4 per CPU for SQLite, 16 for PostgreSQL)")
+		str(&c.Synchronous, "sqlite-synchronous", "FULL (survives power loss) or NORMAL (survives a crash of the process)")
+	}
+	if groups&logFlags != 0 {
+		str(&c.LogLevel, "log-level", "debug, info, warn or error")
+		str(&c.LogFormat, "log-format", "text or json")
+	}
+	if groups&serveFlags != 0 {
+		str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
+		fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
+		str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
+	}
+	if groups&blobFlags != 0 {
+		str(&c.BlobStore, "blob-store", "where artifacts and files live: dir (under the data directory) or s3")
+		str(&c.S3.Endpoint, "s3-endpoint", "S3-compatible endpoint, host:port or URL (with --blob-store s3)")
+		str(&c.S3.Bucket, "s3-bucket", "bucket for artifacts and files")
+		str(&c.S3.Prefix, "s3-prefix", "key prefix inside the bucket (e.g. sextant/)")
+		str(&c.S3.Region, "s3-region", "bucket region (empty: discover)")
+		str(&c.S3.AccessKey, "s3-access-key", "access key (default: $AWS_ACCESS_KEY_ID)")
+		str(&c.S3.SecretKey, "s3-secret-key", "secret key (default: $AWS_SECRET_ACCESS_KEY)")
+		fs.BoolVar(&c.S3.UseSSL, "s3-use-ssl", c.S3.UseSSL, "use HTTPS when the endpoint has no scheme")
+		fs.BoolVar(&c.S3.CreateBucket, "s3-create-bucket", c.S3.CreateBucket, "create the bucket if it does not exist")
+	}
+	if groups&serveFlags == 0 {
+		return envErr
+	}
 	str(&c.SecretFile, "secret-file", "file holding the secret that signs upload URLs (default: created in the data directory)")
 	str(&c.DebugAddr, "debug-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
@@ -240,20 +275,34 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) (envErr 
 	if err := bindWatchFlags(fs, &c.Watch, getenv); err != nil && envErr == nil {
 		envErr = err
 	}
+	if v, ok := env("blob-usage-interval"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil && envErr == nil {
+			envErr = &ConfigError{"blob-usage-interval", fmt.Sprintf("SEXTANT_BLOB_USAGE_INTERVAL must be a duration such as 10m, got %q", v)}
+		}
+		c.BlobUsageInterval = d
+	}
+	fs.DurationVar(&c.BlobUsageInterval, "blob-usage-interval", c.BlobUsageInterval, "how often /metrics measures the artifact, file and volume stores (a walk of every blob); 0: never")
 	return envErr
 }
 
+// skipOnFullDisk lets the server start on a full disk without the writes
+// it makes at every start to make sure that something exists (the Default
+// experiment, the root folders): they were made at an earlier start, and
+// the next start makes them again. Any other error is returned.
+func skipOnFullDisk(log *slog.Logger, what string, err error) error {
+	if err != nil && errs.CodeOf(err) == errs.InsufficientStorage {
+		log.Warn("skipped at start: the disk is full", "step", what, "err", err)
+		return nil
+	}
+	return err
+}
+
 // Run parses flags and serves until ctx is cancelled.
-func (c *ServerCommand) Run(ctx context.Context, args []string) error {
+func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
 	cfg := DefaultConfig()
-	fs := newFlagSet()
-	fs.SetOutput(m.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "Usage: sextant server [flags]\n\nRuns the tracking server. Every flag can also be set as SEXTANT_<FLAG>, e.g. SEXTANT_DATA_DIR.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	envErr := bindFlags(fs, &cfg, m.Getenv)
+	envErr := bindFlags(fs, &cfg, m.Getenv, allFlags)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -261,7 +310,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		return envErr
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return usageError("server: unexpected arguments: %v", fs.Args())
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -275,13 +324,24 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		handler = slog.NewTextHandler(m.Stderr, hopts)
 	}
 	log := slog.New(handler)
-	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", cfg.DataDir, "db", redactDB(storeTarget(cfg)),
+	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", absPath(cfg.DataDir), "db", redactDB(storeTarget(cfg)),
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
-		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention)
+		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention, "blob_usage_interval", cfg.BlobUsageInterval)
 
-	store, err := openStore(ctx, cfg, log)
+	// One registry for every component's metrics, served at /metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "sextant_build_info",
+			Help:        "Always 1; the version label says which Sextant serves.",
+			ConstLabels: prometheus.Labels{"version": version},
+		}, func() float64 { return 1 }),
+	)
+	store, err := openStore(ctx, cfg, log, reg)
 	if err != nil {
 		return err
 	}
@@ -293,7 +353,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		}
 	}()
 	tr := tracking.NewService(store, tracking.Options{Limits: cfg.Limits, Logger: log})
-	if err := tr.Init(ctx); err != nil {
+	if err := skipOnFullDisk(log, "ensure the Default experiment", tr.Init(ctx)); err != nil {
 		return err
 	}
 	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, Logger: log})
@@ -331,6 +391,17 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.BlobUsageInterval > 0 {
+		stores := map[string]blob.Measurer{}
+		for name, b := range map[string]blob.Store{"artifacts": blobs, "files": files, "volumes": volBlobs} {
+			if m, ok := b.(blob.Measurer); ok {
+				stores[name] = m
+			}
+		}
+		usage := blob.NewUsageCollector(stores, blob.UsageOptions{Interval: cfg.BlobUsageInterval, Logger: log.With("component", "blob-usage")})
+		defer usage.Close(context.WithoutCancel(ctx))
+		reg.MustRegister(usage)
+	}
 	vols := volumes.NewService(store, volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
 	// Releases the upload claims of a server killed before this one (or of
 	// a replica that is gone), which would hold back checkpoints' .metadata.
@@ -346,7 +417,7 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		log.Warn("removing the files of deleted volumes", "err", err)
 	}
 	ws := workspace.NewService(store, workspace.Options{Logger: log.With("component", "workspace"), Resources: vols})
-	if err := ws.Init(ctx); err != nil {
+	if err := skipOnFullDisk(log, "ensure the root folders and their grants", ws.Init(ctx)); err != nil {
 		return err
 	}
 	mode, err := authMode(ctx, cfg, ws, m.Stderr, log)
@@ -367,14 +438,22 @@ func (c *ServerCommand) Run(ctx context.Context, args []string) error {
 		Events:       eventSvc,
 		UI:           ui.MustNew(),
 		Volumes:      vols,
+		Metrics:      reg,
+		Gatherer:     reg,
+		Health: func() httpapi.StoreHealth {
+			h := store.Health()
+			return httpapi.StoreHealth{Writable: h.Writable, Reason: h.Reason, SinceMs: h.SinceMs}
+		},
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return err
 	}
+	ln = httpapi.Listener(ln) // net/http's own 431 goes out as JSON
 	srv := &http.Server{
 		Handler:           api,
+		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),

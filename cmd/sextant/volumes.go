@@ -23,49 +23,6 @@ import (
 // to and from volumes.
 type VolumesCommand struct{ main *Main }
 
-const volumesUsage = `Usage:
-  sextant volumes create NAME [--comment TEXT] [-p]
-        NAME is CATALOG, CATALOG.SCHEMA or CATALOG.SCHEMA.VOLUME; -p creates
-        the catalog and schema too when missing
-  sextant volumes ls [NAME | /Volumes/PATH]
-        no NAME: catalogs; CATALOG: its schemas; CATALOG.SCHEMA: its volumes;
-        a /Volumes path: the files and directories in it
-  sextant volumes cp SRC DST [-r] [-j N] [--overwrite=false] [--progress auto|on|off]
-        copies local files to a volume or back (one side is a /Volumes path);
-        -r copies directories, -j transfers N files at once
-  sextant volumes rm /Volumes/PATH [-r]
-        deletes a file, an empty directory, or (-r) a directory and all it holds
-  sextant volumes rm NAME [--force]
-        deletes a volume (with its files), or an empty schema or catalog
-        (--force: with everything in it)
-
-The server and credentials come from MLFLOW_TRACKING_URI and
-MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/_PASSWORD.`
-
-// reorderArgs moves flags before positional arguments, so that flags may
-// follow them; valued names the flags that take a separate value.
-func reorderArgs(args []string, valued ...string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(a, "=") && i+1 < len(args) && (name == "server" || contains(valued, name)) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		pos = append(pos, a)
-	}
-	return append(flags, pos...)
-}
-
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -77,59 +34,105 @@ func contains(list []string, s string) bool {
 
 const ucAPI = "/api/2.1/unity-catalog"
 
-// Run dispatches volumes subcommands.
-func (c *VolumesCommand) Run(ctx context.Context, args []string) error {
-	m := c.main
-	if len(args) == 0 {
-		fmt.Fprintln(m.Stderr, volumesUsage)
-		return flag.ErrHelp
-	}
-	sub, rest := args[0], args[1:]
-	fset := newCmdFlags("sextant volumes "+sub, m, volumesUsage)
-	var a apiFlags
-	a.bind(fset, m.Getenv)
-	comment := fset.String("comment", "", "comment of the new catalog, schema or volume")
-	parents := fset.Bool("p", false, "create the catalog and schema too when missing")
-	recursive := fset.Bool("r", false, "copy or delete directories recursively")
-	jobs := fset.Int("j", 8, "files transferred at once")
-	overwrite := fset.Bool("overwrite", true, "replace files that exist at the destination")
-	progress := fset.String("progress", "auto", "progress on stderr: auto (when it is a terminal), on or off")
-	force := fset.Bool("force", false, "rm of a catalog or schema: delete everything in it")
-	if err := fset.Parse(reorderArgs(rest, "comment", "j", "progress")); err != nil {
-		return err
-	}
-	cl := m.filesClient(a)
-	switch sub {
-	case "create":
-		if fset.NArg() != 1 {
-			return errors.New("volumes create takes one NAME")
+// volumesCommand is a leaf of `sextant volumes`: flags and --server, then
+// positional arguments (flags may follow them), then do.
+func volumesCommand(minArgs, maxArgs int, extra func(fs *flag.FlagSet), do func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error) func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+	return func(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+		var a apiFlags
+		a.bind(fs, m.Getenv)
+		if extra != nil {
+			extra(fs)
 		}
-		return c.create(ctx, cl, fset.Arg(0), *comment, *parents)
-	case "ls":
-		if fset.NArg() > 1 {
-			return errors.New("volumes ls takes at most one NAME or /Volumes path")
-		}
-		return c.ls(ctx, cl, fset.Arg(0))
-	case "cp":
-		if fset.NArg() != 2 {
-			return errors.New("volumes cp takes SRC and DST")
-		}
-		if *jobs < 1 {
-			return errors.New("-j must be at least 1")
-		}
-		show, err := showProgress(*progress, m.Stderr)
+		pos, err := parseInterleaved(fs, args)
 		if err != nil {
 			return err
 		}
-		return c.cp(ctx, cl, fset.Arg(0), fset.Arg(1), cpOptions{recursive: *recursive, jobs: *jobs, overwrite: *overwrite, progress: show})
-	case "rm":
-		if fset.NArg() != 1 {
-			return errors.New("volumes rm takes one path or NAME")
+		if len(pos) < minArgs || len(pos) > maxArgs {
+			return usageError("%s: wrong number of arguments (see 'sextant %s -h')", fs.Name(), fs.Name())
 		}
-		return c.rm(ctx, cl, fset.Arg(0), *recursive, *force)
+		return do(ctx, &VolumesCommand{main: m}, m.filesClient(a), pos)
 	}
-	fmt.Fprintln(m.Stderr, volumesUsage)
-	return fmt.Errorf("unknown volumes command %q", sub)
+}
+
+func volumesCommands() []*command {
+	var comment, progress string
+	var parents, recursive, overwrite, force bool
+	var jobs int
+	return []*command{
+		{
+			name: "create", summary: "create a catalog, a schema or a volume",
+			usage: []string{"sextant volumes create NAME [--comment TEXT] [-p]"},
+			about: "NAME is CATALOG, CATALOG.SCHEMA or CATALOG.SCHEMA.VOLUME; -p creates the catalog and the\nschema too when they are missing.",
+			env:   clientEnv,
+			examples: []string{
+				"sextant volumes create main.vision.ckpt -p --comment 'checkpoints of the vision team'",
+			},
+			run: volumesCommand(1, 1, func(fs *flag.FlagSet) {
+				fs.StringVar(&comment, "comment", "", "comment of the new catalog, schema or volume")
+				fs.BoolVar(&parents, "p", false, "create the catalog and schema too when missing")
+			}, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+				return c.create(ctx, cl, args[0], comment, parents)
+			}),
+		},
+		{
+			name: "ls", summary: "list catalogs, schemas, volumes, or the files in a volume",
+			usage: []string{"sextant volumes ls [CATALOG | CATALOG.SCHEMA | /Volumes/PATH]"},
+			about: "No argument: the catalogs; CATALOG: its schemas; CATALOG.SCHEMA: its volumes; a /Volumes path:\nthe files and directories in it.",
+			env:   clientEnv,
+			examples: []string{
+				"sextant volumes ls main.vision",
+				"sextant volumes ls /Volumes/main/vision/ckpt",
+			},
+			run: volumesCommand(0, 1, nil, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+				arg := ""
+				if len(args) == 1 {
+					arg = args[0]
+				}
+				return c.ls(ctx, cl, arg)
+			}),
+		},
+		{
+			name: "cp", summary: "copy files between the local disk and a volume",
+			usage: []string{"sextant volumes cp SRC DST [-r] [-j N] [--overwrite=false] [--progress auto|on|off]"},
+			about: "Copies local files to a volume or back: exactly one of SRC and DST is a /Volumes path. -r copies\ndirectories, -j transfers N files at once.",
+			env:   clientEnv,
+			examples: []string{
+				"sextant volumes cp model.pt /Volumes/main/vision/ckpt/",
+				"sextant volumes cp -r /Volumes/main/vision/ckpt/step-1000 ./restore",
+			},
+			run: volumesCommand(2, 2, func(fs *flag.FlagSet) {
+				fs.BoolVar(&recursive, "r", false, "copy directories and all they hold")
+				fs.IntVar(&jobs, "j", 8, "files transferred at once")
+				fs.BoolVar(&overwrite, "overwrite", true, "replace files that exist at the destination")
+				fs.StringVar(&progress, "progress", "auto", "progress on stderr: auto (when it is a terminal), on or off")
+			}, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+				if jobs < 1 {
+					return usageError("volumes cp: -j must be at least 1")
+				}
+				show, err := showProgress(progress, c.main.Stderr)
+				if err != nil {
+					return usageError("volumes cp: %v", err)
+				}
+				return c.cp(ctx, cl, args[0], args[1], cpOptions{recursive: recursive, jobs: jobs, overwrite: overwrite, progress: show})
+			}),
+		},
+		{
+			name: "rm", summary: "delete files, directories, volumes, schemas or catalogs",
+			usage: []string{"sextant volumes rm /Volumes/PATH [-r]", "sextant volumes rm CATALOG[.SCHEMA[.VOLUME]] [--force]"},
+			about: "Deletes a file, an empty directory, or (-r) a directory and all it holds; or a volume (with its\nfiles), or an empty schema or catalog (--force: with everything in it).",
+			env:   clientEnv,
+			examples: []string{
+				"sextant volumes rm -r /Volumes/main/vision/ckpt/step-100",
+				"sextant volumes rm main.vision.ckpt",
+			},
+			run: volumesCommand(1, 1, func(fs *flag.FlagSet) {
+				fs.BoolVar(&recursive, "r", false, "delete a directory and all it holds")
+				fs.BoolVar(&force, "force", false, "rm of a catalog or schema: delete everything in it")
+			}, func(ctx context.Context, c *VolumesCommand, cl *filesClient, args []string) error {
+				return c.rm(ctx, cl, args[0], recursive, force)
+			}),
+		},
+	}
 }
 
 func showProgress(mode string, w io.Writer) (bool, error) {
@@ -348,8 +351,14 @@ func (c *VolumesCommand) cp(ctx context.Context, cl *filesClient, src, dst strin
 			}
 			plan = append(plan, transfer{src, dst, size})
 		case isStatus(err, http.StatusNotFound):
+			// Not a file: a directory, or nothing at all.
+			if dir, derr := cl.isDir(ctx, src); derr != nil {
+				return derr
+			} else if !dir {
+				return fmt.Errorf("%s: no such file or directory", src)
+			}
 			if !o.recursive {
-				return fmt.Errorf("%s: %w (a directory needs -r)", src, err)
+				return fmt.Errorf("%s is a directory: use -r", src)
 			}
 			files, rdirs, err := cl.walk(ctx, src)
 			if err != nil {

@@ -39,12 +39,7 @@ func (m *Main) filesClient(a apiFlags) *filesClient {
 		},
 		// No overall timeout: transfers of large files take as long as they
 		// take; a stalled connection is cut by the transport's timeouts.
-		hc: &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			MaxIdleConnsPerHost:   64,
-			ResponseHeaderTimeout: 5 * time.Minute,
-			IdleConnTimeout:       90 * time.Second,
-		}},
+		hc:      &http.Client{Transport: m.httpTransport()},
 		retries: 4,
 	}
 }
@@ -57,10 +52,13 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string {
-	if e.code == "" {
-		return fmt.Sprintf("HTTP %d: %s", e.status, e.message)
+	switch {
+	case e.code != "":
+		return e.code + ": " + e.message
+	case e.message == "":
+		return fmt.Sprintf("HTTP %d %s", e.status, http.StatusText(e.status))
 	}
-	return e.code + ": " + e.message
+	return fmt.Sprintf("HTTP %d: %s", e.status, e.message)
 }
 
 func isStatus(err error, status int) bool {

@@ -80,6 +80,16 @@ func TestVolumesCLI(t *testing.T) {
 	if b, _ := os.ReadFile(one); string(b) != "alpha" {
 		t.Fatalf("single file: %q", b)
 	}
+	// Errors say what is wrong: no such file, or a directory without -r.
+	if _, err := tryCLI(t, addr, "volumes", "cp", "/Volumes/main/team/data/ds/nope.txt", one); err == nil || err.Error() != "/Volumes/main/team/data/ds/nope.txt: no such file or directory" {
+		t.Fatalf("cp of a missing file: %v", err)
+	}
+	if _, err := tryCLI(t, addr, "volumes", "cp", "/Volumes/main/team/data/ds", one); err == nil || err.Error() != "/Volumes/main/team/data/ds is a directory: use -r" {
+		t.Fatalf("cp of a directory without -r: %v", err)
+	}
+	if _, err := tryCLI(t, addr, "volumes", "cp", filepath.Join(src, "nope.txt"), "/Volumes/main/team/data/ds/"); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Fatalf("cp of a missing local file: %v", err)
+	}
 	if _, err := tryCLI(t, addr, "volumes", "cp", filepath.Join(src, "a.txt"), "/Volumes/main/team/data/ds/a.txt", "--overwrite=false"); err == nil || !strings.Contains(err.Error(), "ALREADY_EXISTS") {
 		t.Fatalf("cp --overwrite=false over a file: %v", err)
 	}
@@ -144,7 +154,8 @@ func TestCkptCLI(t *testing.T) {
 		t.Fatalf("latest: %q", out)
 	}
 	out = cli(t, addr, "ckpt", "gc", "/Volumes/main/team/ckpt/run", "--keep-last", "1", "--grace", "0s", "--dry-run")
-	if !strings.Contains(out, "would delete step_1") || !strings.Contains(out, "would delete step_3") || strings.Contains(out, "step_10 (") || strings.Contains(out, "step_11") {
+	if !strings.Contains(out, "would delete step_1") || !strings.Contains(out, "would delete step_3") || strings.Contains(out, "step_10 (") || strings.Contains(out, "step_11") ||
+		!strings.Contains(out, "would keep 2 checkpoint(s) and delete 2") || strings.Contains(out, "2 deleted") {
 		t.Fatalf("gc --dry-run:\n%s", out)
 	}
 	out = cli(t, addr, "ckpt", "gc", "/Volumes/main/team/ckpt/run", "--keep-last", "1", "--grace", "0s")

@@ -234,7 +234,9 @@ func (c *Client) once(ctx context.Context, r *request, out any) (retryAfter time
 }
 
 // StatusError is the error of a non-200 answer, for callers that need the
-// HTTP status.
+// HTTP status. It is the cause of the *errs.Error the client returns, whose
+// Msg is the server's message: its own text names only the status and the
+// error code, so that the message is not printed twice.
 type StatusError struct {
 	Status    int
 	ErrorCode string
@@ -243,9 +245,9 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	if e.ErrorCode != "" {
-		return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.ErrorCode, e.Message)
+		return fmt.Sprintf("HTTP %d %s", e.Status, e.ErrorCode)
 	}
-	return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
+	return fmt.Sprintf("HTTP %d", e.Status)
 }
 
 // wireCodes maps the MLflow error codes the server sends back to domain

@@ -51,14 +51,14 @@ type wireRun struct {
 		LifecycleStage string `json:"lifecycle_stage"`
 	} `json:"info"`
 	Data struct {
+		Metrics []wireMetric `json:"metrics"`
 		Params  []wireTag    `json:"params"`
 		Tags    []wireTag    `json:"tags"`
-		Metrics []wireMetric `json:"metrics"`
 	} `json:"data"`
 }
 
-// wireMetric is a run's latest point of a metric. The value may be a
-// number or one of MLflow's strings for non-finite values.
+// wireMetric is a metric's latest point; the value is a JSON number, or
+// one of the strings "NaN", "Infinity" and "-Infinity".
 type wireMetric struct {
 	Key       string          `json:"key"`
 	Value     json.RawMessage `json:"value"`
@@ -66,7 +66,7 @@ type wireMetric struct {
 	Step      int64           `json:"step"`
 }
 
-func (m *wireMetric) value() float64 {
+func (m wireMetric) value() float64 {
 	var s string
 	if json.Unmarshal(m.Value, &s) == nil {
 		switch s {
@@ -75,11 +75,10 @@ func (m *wireMetric) value() float64 {
 		case "-Infinity":
 			return math.Inf(-1)
 		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return math.NaN()
+		if v, err := strconv.ParseFloat(s, 64); err == nil {
+			return v
 		}
-		return v
+		return math.NaN()
 	}
 	var v float64
 	if json.Unmarshal(m.Value, &v) != nil {
@@ -95,16 +94,44 @@ func (w *wireRun) domain() *tracking.Run {
 		RunID: i.RunID, RunName: i.RunName, ExperimentID: i.ExperimentID, UserID: i.UserID, Status: st,
 		StartTimeMs: i.StartTime, EndTimeMs: i.EndTime, ArtifactURI: i.ArtifactURI, LifecycleStage: tracking.LifecycleStage(i.LifecycleStage),
 	}}
+	for _, m := range w.Data.Metrics {
+		r.Data.Metrics = append(r.Data.Metrics, tracking.Metric{Key: m.Key, Point: metrics.Point{Step: m.Step, TimestampMs: m.Timestamp, Value: m.value()}})
+	}
 	for _, p := range w.Data.Params {
 		r.Data.Params = append(r.Data.Params, tracking.Param(p))
 	}
 	for _, t := range w.Data.Tags {
 		r.Data.Tags = append(r.Data.Tags, tracking.Tag(t))
 	}
-	for _, m := range w.Data.Metrics {
-		r.Data.Metrics = append(r.Data.Metrics, tracking.Metric{Key: m.Key, Point: metrics.Point{Step: m.Step, TimestampMs: m.Timestamp, Value: m.value()}})
-	}
 	return r
+}
+
+// Identity is who the server takes the client for.
+type Identity struct {
+	// Email is the signed-in user's email; in single-user mode the
+	// server's stand-in for everybody ("local").
+	Email string
+	Admin bool
+	// MultiUser says whether the server requires authentication, and so
+	// whether experiment names must be absolute workspace paths.
+	MultiUser bool
+}
+
+// WhoAmI asks a Sextant server who the credentials belong to (GET
+// /api/2.0/sextant/auth/whoami). A server without that route (an MLflow
+// server) answers errs.NotFound.
+func (c *Client) WhoAmI(ctx context.Context) (*Identity, error) {
+	var out struct {
+		User struct {
+			Email string `json:"email"`
+			Admin bool   `json:"admin"`
+		} `json:"user"`
+		MultiUser bool `json:"multi_user"`
+	}
+	if err := c.call(ctx, &request{method: "GET", path: "/api/2.0/sextant/auth/whoami"}, &out); err != nil {
+		return nil, err
+	}
+	return &Identity{Email: out.User.Email, Admin: out.User.Admin, MultiUser: out.MultiUser}, nil
 }
 
 // GetExperimentByName returns the experiment with the exact name;
@@ -212,6 +239,33 @@ func (c *Client) SetTags(ctx context.Context, runID string, tags ...tracking.Tag
 		return err
 	}
 	return c.call(ctx, r, nil)
+}
+
+// SearchExperiments returns the active experiments whose names match
+// filter (MLflow's grammar; "" for all), following every page.
+func (c *Client) SearchExperiments(ctx context.Context, filter string) ([]*tracking.Experiment, error) {
+	var all []*tracking.Experiment
+	token := ""
+	for {
+		r, err := jsonRequest("POST", "/api/2.0/mlflow/experiments/search", map[string]any{"filter": filter, "max_results": 1000, "page_token": token})
+		if err != nil {
+			return nil, err
+		}
+		var out struct {
+			Experiments []wireExperiment `json:"experiments"`
+			Next        string           `json:"next_page_token"`
+		}
+		if err := c.call(ctx, r, &out); err != nil {
+			return nil, err
+		}
+		for i := range out.Experiments {
+			all = append(all, out.Experiments[i].domain())
+		}
+		if out.Next == "" {
+			return all, nil
+		}
+		token = out.Next
+	}
 }
 
 // SearchRuns returns up to max runs of the experiments that match filter

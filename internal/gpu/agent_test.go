@@ -280,7 +280,9 @@ func TestAgentReportsKnownGPUsWhenSourceFails(t *testing.T) {
 	})
 }
 
-var expositionLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{gpu="(\d+)",UUID="([^"]*)",modelName="([^"]*)",Hostname="((?:[^"\\]|\\.)*)"(?:,kind="([a-z]+)")?\})? (\S+)$`)
+// expositionLine matches one series line; modelName is on the DCGM
+// series only, kind on sextant_gpu_health_events_total.
+var expositionLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{gpu="(\d+)",UUID="([^"]*)",(?:modelName="([^"]*)",)?Hostname="((?:[^"\\]|\\.)*)"(?:,kind="([a-z]+)")?\})? (\S+)$`)
 
 func TestAgentMetrics(t *testing.T) {
 	sim := gpu.NewSim(3, 5, func() time.Time { return time.Unix(1_800_000_000, 0) })
@@ -308,6 +310,9 @@ func TestAgentMetrics(t *testing.T) {
 		}
 		if m[2] != "" && m[6] != `node \"7\"` {
 			t.Fatalf("Hostname label not escaped: %q", line)
+		}
+		if dcgm := strings.HasPrefix(m[1], "DCGM_"); m[2] != "" && dcgm != (m[5] != "") {
+			t.Fatalf("modelName belongs on the DCGM series, and only there: %q", line)
 		}
 		v, err := strconv.ParseFloat(m[8], 64)
 		if err != nil {

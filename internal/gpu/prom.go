@@ -41,7 +41,14 @@ var promGauges = []promGauge{
 // dcgm-exporter's names and units and its labels gpu, UUID, modelName and
 // Hostname, so dashboards built for dcgm-exporter work unchanged; a reading
 // that is missing is left out. sextant_gpu_up is 1 for a GPU that could be
-// read and 0 for one that failed.
+// read and 0 for one that failed; it carries gpu, UUID and Hostname, which
+// join it to the DCGM series, but not modelName: Sextant's own metrics
+// keep to Prometheus' snake_case label names (promtool check metrics),
+// which dcgm-exporter's modelName breaks.
+//
+// The exposition is written by hand rather than with client_golang: the
+// agent keeps one sample and a few counters, and its output must match
+// dcgm-exporter's names and labels exactly.
 func (a *Agent) WriteMetrics(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	smp := a.Latest()
@@ -58,7 +65,7 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 			if IsMissing(v) {
 				continue
 			}
-			line = appendSeries(line[:0], m.name, &gpus[i], host)
+			line = appendSeries(line[:0], m.name, &gpus[i], host, true)
 			line = strconv.AppendFloat(append(line, ' '), v, 'g', -1, 64)
 			bw.Write(append(line, '\n'))
 		}
@@ -69,7 +76,7 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 		if gpus[i].Err != "" {
 			up = "0"
 		}
-		line = appendSeries(line[:0], "sextant_gpu_up", &gpus[i], host)
+		line = appendSeries(line[:0], "sextant_gpu_up", &gpus[i], host, false)
 		bw.Write(append(append(line, ' '), up+"\n"...))
 	}
 	// The last Xid of each GPU, in any sample so far (0 for none), as
@@ -77,7 +84,7 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 	bw.WriteString("# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n")
 	xids := a.lastXids()
 	for i := range gpus {
-		line = appendSeries(line[:0], "DCGM_FI_DEV_XID_ERRORS", &gpus[i], host)
+		line = appendSeries(line[:0], "DCGM_FI_DEV_XID_ERRORS", &gpus[i], host, true)
 		line = strconv.AppendFloat(append(line, ' '), xids[gpus[i].Key()], 'g', -1, 64)
 		bw.Write(append(line, '\n'))
 	}
@@ -86,7 +93,7 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 	for i := range gpus {
 		c := health[gpus[i].Key()]
 		for _, k := range []HealthKind{HealthXid, HealthThrottleStart, HealthECC, HealthLost} {
-			line = appendSeries(line[:0], "sextant_gpu_health_events_total", &gpus[i], host)
+			line = appendSeries(line[:0], "sextant_gpu_health_events_total", &gpus[i], host, false)
 			line = append(line[:len(line)-1], `,kind="`...)
 			line = append(line, k.String()...)
 			line = append(line, `"} `...)
@@ -112,14 +119,18 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 	return bw.Flush()
 }
 
-func appendSeries(dst []byte, name string, g *GPU, host string) []byte {
+// appendSeries appends a series name and its labels, in dcgm-exporter's
+// order; modelName only when model is set.
+func appendSeries(dst []byte, name string, g *GPU, host string, model bool) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, `{gpu="`...)
 	dst = strconv.AppendInt(dst, int64(g.Index), 10)
 	dst = append(dst, `",UUID="`...)
 	dst = appendLabelValue(dst, g.UUID)
-	dst = append(dst, `",modelName="`...)
-	dst = appendLabelValue(dst, g.Name)
+	if model {
+		dst = append(dst, `",modelName="`...)
+		dst = appendLabelValue(dst, g.Name)
+	}
 	dst = append(dst, `",Hostname="`...)
 	dst = appendLabelValue(dst, host)
 	return append(dst, `"}`...)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/gpu"
@@ -47,13 +49,15 @@ var people = []string{owner, reader, editor, outsider, admin}
 type authServer struct {
 	t   *testing.T
 	h   *httpapi.Server
+	reg *prometheus.Registry // the server's and its store's metrics
 	seq atomic.Int64
 }
 
 func mustAuthServer(t *testing.T) *authServer {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
+	reg := prometheus.NewRegistry()
+	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL", Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +106,9 @@ func mustAuthServer(t *testing.T) *authServer {
 		RunLogs:   runlogs.NewService(logStore, runlogs.Options{}),
 		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}),
 		UI:        ui.MustNew(),
+		Metrics:   reg, Gatherer: reg,
 	})
-	return &authServer{t: t, h: h}
+	return &authServer{t: t, h: h, reg: reg}
 }
 
 // as sends a request as user (Basic), or anonymously when user is "".
@@ -219,9 +224,12 @@ func routeCases() map[string]routeCase {
 	return map[string]routeCase{
 		"GET /health": {everyone, get("/health")},
 		// The web UI's pages and assets hold no data: anyone may load them.
-		"GET /":                              {everyone, get("/experiments/1")},
-		"GET /assets/{path...}":              {everyone, get("/assets/" + uiAsset())},
-		"GET /version":                       {everyone, get("/version")},
+		"GET /":                 {everyone, get("/experiments/1")},
+		"GET /assets/{path...}": {everyone, get("/assets/" + uiAsset())},
+		"GET /version":          {everyone, get("/version")},
+		// Prometheus metrics: counts and sizes, no names; any signed-in
+		// user or token (docs/deploy.md), never anonymous.
+		"GET /metrics":                       {everyone, get("/metrics")},
 		"GET /.well-known/databricks-config": {everyone, get("/.well-known/databricks-config")},
 		"GET /api/3.0/mlflow/server-info":    {everyone, get("/api/3.0/mlflow/server-info")},
 		"POST " + ml + "/experiments/create": {managers, func(f fixture, u string) (string, string, any) {

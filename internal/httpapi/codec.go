@@ -161,6 +161,10 @@ func (f *flexInt) UnmarshalJSON(b []byte) error {
 type flexFloat struct {
 	V   float64
 	Set bool
+	// Huge is set for a number beyond float64's range (1e400), read as
+	// ±Inf; metrics store it so (MLflow clamps it), GPU readings refuse
+	// it.
+	Huge bool
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -196,7 +200,7 @@ func (f *flexFloat) UnmarshalJSON(b []byte) error {
 		// Out of float64 range: MLflow clamps to ±max float; we store ±Inf.
 		var ne *strconv.NumError
 		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
-			f.V, f.Set = v, true
+			f.V, f.Set, f.Huge = v, true, math.IsInf(v, 0)
 			return nil
 		}
 		return typeErr(b, reflect.TypeFor[flexFloat]())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -31,8 +32,14 @@ var wireErrors = map[errs.Code]struct {
 	errs.Unavailable:      {"TEMPORARILY_UNAVAILABLE", http.StatusServiceUnavailable},
 	errs.NotImplemented:   {"NOT_IMPLEMENTED", http.StatusNotImplemented},
 	errs.Internal:         {"INTERNAL_ERROR", http.StatusInternalServerError},
-	// A full disk is the server's problem, but retrying will not help soon:
-	// 507 is not among the statuses the client retries.
+	// A full disk (the database's or the artifacts') is the server's
+	// problem, but retrying will not help soon: an operator has to free
+	// space. 507 is not among the statuses the mlflow client retries, so
+	// a log call fails at once with a message saying the disk is full,
+	// instead of blocking the training loop for about four minutes of
+	// retries (503) and failing then anyway. Sextant's own clients (the
+	// GPU agent, sextant run's log shipper) keep what they send and
+	// retry a 507.
 	errs.InsufficientStorage: {"RESOURCE_EXHAUSTED", http.StatusInsufficientStorage},
 	// A condition of the request (If-Unmodified-Since) does not hold.
 	errs.PreconditionFailed: {"PRECONDITION_FAILED", http.StatusPreconditionFailed},
@@ -126,4 +133,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// headerTooLargeBody is the JSON error for a request line and headers
+// over MaxHeaderBytes (see Listener): a client mistake, so a 431 the
+// client does not retry, with the limit named.
+func headerTooLargeBody() []byte {
+	body, _ := json.Marshal(struct {
+		ErrorCode string `json:"error_code"`
+		Message   string `json:"message"`
+	}{"RESOURCE_LIMIT_EXCEEDED", "The request line and headers are over " + strconv.Itoa(MaxHeaderBytes) + " bytes, the most the server reads: send long parameters in a POST body"})
+	return body
 }

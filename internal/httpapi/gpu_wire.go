@@ -107,6 +107,10 @@ func decodeGPUBatch(body []byte) (*gpu.Batch, error) {
 			g.Err = wg.Error
 			for f, v := range wg.readings() {
 				switch {
+				case v.Huge:
+					// No sensor reads 1e400: a sender's bug, which
+					// storing it as missing would hide.
+					return nil, invalid("Invalid value for parameter 'samples[%d].gpus[%d].%s': the number is beyond a float64's range; send null for a missing reading", i, j, gpu.Field(f))
 				case !v.Set:
 				case gpu.Field(f).IsInteger():
 					// Counts, masks and codes are whole; out-of-range ones are missing.
@@ -123,6 +127,9 @@ func decodeGPUBatch(body []byte) (*gpu.Batch, error) {
 		for j, wp := range ws.Processes {
 			if wp.GPU.V < 0 || wp.GPU.V > math.MaxInt32 || wp.PID.V < 0 || wp.PID.V > math.MaxInt32 {
 				return nil, invalid("samples[%d].processes[%d]: gpu or pid out of range", i, j)
+			}
+			if wp.MemUsed.Huge {
+				return nil, invalid("Invalid value for parameter 'samples[%d].processes[%d].mem_used': the number is beyond a float64's range; send null for a missing reading", i, j)
 			}
 			p := gpu.Process{GPU: int(wp.GPU.V), PID: int(wp.PID.V), Name: wp.Name, MemUsedBytes: -1}
 			if wp.MemUsed.Set && !gpu.IsMissing(wp.MemUsed.V) && wp.MemUsed.V >= 0 && wp.MemUsed.V < math.MaxInt64 {

@@ -9,8 +9,16 @@ import (
 type logBatchRequest struct {
 	RunID   string         `json:"run_id"`
 	Metrics []wireMetricIn `json:"metrics"`
-	Params  []wireKV       `json:"params"`
-	Tags    []wireKV       `json:"tags"`
+	Params  []wireKVIn     `json:"params"`
+	Tags    []wireKVIn     `json:"tags"`
+}
+
+// wireKVIn is a param or tag of a log-batch request. Value is nil when
+// the request has no value (absent or null), which is refused, as
+// log-parameter and set-tag refuse it.
+type wireKVIn struct {
+	Key   string  `json:"key"`
+	Value *string `json:"value"`
 }
 
 // decodeLogBatch decodes a log-batch body. log-batch is the hot path of
@@ -235,7 +243,7 @@ func (p *batchParser) parse(req *logBatchRequest) bool {
 				return false
 			}
 			ok = p.array(func() bool {
-				req.Params = append(req.Params, wireKV{})
+				req.Params = append(req.Params, wireKVIn{})
 				return p.kv(&req.Params[len(req.Params)-1])
 			})
 		case "tags":
@@ -243,7 +251,7 @@ func (p *batchParser) parse(req *logBatchRequest) bool {
 				return false
 			}
 			ok = p.array(func() bool {
-				req.Tags = append(req.Tags, wireKV{})
+				req.Tags = append(req.Tags, wireKVIn{})
 				return p.kv(&req.Tags[len(req.Tags)-1])
 			})
 		}
@@ -282,14 +290,17 @@ func (p *batchParser) metric(m *wireMetricIn) bool {
 	})
 }
 
-func (p *batchParser) kv(kv *wireKV) bool {
+func (p *batchParser) kv(kv *wireKVIn) bool {
 	return p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
 		case "key":
 			kv.Key, ok = p.str()
 		case "value":
-			kv.Value, ok = p.str()
+			var v string
+			if v, ok = p.str(); ok {
+				kv.Value = &v
+			}
 		}
 		return ok
 	})

@@ -38,16 +38,23 @@ func equalBatches(a, b *logBatchRequest) bool {
 		}
 	}
 	for i := range a.Params {
-		if a.Params[i] != b.Params[i] {
+		if !equalKV(a.Params[i], b.Params[i]) {
 			return false
 		}
 	}
 	for i := range a.Tags {
-		if a.Tags[i] != b.Tags[i] {
+		if !equalKV(a.Tags[i], b.Tags[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func equalKV(a, b wireKVIn) bool {
+	if a.Key != b.Key || (a.Value == nil) != (b.Value == nil) {
+		return false
+	}
+	return a.Value == nil || *a.Value == *b.Value
 }
 
 func TestDecodeLogBatch(t *testing.T) {

@@ -322,13 +322,19 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 		if p.Key == "" {
 			return invalid("Missing value for required parameter '%skey'", indexed("params", i))
 		}
-		b.Params[i] = tracking.Param(p)
+		if p.Value == nil {
+			return invalid("Missing value for required parameter '%svalue'", indexed("params", i))
+		}
+		b.Params[i] = tracking.Param{Key: p.Key, Value: *p.Value}
 	}
 	for i, t := range req.Tags {
 		if t.Key == "" {
 			return invalid("Missing value for required parameter '%skey'", indexed("tags", i))
 		}
-		b.Tags[i] = tracking.Tag(t)
+		if t.Value == nil {
+			return invalid("Missing value for required parameter '%svalue'", indexed("tags", i))
+		}
+		b.Tags[i] = tracking.Tag{Key: t.Key, Value: *t.Value}
 	}
 	if err := s.allowRunID(r, req.RunID); err != nil {
 		return err
@@ -342,7 +348,11 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 			checkedModels[id] = true
 		}
 	}
-	if err := s.allowParentTags(r, req.Tags); err != nil {
+	tags := make([]wireKV, len(b.Tags))
+	for i, t := range b.Tags {
+		tags[i] = wireKV(t)
+	}
+	if err := s.allowParentTags(r, tags); err != nil {
 		return err
 	}
 	if err := s.tr.LogBatch(r.Context(), req.RunID, b); err != nil {

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
@@ -64,6 +66,24 @@ type Options struct {
 	// Events keeps runs' events (/api/2.0/sextant/events/...); nil leaves
 	// those routes out.
 	Events *runevents.Service
+	// Metrics receives the request metrics (sextant_http_*); nil registers
+	// none.
+	Metrics prometheus.Registerer
+	// Gatherer is served at GET /metrics; nil leaves the route out.
+	Gatherer prometheus.Gatherer
+	// Health reports whether the database can be written, for /health;
+	// nil means it always can.
+	Health func() StoreHealth
+}
+
+// StoreHealth is the database's state as /health shows it.
+type StoreHealth struct {
+	// Writable is false while writes fail for lack of space.
+	Writable bool
+	// Reason says why not, and what to do.
+	Reason string
+	// SinceMs is when Writable last changed, in Unix milliseconds.
+	SinceMs int64
 }
 
 // Server is the HTTP API.
@@ -78,6 +98,7 @@ type Server struct {
 	mux     *http.ServeMux
 	routes  []route
 	handler http.Handler
+	metrics *httpMetrics
 }
 
 // Access is the permission a route needs. Every route declares one; a
@@ -222,7 +243,9 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.metrics = newHTTPMetrics(opts.Metrics)
 	s.registerHealthRoutes()
+	s.registerMetricsRoute()
 	s.registerExperimentRoutes()
 	s.registerRunRoutes()
 	s.registerMetricRoutes()
@@ -388,14 +411,21 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", rid)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+		sw := &statusWriter{ResponseWriter: w}
+		s.metrics.inFlight.Inc()
+		defer func() {
+			s.metrics.inFlight.Dec()
+			// The mux set r.Pattern on the request it routed, this one;
+			// it is empty when no route took the request.
+			s.metrics.observe(methodLabel(r.Method), r.Pattern, sw.status, time.Since(start))
+		}()
 		// ServeMux answers unclean paths ("a//b", "a/../b") with a redirect
 		// to the cleaned one, which a client following it would act on: a
 		// DELETE could land on a parent. Refuse them instead.
 		if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
-			s.writeError(w, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", truncate(p, 200)))
+			s.writeError(sw, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", truncate(p, 200)))
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -418,12 +448,41 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 
 // ---- health ----
 
+// healthCheck answers /health: 200 while the server serves requests, also
+// while its database is read-only for lack of space (reads still work, and
+// a restart would not help: a probe that failed would take the server out
+// of service or restart it for nothing). The body is "OK" as MLflow's, or
+// "READ-ONLY: <reason>"; with Accept: application/json it is
+// {"status": "OK" | "READ_ONLY", "database": {"writable", "reason",
+// "since_ms"}}.
+func (s *Server) healthCheck(w http.ResponseWriter, r *http.Request) error {
+	h := StoreHealth{Writable: true}
+	if s.opts.Health != nil {
+		h = s.opts.Health()
+	}
+	status, text := "OK", "OK"
+	if !h.Writable {
+		status = "READ_ONLY"
+		text = "READ-ONLY: " + h.Reason + "; reads work, writes answer 507 until space is freed"
+	}
+	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+		type db struct {
+			Writable bool   `json:"writable"`
+			Reason   string `json:"reason,omitempty"`
+			SinceMs  int64  `json:"since_ms,omitempty"`
+		}
+		return writeJSON(w, struct {
+			Status   string `json:"status"`
+			Database db     `json:"database"`
+		}{status, db{h.Writable, h.Reason, h.SinceMs}})
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(text))
+	return nil
+}
+
 func (s *Server) registerHealthRoutes() {
-	s.handle("GET", "/health", Public, func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("OK"))
-		return nil
-	})
+	s.handle("GET", "/health", Public, s.healthCheck)
 	s.handle("GET", "/version", Public, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte(s.opts.Version))

@@ -123,7 +123,10 @@ func TestUIRoutes(t *testing.T) {
 			t.Fatalf("GET %s: no nosniff", p)
 		}
 	}
-	for _, p := range []string{"/api/2.0/mlflow/nope", "/api/2.0/sextant/nope", "/ajax-api/2.0/mlflow/nope", "/api/", "/assets/app-MISSING.js"} {
+	// Only the UI's own pages answer HTML: /metrics on a server without
+	// metrics, a favicon probe or a typo is a 404.
+	for _, p := range []string{"/api/2.0/mlflow/nope", "/api/2.0/sextant/nope", "/ajax-api/2.0/mlflow/nope", "/api/", "/assets/app-MISSING.js",
+		"/metrics", "/favicon.ico", "/experiment/1", "/runs/abc/def", "/index.html"} {
 		if r := do(t, s, "GET", p, nil); r.status != 404 || strings.Contains(r.raw, "<html") {
 			t.Fatalf("GET %s: %d %.80q, want a 404 that is not the UI", p, r.status, r.raw)
 		}

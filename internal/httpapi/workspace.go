@@ -9,6 +9,7 @@ import (
 
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -364,28 +365,71 @@ func (s *Server) listWorkspace(w http.ResponseWriter, r *http.Request) error {
 
 // ---- comments ----
 
-// commentTarget checks the subject's access to a comment's target: level l
-// on the experiment of a run or of an experiment.
+// commentTarget checks that a comment's target exists, whoever asks (an
+// administrator's or the local user's access checks look nothing up), and
+// the subject's access to it: level l on the experiment of a run or of an
+// experiment. Errors name the request's field: target_kind or target_id.
 func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Level) (workspace.CommentTarget, error) {
 	t := workspace.CommentTarget{Kind: kind, ID: id}
+	if kind == "" {
+		return t, invalid("Missing value for required parameter 'target_kind' (run or experiment)")
+	}
+	if kind != "run" && kind != "experiment" {
+		return t, invalid("Invalid value %q for parameter 'target_kind': must be run or experiment", truncate(kind, 40))
+	}
+	if id == "" {
+		return t, invalid("Missing value for required parameter 'target_id' (the id of the %s)", kind)
+	}
 	var exp string
 	switch kind {
 	case "run":
+		if tracking.ValidateRunID(id) != nil {
+			return t, invalid("Invalid value %q for parameter 'target_id': not a run id", truncate(id, 80))
+		}
 		e, err := s.runExperiment(r.Context(), id)
-		if err != nil {
+		if errs.Is(err, errs.NotFound) {
+			return t, errs.Errorf(errs.NotFound, "No run with id %q (parameter 'target_id') exists", truncate(id, 80))
+		} else if err != nil {
 			return t, err
 		}
 		exp = e
 	case "experiment":
+		if tracking.ValidateExperimentID(id) != nil {
+			return t, invalid("Invalid value %q for parameter 'target_id': not an experiment id", truncate(id, 80))
+		}
+		if _, err := s.tr.GetExperiment(r.Context(), id); errs.Is(err, errs.NotFound) {
+			return t, errs.Errorf(errs.NotFound, "No experiment with id %q (parameter 'target_id') exists", truncate(id, 80))
+		} else if err != nil {
+			return t, err
+		}
 		exp = id
-	default:
-		return t, invalid("target_kind must be run or experiment, got %q", truncate(kind, 40))
 	}
 	if err := s.allowExperimentLevel(r, exp, l); err != nil {
 		return t, err
 	}
 	checked(r)
 	return t, nil
+}
+
+// commentByID returns the comment a PATCH or DELETE names in its id
+// field, after checking that the subject can read what it is on.
+func (s *Server) commentByID(r *http.Request, id flexInt) (*workspace.Comment, error) {
+	if !id.Set {
+		return nil, invalid("Missing value for required parameter 'id' (the comment's id)")
+	}
+	if id.V <= 0 {
+		return nil, invalid("Invalid value %d for parameter 'id': comment ids are positive", id.V)
+	}
+	c, err := s.ws.GetComment(r.Context(), id.V)
+	if errs.Is(err, errs.NotFound) {
+		return nil, errs.Errorf(errs.NotFound, "No comment with id %d (parameter 'id') exists", id.V)
+	} else if err != nil {
+		return nil, err
+	}
+	if _, err := s.commentTarget(r, c.Target.Kind, c.Target.ID, workspace.CanRead); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 type wireComment struct {
@@ -451,14 +495,10 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	c, err := s.ws.GetComment(r.Context(), req.ID.V)
-	if err != nil {
+	if _, err := s.commentByID(r, req.ID); err != nil {
 		return err
 	}
-	if _, err := s.commentTarget(r, c.Target.Kind, c.Target.ID, workspace.CanRead); err != nil {
-		return err
-	}
-	c, err = s.ws.EditComment(r.Context(), SubjectFromContext(r.Context()), req.ID.V, req.Body)
+	c, err := s.ws.EditComment(r.Context(), SubjectFromContext(r.Context()), req.ID.V, req.Body)
 	if err != nil {
 		return err
 	}
@@ -472,11 +512,8 @@ func (s *Server) deleteComment(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	c, err := s.ws.GetComment(r.Context(), req.ID.V)
+	c, err := s.commentByID(r, req.ID)
 	if err != nil {
-		return err
-	}
-	if _, err := s.commentTarget(r, c.Target.Kind, c.Target.ID, workspace.CanRead); err != nil {
 		return err
 	}
 	// Managers of what the comment is on may delete it too.

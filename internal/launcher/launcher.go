@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -200,6 +201,12 @@ func (l *launcher) say(format string, args ...any) {
 	}
 }
 
+// RunURL is the address of a run's page in the web UI of the server at
+// trackingURI.
+func RunURL(trackingURI, runID string) string {
+	return strings.TrimRight(trackingURI, "/") + "/runs/" + url.PathEscape(runID)
+}
+
 func withDefaults(o Options) Options {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -295,6 +302,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	res := Result{RunID: l.run.Info.RunID, RunName: l.run.Info.RunName, ExperimentID: l.expID, ExperimentName: l.expName}
 	l.say("run %s (%s) in experiment %s", res.RunID, res.RunName, res.ExperimentName)
+	if o.TrackingURI != "" {
+		l.say("view it at %s", RunURL(o.TrackingURI, res.RunID))
+	}
 	bg := context.WithoutCancel(ctx)
 	if o.Job.ID != "" {
 		key := TagNodePrefix + strconv.Itoa(o.Job.NodeRank) + "."
@@ -488,7 +498,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 func transientOrUnknown(err error) bool {
 	switch errs.CodeOf(err) {
-	case errs.Unavailable, errs.Throttled, errs.Internal:
+	case errs.Unavailable, errs.Throttled, errs.Internal, errs.InsufficientStorage:
 		return true
 	}
 	return false

@@ -427,6 +427,30 @@ func TestServerDown(t *testing.T) {
 	_ = entries
 }
 
+// TestServerDiskFull makes the server answer its first appends with a
+// full disk (507, InsufficientStorage), as a server does until space is
+// freed: the launcher keeps the output and retries, and every line
+// arrives once. Before, it stopped storing the output at the first 507.
+func TestServerDiskFull(t *testing.T) {
+	f := newFakeServer()
+	var mu sync.Mutex
+	refusals := 5
+	f.AppendHook = func(b runlogs.Batch) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals > 0 {
+			refusals--
+			return false, &errs.Error{Code: errs.InsufficientStorage, Msg: "the server's disk is full", Hint: "free disk space under the data directory"}
+		}
+		return false, nil
+	}
+	l := launch(t, f, printLines(2000), func(o *launcher.Options) { o.BatchLines = 100 })
+	checkNumbered(t, f.lines(t, l.res.RunID), 2000)
+	if l.res.Lost != 0 || strings.Contains(l.msgs.String(), "no longer stored") {
+		t.Fatalf("result %+v, messages %q", l.res, l.msgs.String())
+	}
+}
+
 // TestLostAnswers makes the server store batches but lose its answer now
 // and then: the launcher sends them again and the server stores them once.
 func TestLostAnswers(t *testing.T) {

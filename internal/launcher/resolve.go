@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // EntryPoint names a job's entry point the way the managed runtime does:
@@ -160,17 +161,25 @@ func stem(p string) string {
 
 // ExperimentName returns the experiment a job runs in: flag (--experiment)
 // if set, else env (MLFLOW_EXPERIMENT_NAME) if set, else
-// /Users/{user}/{entry point}. A name from the flag or the environment
-// must be an absolute workspace path.
-func ExperimentName(flag, env, user string, argv []string) (string, error) {
+// /Users/{user}/{entry point}. It follows the server's naming rule, so that
+// the launcher accepts exactly the names the mlflow client can use: on a
+// multi-user server a name is an absolute workspace path (normalised as
+// the server does; a relative one is refused), in single-user mode any
+// name is kept as given, an absolute one normalised.
+func ExperimentName(flag, env, user string, multiUser bool, argv []string) (string, error) {
 	for _, c := range []struct{ v, from string }{{flag, "--experiment"}, {env, "MLFLOW_EXPERIMENT_NAME"}} {
 		if c.v == "" {
 			continue
 		}
-		if !strings.HasPrefix(c.v, "/") {
-			return "", errs.Errorf(errs.Invalid, "%s %q is not an absolute path: experiment names are workspace paths such as /Users/%s/%s or /Shared/%s", c.from, c.v, userOr(user), c.v, c.v)
+		if !multiUser {
+			return workspace.CanonicalName(c.v), nil
 		}
-		return c.v, nil
+		p, err := workspace.NormalizePath(c.v)
+		if err != nil {
+			msg := strings.ReplaceAll(errs.MessageOf(err), "<you>", userOr(user))
+			return "", errs.Errorf(errs.Invalid, "%s: %s (the server is multi-user: experiment names are workspace paths)", c.from, msg)
+		}
+		return p, nil
 	}
 	return "/Users/" + userOr(user) + "/" + EntryPoint(argv), nil
 }

@@ -39,23 +39,30 @@ func TestEntryPoint(t *testing.T) {
 func TestExperimentName(t *testing.T) {
 	for name, tc := range map[string]struct {
 		flag, env, user, cmd string
+		multiUser            bool
 		want                 string
 		code                 errs.Code
 	}{
-		"Default":         {"", "", "alice@example.com", "python train.py", "/Users/alice@example.com/train", ""},
-		"DefaultTorchrun": {"", "", "bob", "torchrun --nproc-per-node 8 train.py", "/Users/bob/train", ""},
-		"FromEnv":         {"", "/Shared/exp", "bob", "python train.py", "/Shared/exp", ""},
-		"FlagWins":        {"/Users/bob/x", "/Shared/exp", "bob", "python train.py", "/Users/bob/x", ""},
-		"ErrRelativeEnv":  {"", "exp", "bob", "python train.py", "", errs.Invalid},
-		"ErrRelativeFlag": {"my-exp", "", "bob", "python train.py", "", errs.Invalid},
-		"UnknownUser":     {"", "", "", "python -m a.b", "/Users/unknown/b", ""},
+		"Default":            {"", "", "alice@example.com", "python train.py", true, "/Users/alice@example.com/train", ""},
+		"DefaultTorchrun":    {"", "", "bob", "torchrun --nproc-per-node 8 train.py", true, "/Users/bob/train", ""},
+		"FromEnv":            {"", "/Shared/exp", "bob", "python train.py", true, "/Shared/exp", ""},
+		"FlagWins":           {"/Users/bob/x", "/Shared/exp", "bob", "python train.py", true, "/Users/bob/x", ""},
+		"Normalised":         {"/Workspace/Shared//exp/", "", "bob", "python train.py", true, "/Shared/exp", ""},
+		"ErrRelativeEnv":     {"", "exp", "bob", "python train.py", true, "", errs.Invalid},
+		"ErrRelativeFlag":    {"my-exp", "", "bob", "python train.py", true, "", errs.Invalid},
+		"ErrDotDot":          {"/Shared/../x", "", "bob", "python train.py", true, "", errs.Invalid},
+		"UnknownUser":        {"", "", "", "python -m a.b", true, "/Users/unknown/b", ""},
+		"SingleUserRelative": {"my-exp", "", "bob", "python train.py", false, "my-exp", ""},
+		"SingleUserEnv":      {"", "my exp", "bob", "python train.py", false, "my exp", ""},
+		"SingleUserAbsolute": {"/Workspace/Shared//exp/", "", "bob", "python train.py", false, "/Shared/exp", ""},
+		"SingleUserDefault":  {"", "", "bob", "python train.py", false, "/Users/bob/train", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := launcher.ExperimentName(tc.flag, tc.env, tc.user, strings.Fields(tc.cmd))
+			got, err := launcher.ExperimentName(tc.flag, tc.env, tc.user, tc.multiUser, strings.Fields(tc.cmd))
 			if got != tc.want || errs.CodeOf(err) != tc.code {
 				t.Fatalf("got %q, %v; want %q, code %q", got, err, tc.want, tc.code)
 			}
-			if err != nil && !strings.Contains(err.Error(), "absolute path") {
+			if err != nil && !strings.Contains(err.Error(), "absolute") && !strings.Contains(err.Error(), "segment") {
 				t.Fatalf("message does not say what is wrong: %v", err)
 			}
 		})

@@ -145,7 +145,9 @@ func (s *shipper) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !client.Transient(err) && errs.CodeOf(err) != errs.Internal {
+			// A full disk on the server (507) is kept and retried too:
+			// the server writes again once space is freed.
+			if !client.Transient(err) && errs.CodeOf(err) != errs.Internal && errs.CodeOf(err) != errs.InsufficientStorage {
 				s.warn("the server refused the output (%s); it is still shown here but no longer stored", errs.MessageOf(err))
 				s.q.disable()
 				break

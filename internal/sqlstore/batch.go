@@ -90,7 +90,9 @@ func (s *Store) LogBatch(ctx context.Context, runID string, b tracking.Batch) er
 	if err != nil {
 		return err
 	}
-	return s.w.do(ctx, func(tx *wtx) error {
+	var stored int64
+	err = s.w.do(ctx, func(tx *wtx) error {
+		stored = 0
 		st, err := activeRun(tx, runID)
 		if err != nil {
 			return err
@@ -106,11 +108,17 @@ func (s *Store) LogBatch(ctx context.Context, runID string, b tracking.Batch) er
 		if len(slices) == 0 {
 			return nil
 		}
+		before := st.points
 		if err := s.logMetrics(tx, &st, slices); err != nil {
 			return err
 		}
+		stored = st.points - before
 		return recordModelMetrics(tx, runID, slices)
 	})
+	if err == nil {
+		s.metrics.points.Add(float64(stored))
+	}
+	return err
 }
 
 func (s *Store) logParams(tx *wtx, st *runState, runID string, params []tracking.Param) error {

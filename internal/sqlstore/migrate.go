@@ -44,22 +44,28 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, migrationLock) //nolint:errcheck // released with the session anyway
 	}
-	if _, err := s.wdb.ExecContext(ctx, s.ddl(`CREATE TABLE IF NOT EXISTS schema_migrations (
+	// Read the versions first and write only when a migration is pending:
+	// a server restarted on a full disk must open its up-to-date database
+	// without writing.
+	have, err := s.appliedVersions(ctx)
+	if err != nil {
+		// A new database: there is no schema_migrations yet.
+		if _, cerr := s.wdb.ExecContext(ctx, s.ddl(`CREATE TABLE IF NOT EXISTS schema_migrations (
 		component  TEXT    NOT NULL,
 		version    INTEGER NOT NULL,
 		applied_at INTEGER NOT NULL,
-		PRIMARY KEY (component, version))`)); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+		PRIMARY KEY (component, version))`)); cerr != nil {
+			return fmt.Errorf("create schema_migrations: %w", sqlError(cerr, "create schema_migrations"))
+		}
+		if have, err = s.appliedVersions(ctx); err != nil {
+			return fmt.Errorf("read schema versions: %w", err)
+		}
 	}
 	for _, c := range components {
-		var have int
-		if err := s.wdb.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = ?`, c.name).Scan(&have); err != nil {
-			return fmt.Errorf("read schema version of %s: %w", c.name, err)
+		if have[c.name] > len(c.migrations) {
+			return fmt.Errorf("the %s schema is at version %d, newer than this binary knows (%d): upgrade sextant", c.name, have[c.name], len(c.migrations))
 		}
-		if have > len(c.migrations) {
-			return fmt.Errorf("the %s schema is at version %d, newer than this binary knows (%d): upgrade sextant", c.name, have, len(c.migrations))
-		}
-		for v := have + 1; v <= len(c.migrations); v++ {
+		for v := have[c.name] + 1; v <= len(c.migrations); v++ {
 			if err := s.applyMigration(ctx, c.name, v, c.migrations[v-1]); err != nil {
 				return err
 			}
@@ -68,19 +74,39 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// appliedVersions reads the applied version of each part of the schema
+// on the write connection (which sees its own migrations at once).
+func (s *Store) appliedVersions(ctx context.Context) (map[string]int, error) {
+	rows, err := s.wdb.QueryContext(ctx, `SELECT component, MAX(version) FROM schema_migrations GROUP BY component`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	have := map[string]int{}
+	for rows.Next() {
+		var c string
+		var v int
+		if err := rows.Scan(&c, &v); err != nil {
+			return nil, err
+		}
+		have[c] = v
+	}
+	return have, rows.Err()
+}
+
 func (s *Store) applyMigration(ctx context.Context, component string, v int, sqlText string) error {
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("apply %s migration %d: %w", component, v, sqlError(err, "begin"))
 	}
 	if _, err := tx.ExecContext(ctx, s.ddl(sqlText)); err != nil {
-		return errors.Join(fmt.Errorf("apply %s migration %d: %w", component, v, err), tx.Rollback())
+		return errors.Join(fmt.Errorf("apply %s migration %d: %w", component, v, sqlError(err, "apply")), tx.Rollback())
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)`, component, v, time.Now().UnixMilli()); err != nil {
-		return errors.Join(fmt.Errorf("record %s migration %d: %w", component, v, err), tx.Rollback())
+		return errors.Join(fmt.Errorf("record %s migration %d: %w", component, v, sqlError(err, "record")), tx.Rollback())
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit %s migration %d: %w", component, v, err)
+		return fmt.Errorf("commit %s migration %d: %w", component, v, sqlError(err, "commit"))
 	}
 	s.log.Info("applied migration", "schema", component, "version", v)
 	return nil

@@ -222,6 +222,7 @@ func (l *LogStore) AppendLines(ctx context.Context, runID string, b runlogs.Batc
 	if err != nil {
 		return runlogs.AppendResult{}, err
 	}
+	l.s.metrics.logLines.Add(float64(res.Stored))
 	if compact {
 		l.request(runPK)
 	}

@@ -61,10 +61,16 @@ func (s *Store) SharedSecret(ctx context.Context) ([]byte, error) {
 }
 
 // leader reports whether this store (this replica) holds the lease on a
-// background job that runs every period, acquiring or renewing it. A
+// background job that runs every period, acquiring or renewing it; never
+// while the store is read-only (see Health). A
 // lease outlives three missed periods, so that a replica that stops
 // renewing hands the job over within three periods.
 func (s *Store) leader(ctx context.Context, job string, period time.Duration) bool {
+	if !s.Health().Writable {
+		// Background jobs write; they wait for space (and would log a
+		// failed lease every period meanwhile).
+		return false
+	}
 	ok, err := s.AcquireLease(ctx, job, s.instance, 3*period)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("background job lease", "job", job, "err", err)

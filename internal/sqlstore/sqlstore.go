@@ -21,10 +21,12 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	sqlite3 "github.com/mattn/go-sqlite3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
@@ -52,6 +54,10 @@ type Options struct {
 	ReadConns int
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
+	// Metrics receives the store's Prometheus metrics (write queue, commit
+	// latency, points and log lines stored, database size, active runs,
+	// GPU nodes); nil registers none.
+	Metrics prometheus.Registerer
 }
 
 // DefaultOptions returns the options Sextant ships with.
@@ -71,6 +77,8 @@ type Store struct {
 	wdb *sql.DB
 	cdb *sql.DB // SQLite only: checkpoints
 	pg  bool
+	// path is the SQLite database file; empty on PostgreSQL.
+	path string
 	// instance names this process among the replicas (background job
 	// leases).
 	instance string
@@ -79,15 +87,22 @@ type Store struct {
 	limits   tracking.Limits
 	opts     Options
 	log      *slog.Logger
+	metrics  *storeMetrics
 
 	ckptQuit, ckptDone chan struct{}
+
+	health      healthState
+	probeCancel context.CancelFunc
+	probeWG     sync.WaitGroup
 }
 
 var _ tracking.Store = (*Store)(nil)
 
 // Open opens the store at target: a SQLite database file (created if
 // needed) or a PostgreSQL URL (postgres://...). It applies pending
-// migrations and starts the writer.
+// migrations and starts the writer. A database that is up to date but
+// cannot be written for lack of space opens read-only (see Health): reads
+// work, writes answer errs.InsufficientStorage until space is freed.
 func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	d := DefaultOptions()
 	if opts.Synchronous == "" {
@@ -111,20 +126,25 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{limits: opts.Limits.WithDefaults(), log: log.With("component", "sqlstore"), instance: newInstanceID()}
+	s.health.h = Health{Writable: true, SinceMs: time.Now().UnixMilli()}
 	var err error
 	if isPostgresURL(target) {
 		s.pg = true
 		err = s.openPostgres(ctx, target, &opts)
 	} else {
+		s.path = target
 		err = s.openSQLite(ctx, target, &opts)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.opts = opts
+	s.metrics = newStoreMetrics(s, opts.Metrics)
 	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
+	s.w.m = s.metrics
 	s.w.retryable = retryable
 	s.w.pg = s.pg
+	s.w.full = s.noteFull
 	s.c = newCompactor(s, s.log)
 	s.w.committed = s.c.request
 	s.w.start()
@@ -135,6 +155,15 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	} else {
 		go s.checkpointLoop(target + "-wal")
 	}
+	// Find out now whether the database can be written, so that the log
+	// and /health say so from the start (noteFull logs it).
+	if err := s.probe(ctx); err != nil && errs.CodeOf(err) != errs.InsufficientStorage {
+		return nil, errors.Join(fmt.Errorf("write to the database: %w", err), s.Close(context.WithoutCancel(ctx)))
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.probeCancel = cancel
+	s.probeWG.Add(1)
+	go s.probeLoop(pctx)
 	return s, nil
 }
 
@@ -142,22 +171,11 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts *Options) erro
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4 * runtime.GOMAXPROCS(0)
 	}
-	q := url.Values{}
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", opts.Synchronous)
-	q.Set("_busy_timeout", "10000")
-	// MLflow's LIKE is case-sensitive; ILIKE lowers both sides.
-	q.Set("_cslike", "1")
-	q.Set("_txlock", "immediate")
-	q.Set("_cache_size", "-65536") // 64 MiB page cache per connection
-	// Compaction frees the pages of the small chunks it merges; incremental
-	// auto-vacuum lets the checkpoint loop give them back to the file
-	// system. It only takes effect when the database is created.
-	q.Set("_auto_vacuum", "incremental")
-	dsn := "file:" + path + "?" + q.Encode()
-
+	if err := createSQLite(path); err != nil {
+		return err
+	}
 	var err error
-	s.wdb, err = sql.Open(writerDriver, dsn)
+	s.wdb, err = sql.Open(writerDriver, writerDSN(path, opts.Synchronous))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
@@ -172,15 +190,13 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts *Options) erro
 	}
 	// Checkpoints get their own connection, so that copying the WAL into
 	// the database runs beside the writer instead of inside its commits.
-	s.cdb, err = sql.Open("sqlite3", dsn)
+	s.cdb, err = sql.Open("sqlite3", writerDSN(path, opts.Synchronous))
 	if err != nil {
 		s.wdb.Close()
 		return fmt.Errorf("open %s for checkpoints: %w", path, err)
 	}
 	s.cdb.SetMaxOpenConns(1)
-	q.Set("_query_only", "1")
-	q.Set("_txlock", "deferred")
-	s.rdb, err = sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	s.rdb, err = sql.Open("sqlite3", readerDSN(path))
 	if err != nil {
 		s.wdb.Close()
 		s.cdb.Close()
@@ -190,6 +206,69 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts *Options) erro
 	s.rdb.SetMaxIdleConns(opts.ReadConns)
 	s.rdb.SetConnMaxIdleTime(0)
 	return nil
+}
+
+// sqliteParams are the connection settings every connection shares. None
+// of them writes to the database when a connection opens: the driver runs
+// each as a PRAGMA on every open, and a PRAGMA that writes (auto_vacuum
+// does, even when the value is unchanged) fails on a full disk, so that
+// no connection could open at all (see createSQLite).
+func sqliteParams() url.Values {
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	// MLflow's LIKE is case-sensitive; ILIKE lowers both sides.
+	q.Set("_cslike", "1")
+	q.Set("_cache_size", "-65536") // 64 MiB page cache per connection
+	return q
+}
+
+// writerDSN is the write (and checkpoint) connections' DSN. Setting WAL on
+// a database that is in WAL mode already writes nothing.
+func writerDSN(path, synchronous string) string {
+	q := sqliteParams()
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", synchronous)
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// readerDSN is the read pool's DSN: opened read-only (mode=ro), so that
+// SQLite itself refuses any write from a read connection, and query_only
+// besides. The database is in WAL mode already (the writer opened it
+// first), which a read-only connection reads without changing the file.
+func readerDSN(path string) string {
+	q := sqliteParams()
+	q.Set("mode", "ro")
+	q.Set("_query_only", "1")
+	q.Set("_txlock", "deferred")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// createSQLite creates a new database file with incremental auto-vacuum
+// and WAL mode, and does nothing to an existing one. Compaction frees the
+// pages of the small chunks it merges; incremental auto-vacuum lets the
+// checkpoint loop give them back to the file system. auto_vacuum can only
+// be chosen before the first page is written, which switching to WAL
+// does, so one connection sets both, in that order (the driver runs
+// auto_vacuum first), once, at creation.
+func createSQLite(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		return nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Set("_auto_vacuum", "incremental")
+	q.Set("_journal_mode", "WAL")
+	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	// Opening the connection runs both PRAGMAs.
+	if err := db.Ping(); err != nil {
+		return errors.Join(fmt.Errorf("create %s: %w", path, sqlError(err, "create the database")), db.Close())
+	}
+	return db.Close()
 }
 
 func (s *Store) openPostgres(ctx context.Context, dsn string, opts *Options) error {
@@ -238,6 +317,10 @@ func redactURL(raw string) string {
 // Close stops compaction, then the writer after the queued writes are
 // committed, and closes the database.
 func (s *Store) Close(ctx context.Context) error {
+	if s.probeCancel != nil {
+		s.probeCancel()
+	}
+	s.probeWG.Wait()
 	s.c.stop()
 	close(s.ckptQuit)
 	<-s.ckptDone
@@ -310,6 +393,7 @@ func (s *Store) checkpointLoop(walPath string) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	ctx := context.Background()
+	failing := false // logged once per spell of failures (a full disk fails every tick)
 	for {
 		select {
 		case <-s.ckptQuit:
@@ -317,8 +401,15 @@ func (s *Store) checkpointLoop(walPath string) {
 		case <-t.C:
 		}
 		if _, err := s.cdb.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
-			s.log.Warn("checkpoint", "err", err)
+			if !failing {
+				s.log.Warn("checkpoint failed; retrying every half second, logged again once it works", "err", err)
+				failing = true
+			}
 			continue
+		}
+		if failing {
+			s.log.Info("checkpoints work again")
+			failing = false
 		}
 		for i := 0; i < 8 && s.vacuumSome(ctx); i++ {
 		}
@@ -338,6 +429,9 @@ func (s *Store) checkpointLoop(walPath string) {
 // than a tenth of the file (and 4 MiB), a bounded number per call. It
 // reports whether it did any work.
 func (s *Store) vacuumSome(ctx context.Context) bool {
+	if !s.Health().Writable {
+		return false // moving pages needs space in the WAL
+	}
 	var free, total int64
 	if err := s.cdb.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
 		return false
@@ -368,7 +462,8 @@ func retryable(err error) bool {
 }
 
 // sqlError translates driver errors into domain errors. UNIQUE violations
-// become AlreadyExists with msg; a full disk becomes Unavailable.
+// become AlreadyExists with msg; a full disk becomes InsufficientStorage
+// (see diskFull).
 func sqlError(err error, msg string) error {
 	if err == nil {
 		return nil
@@ -378,8 +473,8 @@ func sqlError(err error, msg string) error {
 		switch {
 		case se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey:
 			return errs.Wrap(errs.AlreadyExists, err, msg)
-		case se.Code == sqlite3.ErrFull:
-			return &errs.Error{Code: errs.Unavailable, Msg: "the server's disk is full", Hint: "free disk space under the data directory", Err: err}
+		case diskFull(err):
+			return &errs.Error{Code: errs.InsufficientStorage, Msg: "the server's disk is full", Hint: "free disk space under the data directory", Err: err}
 		case se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked:
 			return errs.Wrap(errs.Unavailable, err, "the database is busy, retry")
 		}
@@ -395,7 +490,7 @@ func sqlError(err error, msg string) error {
 		case pe.Code == "40001" || pe.Code == "40P01": // serialization_failure, deadlock_detected
 			return errs.Wrap(errs.Unavailable, err, "the database is busy, retry")
 		case pe.Code == "53100": // disk_full
-			return &errs.Error{Code: errs.Unavailable, Msg: "the database server's disk is full", Hint: "free disk space on the PostgreSQL server", Err: err}
+			return &errs.Error{Code: errs.InsufficientStorage, Msg: "the database server's disk is full", Hint: "free disk space on the PostgreSQL server", Err: err}
 		case strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P03": // connection lost, admin shutdown, cannot connect now
 			return errs.Wrap(errs.Unavailable, err, "the database is unavailable, retry")
 		}

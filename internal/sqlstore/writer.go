@@ -33,6 +33,11 @@ type writer struct {
 	retryable func(error) bool
 	// pg says the database is PostgreSQL (see dialect.go).
 	pg bool
+	// m counts queued writes and times commits.
+	m *storeMetrics
+	// full, when set, receives the errors of ops and commits that failed
+	// for lack of space (errs.InsufficientStorage).
+	full func(error)
 
 	// txStmts are the statements prepared in the current transaction;
 	// only the loop goroutine touches them.
@@ -154,6 +159,8 @@ func (w *writer) exclusive(ctx context.Context, fn func() error) error {
 }
 
 func (w *writer) submit(ctx context.Context, op *writeOp) error {
+	w.m.queued.Add(1)
+	defer w.m.queued.Add(-1)
 	select {
 	case w.ops <- op:
 	case <-ctx.Done():
@@ -210,6 +217,7 @@ func (w *writer) run(batch []*writeOp) {
 	}
 	tx, err := w.begin(context.Background())
 	if err != nil {
+		w.noteFull(err)
 		for _, op := range txOps {
 			op.done <- err
 		}
@@ -224,7 +232,11 @@ func (w *writer) run(batch []*writeOp) {
 			again = append(again, op)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	start := time.Now()
+	err = tx.Commit()
+	w.m.commitSeconds.Observe(time.Since(start).Seconds())
+	w.m.groupRequests.Observe(float64(len(txOps)))
+	if err != nil {
 		if w.retryable != nil && w.retryable(err) {
 			// Nothing of the group was written: run it all again.
 			for _, op := range txOps {
@@ -234,6 +246,16 @@ func (w *writer) run(batch []*writeOp) {
 			return
 		}
 		err = sqlError(err, "commit")
+		// SQLite may roll the whole transaction back when a statement
+		// runs out of space; the commit then fails for want of a
+		// transaction, and the full disk is the reason to report.
+		for _, r := range results {
+			if errs.CodeOf(r) == errs.InsufficientStorage && errs.CodeOf(err) != errs.InsufficientStorage {
+				err = r
+				break
+			}
+		}
+		w.noteFull(err)
 		for _, op := range txOps {
 			op.done <- err
 		}
@@ -241,6 +263,9 @@ func (w *writer) run(batch []*writeOp) {
 	}
 	if len(follow) > 0 && w.committed != nil {
 		w.committed(follow)
+	}
+	for _, err := range results {
+		w.noteFull(err)
 	}
 	for i, op := range txOps {
 		if results[i] != nil && slices.Contains(again, op) {
@@ -253,6 +278,13 @@ func (w *writer) run(batch []*writeOp) {
 			op.tries++
 		}
 		w.runAgain(again)
+	}
+}
+
+// noteFull passes err to w.full when it says the disk is full.
+func (w *writer) noteFull(err error) {
+	if err != nil && w.full != nil && errs.CodeOf(err) == errs.InsufficientStorage {
+		w.full(err)
 	}
 }
 

@@ -5,8 +5,8 @@
 // The assets hold no data: every page fetches what it shows from the HTTP
 // API with the browser's session cookie. Asset names carry a content hash
 // (app-3F2A9C1B.js), so they are cached for a year; index.html is never
-// cached and is served for every client-side route (the SPA fallback),
-// but never for /api/ or /ajax-api/ paths, which stay plain 404s.
+// cached and is served for the paths of the UI's pages (Pages); any other
+// path, /api/ and /ajax-api/ included, is a plain 404.
 package ui
 
 import (
@@ -129,14 +129,69 @@ func compressible(ct string) bool {
 	return strings.HasPrefix(ct, "text/") || strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, "image/svg")
 }
 
+// Pages are the paths of the UI's pages, as web/src/main.ts registers
+// them with route(): ":name" stands for one path segment and a final "*"
+// for the rest of the path, and a trailing slash is allowed, as in
+// web/src/router.ts. index.html answers these paths only
+// (TestPagesMatchTheApp keeps the two lists in step).
+var Pages = []string{
+	"/login",
+	"/",
+	"/workspace/*",
+	"/experiments/:id",
+	"/runs/:id",
+	"/compare",
+	"/models",
+	"/models/:name",
+	"/models/:name/versions/:version",
+	"/gpu",
+	"/volumes",
+	"/volumes/*",
+}
+
+// IsPage reports whether p is the path of one of the UI's Pages.
+func IsPage(p string) bool {
+	for _, pattern := range Pages {
+		if matchPage(pattern, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchPage matches p against one pattern of Pages, as the router's
+// regular expression does.
+func matchPage(pattern, p string) bool {
+	if rest, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(p, rest)
+	}
+	if p != "/" {
+		p = strings.TrimSuffix(p, "/")
+	}
+	ps, ws := strings.Split(pattern, "/"), strings.Split(p, "/")
+	if len(ps) != len(ws) {
+		return false
+	}
+	for i := range ps {
+		if strings.HasPrefix(ps[i], ":") {
+			if ws[i] == "" {
+				return false
+			}
+		} else if ps[i] != ws[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // IsAPIPath reports whether p belongs to the HTTP API, for which the UI
 // never answers.
 func IsAPIPath(p string) bool {
 	return strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/ajax-api/") || p == "/api" || p == "/ajax-api"
 }
 
-// ServeHTTP serves /assets/<name> from the build and index.html for every
-// other GET or HEAD path outside the API.
+// ServeHTTP serves /assets/<name> from the build and index.html for the
+// paths of the UI's pages (Pages); anything else is a 404.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("X-Content-Type-Options", "nosniff")
@@ -158,8 +213,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.NotFound(w, r)
 			return
 		}
-	} else {
+	} else if IsPage(r.URL.Path) {
 		a = h.index
+	} else {
+		// Not a page of the UI: a plain 404, so that a probe (/metrics
+		// without its route, /favicon.ico, a typo in a script) is not
+		// answered with a page that looks like success.
+		http.NotFound(w, r)
+		return
 	}
 	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
 	hd.Set("X-Frame-Options", "DENY")

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,6 +89,14 @@ func TestServe(t *testing.T) {
 		"APIPath":          {"GET", "/api/2.0/mlflow/nope", nil, 404, nil},
 		"AjaxAPIPath":      {"GET", "/ajax-api/2.0/mlflow/nope", nil, 404, nil},
 		"MethodNotAllowed": {"POST", "/", nil, 405, nil},
+		"Page":             {"GET", "/experiments/12", nil, 200, nil},
+		"PageSlash":        {"GET", "/volumes/", nil, 200, nil},
+		"PageDeep":         {"GET", "/workspace/Users/a@example.com/proj", nil, 200, nil},
+		"NotAPage":         {"GET", "/metrics", nil, 404, nil},
+		"Favicon":          {"GET", "/favicon.ico", nil, 404, nil},
+		"IndexFile":        {"GET", "/index.html", nil, 404, nil},
+		"PageTooDeep":      {"GET", "/runs/abc/extra", nil, 404, nil},
+		"HeadNotAPage":     {"HEAD", "/nope", nil, 404, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -109,4 +119,49 @@ func assertEmpty(t *testing.T, rec *httptest.ResponseRecorder) {
 	if rec.Body.Len() != 0 {
 		t.Fatalf("HEAD answered a body of %d bytes", rec.Body.Len())
 	}
+}
+
+// TestPagesMatchTheApp: ui.Pages lists exactly the routes that the app
+// registers in web/src/main.ts, so that every page the router shows can be
+// reloaded and no other path answers HTML.
+func TestPagesMatchTheApp(t *testing.T) {
+	src, err := os.ReadFile("../../web/src/main.ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app []string
+	for _, m := range regexp.MustCompile(`(?m)^route\('([^']+)'`).FindAllStringSubmatch(string(src), -1) {
+		app = append(app, m[1])
+	}
+	if len(app) == 0 {
+		t.Fatal("found no route('...') call in web/src/main.ts")
+	}
+	if !slices.Equal(app, ui.Pages) {
+		t.Fatalf("web/src/main.ts registers %q, ui.Pages lists %q: update ui.Pages", app, ui.Pages)
+	}
+}
+
+func TestIsPage(t *testing.T) {
+	f := func(p string, want bool) {
+		t.Helper()
+		if got := ui.IsPage(p); got != want {
+			t.Errorf("IsPage(%q) = %v, want %v", p, got, want)
+		}
+	}
+	f("/", true)
+	f("/login", true)
+	f("/login/", true)
+	f("/runs/abc", true)
+	f("/runs/abc/", true)
+	f("/runs/", false)
+	f("/runs", false)
+	f("/runs/a/b", false)
+	f("/workspace/", true)
+	f("/workspace/Shared/x", true)
+	f("/workspace", false)
+	f("/volumes", true)
+	f("/volumes/main/vision", true)
+	f("/gpu", true)
+	f("/gpux", false)
+	f("/metrics", false)
 }

@@ -529,7 +529,7 @@ const MaxCommentLen = 65536
 // read the target.
 func (s *Service) AddComment(ctx context.Context, sub *Subject, target CommentTarget, body string) (*Comment, error) {
 	if strings.TrimSpace(body) == "" || utf8.RuneCountInString(body) > MaxCommentLen {
-		return nil, errs.Errorf(errs.Invalid, "a comment must be 1 to %d characters", MaxCommentLen)
+		return nil, errs.Errorf(errs.Invalid, "Invalid value for parameter 'body': a comment must be 1 to %d characters", MaxCommentLen)
 	}
 	c := &Comment{Target: target, AuthorID: sub.User.ID, AuthorEmail: sub.User.Email, Body: body, CreatedMs: s.nowMs(), UpdatedMs: s.nowMs()}
 	if err := s.store.AddComment(ctx, c); err != nil {
@@ -558,7 +558,7 @@ func (s *Service) EditComment(ctx context.Context, sub *Subject, id int64, body 
 		return nil, errs.E(errs.PermissionDenied, "only a comment's author can edit it")
 	}
 	if strings.TrimSpace(body) == "" || utf8.RuneCountInString(body) > MaxCommentLen {
-		return nil, errs.Errorf(errs.Invalid, "a comment must be 1 to %d characters", MaxCommentLen)
+		return nil, errs.Errorf(errs.Invalid, "Invalid value for parameter 'body': a comment must be 1 to %d characters", MaxCommentLen)
 	}
 	if err := s.store.UpdateComment(ctx, id, body, s.nowMs()); err != nil {
 		return nil, err

@@ -114,8 +114,12 @@ class SextantServer:
             argv += ["--" + k.replace("_", "-"), str(v)]
         return argv + storage_flags(self.data_dir, self.shared)
 
-    def start(self) -> "SextantServer":
+    def start(self, read_only: bool = False) -> "SextantServer":
+        """Starts the server and waits until /health answers "OK", or with
+        read_only until it answers "READ-ONLY: ..." (a database that cannot
+        be written for lack of space)."""
         assert self.proc is None or self.proc.poll() is not None, "server already running"
+        want = "READ-ONLY:" if read_only else "OK"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.killed = False
@@ -135,7 +139,8 @@ class SextantServer:
                 pytest.fail(f"sextant server exited with code {rc} during startup; stderr:\n{self.stderr_tail()}")
             try:
                 r = requests.get(self.url + "/health", timeout=2)
-                if r.status_code == 200 and r.text.strip() == "OK":
+                text = r.text.strip()
+                if r.status_code == 200 and (text == want or (read_only and text.startswith(want))):
                     return self
                 last_err = f"HTTP {r.status_code}: {r.text[:200]!r}"
             except requests.RequestException as e:

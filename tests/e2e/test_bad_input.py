@@ -102,6 +102,64 @@ def test_missing_required_fields(server, run_id):
     assert_json_error(get(server, "/mlflow/runs/get", {}), 400, INVALID, "run_id")
 
 
+def test_param_and_tag_without_value(server, run_id):
+    # log-parameter, set-tag and log-batch agree: no value is a 400 naming
+    # the field (MLflow's server would store ""; its client always sends
+    # the field, see the next test).
+    for path, body, field in [
+        ("/mlflow/runs/log-parameter", {"run_id": run_id, "key": "nv"}, "value"),
+        ("/mlflow/runs/set-tag", {"run_id": run_id, "key": "nv"}, "value"),
+        ("/mlflow/runs/log-batch", {"run_id": run_id, "params": [{"key": "nv"}]}, "params[0].value"),
+        ("/mlflow/runs/log-batch", {"run_id": run_id, "tags": [{"key": "nv", "value": None}]}, "tags[0].value"),
+    ]:
+        assert_json_error(post(server, path, body), 400, INVALID, f"'{field}'")
+    data = get(server, "/mlflow/runs/get", {"run_id": run_id}).json()["run"]["data"]
+    assert not [kv for kv in data.get("params", []) + data.get("tags", []) if kv["key"] == "nv"], data
+
+
+def test_empty_values_from_the_client(server):
+    from mlflow.entities import Param, RunTag
+
+    client = MlflowClient(server.url)
+    run_id = client.create_run(client.create_experiment("/Shared/empty-values")).info.run_id
+    client.log_param(run_id, "empty_p1", "")
+    client.set_tag(run_id, "empty_t1", "")
+    client.log_batch(run_id, params=[Param("empty_p2", "")], tags=[RunTag("empty_t2", "")])
+    data = client.get_run(run_id).data
+    assert data.params["empty_p1"] == "" and data.params["empty_p2"] == ""
+    assert data.tags["empty_t1"] == "" and data.tags["empty_t2"] == ""
+
+
+def test_url_over_limit(server):
+    # net/http answers a request line and headers over 1 MiB before any
+    # handler runs; the answer is still a JSON error naming the limit.
+    import socket
+    import threading
+
+    target = "/api/2.0/mlflow/experiments/get?experiment_id=" + "1" * (2 << 20)
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    try:
+        threading.Thread(target=lambda: _send_quietly(s, f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode()), daemon=True).start()
+        f = s.makefile("rb")
+        status_line = f.readline().decode()
+        headers = {}
+        while (line := f.readline().decode().strip()):
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        body = json.loads(f.read(int(headers["content-length"])))
+    finally:
+        s.close()
+    assert status_line.split()[1] == "431" and headers["content-type"] == "application/json", (status_line, headers)
+    assert body["error_code"] == "RESOURCE_LIMIT_EXCEEDED" and "1048576 bytes" in body["message"], body
+
+
+def _send_quietly(sock, data: bytes) -> None:
+    try:
+        sock.sendall(data)
+    except OSError:
+        pass  # the server stops reading at the limit and closes
+
+
 def test_unknown_field_in_post_body(server):
     name = "/Shared/unknown-field"
     r = post(server, "/mlflow/experiments/create", {"name": name, "bogus_field": 1})

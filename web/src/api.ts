@@ -312,3 +312,53 @@ export async function deleteComment(id: number): Promise<void> {
 }
 
 export { ML, SX };
+
+// ---- the model registry ----
+
+export interface ModelVersion {
+  name: string;
+  version: string;
+  creation_timestamp?: number;
+  last_updated_timestamp?: number;
+  source?: string;
+  run_id?: string;
+  status?: string;
+  description?: string;
+  current_stage?: string;
+  aliases?: string[];
+  tags?: KV[];
+}
+export interface RegisteredModel {
+  name: string;
+  creation_timestamp?: number;
+  last_updated_timestamp?: number;
+  description?: string;
+  latest_versions?: ModelVersion[];
+  aliases?: { alias: string; version: string }[];
+  tags?: KV[];
+}
+
+export async function searchRegisteredModels(pageToken?: string): Promise<{ registered_models: RegisteredModel[]; next_page_token?: string }> {
+  const r = await get(ML + '/registered-models/search', { max_results: 1000, page_token: pageToken });
+  return { registered_models: r.registered_models ?? [], next_page_token: r.next_page_token };
+}
+
+export async function getRegisteredModel(name: string): Promise<RegisteredModel> {
+  return (await get(ML + '/registered-models/get', { name })).registered_model;
+}
+
+/** modelVersions returns every version of a registered model, newest first. */
+export async function modelVersions(name: string): Promise<ModelVersion[]> {
+  const out: ModelVersion[] = [];
+  let token: string | undefined;
+  do {
+    const r = await get(ML + '/model-versions/search', { filter: `name = '${name.replace(/'/g, "''")}'`, max_results: 1000, page_token: token });
+    out.push(...(r.model_versions ?? []));
+    token = r.next_page_token;
+  } while (token && out.length < 20000);
+  return out.sort((a, b) => Number(b.version) - Number(a.version));
+}
+
+export async function getModelVersion(name: string, version: string): Promise<ModelVersion> {
+  return (await get(ML + '/model-versions/get', { name, version })).model_version;
+}

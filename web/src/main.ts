@@ -10,6 +10,7 @@ import { compareRunsPage } from './pages/compare';
 import { experimentPage } from './pages/experiment';
 import { gpuPage } from './pages/gpu';
 import { loginPage } from './pages/login';
+import { modelPage, modelsPage, modelVersionPage } from './pages/models';
 import { runPage } from './pages/run';
 import { volumesPage } from './pages/volumes';
 import { workspacePage } from './pages/workspace';
@@ -24,6 +25,7 @@ const app = document.getElementById('app')!;
 function shell(): void {
   const links: [string, string][] = [
     ['/', 'Workspace'],
+    ['/models', 'Models'],
     ['/gpu', 'GPUs'],
     ['/volumes', 'Volumes'],
   ];
@@ -66,6 +68,9 @@ route('/workspace/*', workspacePage);
 route('/experiments/:id', experimentPage);
 route('/runs/:id', runPage);
 route('/compare', compareRunsPage);
+route('/models', modelsPage);
+route('/models/:name', modelPage);
+route('/models/:name/versions/:version', modelVersionPage);
 route('/gpu', gpuPage);
 route('/volumes', volumesPage);
 route('/volumes/*', volumesPage);

@@ -3,6 +3,7 @@
 // reloaded or shared.
 
 import { Scope } from './dom';
+import { mlflowHashRoute } from './lib/mlflowurl';
 
 export type PageFn = (params: Record<string, string>, query: URLSearchParams, scope: Scope) => HTMLElement;
 
@@ -75,6 +76,10 @@ export function setQuery(update: Record<string, string | null>): void {
 /** render shows the page for the current URL. */
 export function render(): void {
   if (!outlet) return; // not started yet: start() renders
+  // A link in MLflow's form (/#/experiments/1/runs/<id>), as the mlflow
+  // client prints them: go to the Sextant page it names instead.
+  const mlflow = mlflowHashRoute(location.hash);
+  if (mlflow) history.replaceState(null, '', mlflow);
   current?.dispose();
   const scope = new Scope();
   current = scope;

@@ -36,6 +36,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T) blob.Store) {
 	t.Run("MultipartErrors", func(t *testing.T) { testMultipartErrors(t, open(t)) })
 	t.Run("InvalidKeys", func(t *testing.T) { testInvalidKeys(t, open(t)) })
 	t.Run("SpecialKeys", func(t *testing.T) { testSpecialKeys(t, open(t)) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, open(t)) })
 }
 
 // MustPut stores data under key or fails tb.

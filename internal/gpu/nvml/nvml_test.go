@@ -3,14 +3,16 @@
 package nvml_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	nv "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/gpu/nvml"
@@ -40,10 +42,47 @@ func TestOpenOnThisMachine(t *testing.T) {
 	}
 }
 
-// mockH100 returns go-nvml's DGX H100 mock with the readings our source
+// TestOpenLoadsTheLibraryAtRunTime builds a stand-in libnvidia-ml.so.1
+// (testdata/fakenvml.c) and opens NVML in a child process whose
+// LD_LIBRARY_PATH finds it: the binary has no link-time dependency on
+// NVML, and Open finds the library through the dynamic loader's search
+// path when it runs, as on a machine with the driver installed.
+func TestOpenLoadsTheLibraryAtRunTime(t *testing.T) {
+	if os.Getenv("SEXTANT_NVML_CHILD") == "1" {
+		_, err := nvml.Open()
+		t.Logf("open: %v", err)
+		return
+	}
+	cc, err := exec.Command("go", "env", "CC").Output()
+	if err != nil {
+		t.Fatalf("go env CC: %v", err)
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libnvidia-ml.so.1")
+	if out, err := exec.Command(strings.TrimSpace(string(cc)), "-shared", "-fPIC", "-o", lib, "testdata/fakenvml.c").CombinedOutput(); err != nil {
+		t.Fatalf("build the stand-in library: %v\n%s", err, out)
+	}
+	child := func(libPath string) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestOpenLoadsTheLibraryAtRunTime$", "-test.v")
+		cmd.Env = append(os.Environ(), "SEXTANT_NVML_CHILD=1", "LD_LIBRARY_PATH="+libPath)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out := child(dir); !strings.Contains(out, "open: nvml: no GPU") {
+		t.Errorf("with the library on LD_LIBRARY_PATH, want Open to load it and count no GPU; got:\n%s", out)
+	}
+	if out := child(t.TempDir()); !strings.Contains(out, "ERROR_LIBRARY_NOT_FOUND") {
+		t.Errorf("without it, want ERROR_LIBRARY_NOT_FOUND; got:\n%s", out)
+	}
+}
+
+// mockA100 returns go-nvml's DGX A100 mock with the readings our source
 // asks for filled in: GPU i reads utilisation 10*i %, 60+i °C and so on.
-func mockH100(t *testing.T) *server.Server {
-	s, _ := mockH100Events(t)
+func mockA100(t *testing.T) *dgxa100.Server {
+	s, _ := mockA100Events(t)
 	return s
 }
 
@@ -59,11 +98,12 @@ func (q *xidQueue) push(e nv.EventData) {
 	q.events = append(q.events, e)
 }
 
-// mockH100Events is mockH100 with the GPU health readings (clocks, power
-// limits, throttle reasons, ECC counts; GPU i throttles for heat when i
-// is 6) and an event set whose Xid events the test pushes.
-func mockH100Events(t *testing.T) (*server.Server, *xidQueue) {
-	s := dgxh100.New()
+// mockA100Events is mockA100 with the GPU health readings (clocks, power
+// limits, throttle reasons, ECC counts; GPU 6 throttles for heat, GPU 7
+// has ECC off, GPU 5 cannot register events) and an event set whose Xid
+// events the test pushes.
+func mockA100Events(t *testing.T) (*dgxa100.Server, *xidQueue) {
+	s := dgxa100.New()
 	q := &xidQueue{}
 	set := &mock.EventSet{
 		WaitFunc: func(uint32) (nv.EventData, nv.Return) {
@@ -81,25 +121,25 @@ func mockH100Events(t *testing.T) (*server.Server, *xidQueue) {
 	s.EventSetCreateFunc = func() (nv.EventSet, nv.Return) { return set, nv.SUCCESS }
 	s.SystemGetProcessNameFunc = func(pid int) (string, nv.Return) { return "python", nv.SUCCESS }
 	for i, d := range s.Devices {
-		dev := d.(*server.Device)
+		dev := d.(*dgxa100.Device)
 		dev.MemoryInfo.Used = uint64(i+1) << 30
 		dev.GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
 			return nv.Utilization{Gpu: uint32(10 * i), Memory: uint32(i)}, nv.SUCCESS
 		}
 		dev.GetTemperatureFunc = func(nv.TemperatureSensors) (uint32, nv.Return) { return uint32(60 + i), nv.SUCCESS }
 		dev.GetPowerUsageFunc = func() (uint32, nv.Return) { return uint32(300_000 + i*1000), nv.SUCCESS }
-		dev.GetEnforcedPowerLimitFunc = func() (uint32, nv.Return) { return 700_000, nv.SUCCESS }
+		dev.GetEnforcedPowerLimitFunc = func() (uint32, nv.Return) { return 400_000, nv.SUCCESS }
 		dev.GetClockInfoFunc = func(c nv.ClockType) (uint32, nv.Return) {
 			if c == nv.CLOCK_MEM {
-				return 2619, nv.SUCCESS
+				return 1593, nv.SUCCESS
 			}
 			return 1980, nv.SUCCESS
 		}
 		dev.GetMaxClockInfoFunc = func(nv.ClockType) (uint32, nv.Return) { return 1980, nv.SUCCESS }
-		dev.GetPowerManagementDefaultLimitFunc = func() (uint32, nv.Return) { return 700_000, nv.SUCCESS }
+		dev.GetPowerManagementDefaultLimitFunc = func() (uint32, nv.Return) { return 400_000, nv.SUCCESS }
 		dev.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nv.Return) {
 			if i == 6 {
-				return nv.ClocksThrottleReasonHwThermalSlowdown | nv.ClocksEventReasonSwPowerCap, nv.SUCCESS
+				return nv.ClocksThrottleReasonHwThermalSlowdown | nv.ClocksThrottleReasonSwPowerCap, nv.SUCCESS
 			}
 			return 0, nv.SUCCESS
 		}
@@ -122,14 +162,59 @@ func mockH100Events(t *testing.T) (*server.Server, *xidQueue) {
 	return s, q
 }
 
+// TestHealthReadings: clocks, power limits, throttle reasons and ECC counts
+// are read for every GPU (missing where unsupported), and an Xid event is
+// reported in the next sample of its GPU only.
+func TestHealthReadings(t *testing.T) {
+	s, q := mockA100Events(t)
+	src, err := nvml.OpenWith(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	q.push(nv.EventData{Device: s.Devices[2], EventType: nv.EventTypeXidCriticalError, EventData: 79})
+	q.push(nv.EventData{Device: s.Devices[2], EventType: nv.EventTypeXidCriticalError, EventData: 48})
+	q.push(nv.EventData{Device: s.Devices[4], EventType: nv.EventTypeSingleBitEccError, EventData: 1})
+	smp, err := src.Sample(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range smp.GPUs {
+		v := g.Values
+		if v[gpu.FieldMemClock] != 1593 || v[gpu.FieldSMClockMax] != 1980 || v[gpu.FieldPowerLimitDefault] != 400 {
+			t.Errorf("GPU %d clocks and limits %v", i, v)
+		}
+		want := 0.0
+		if i == 6 {
+			want = float64(gpu.ThrottleHwThermal | gpu.ThrottleSwPowerCap)
+		}
+		if v[gpu.FieldThrottleReasons] != want {
+			t.Errorf("GPU %d throttle reasons %v, want %v", i, v[gpu.FieldThrottleReasons], want)
+		}
+		switch {
+		case i == 7 && (!gpu.IsMissing(v[gpu.FieldECCCorrected]) || !gpu.IsMissing(v[gpu.FieldECCUncorrected])):
+			t.Errorf("ECC off read as %v/%v", v[gpu.FieldECCCorrected], v[gpu.FieldECCUncorrected])
+		case i != 7 && (v[gpu.FieldECCCorrected] != float64(i) || v[gpu.FieldECCUncorrected] != float64(100+i)):
+			t.Errorf("GPU %d ECC %v/%v", i, v[gpu.FieldECCCorrected], v[gpu.FieldECCUncorrected])
+		}
+		if xid := v[gpu.FieldXid]; (i == 2) != !gpu.IsMissing(xid) || i == 2 && xid != 48 {
+			t.Errorf("GPU %d xid %v (want the last of GPU 2's, 48, and none elsewhere)", i, xid)
+		}
+	}
+	smp, _ = src.Sample(t.Context())
+	if !gpu.IsMissing(smp.GPUs[2].Values[gpu.FieldXid]) {
+		t.Errorf("an Xid reported twice: %v", smp.GPUs[2].Values[gpu.FieldXid])
+	}
+}
+
 // TestGPUFallsOffTheBus: one device answers ERROR_GPU_IS_LOST and another
 // does not support power readings; the other GPUs read as usual.
 func TestGPUFallsOffTheBus(t *testing.T) {
-	s := mockH100(t)
-	s.Devices[3].(*server.Device).GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
+	s := mockA100(t)
+	s.Devices[3].(*dgxa100.Device).GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
 		return nv.Utilization{}, nv.ERROR_GPU_IS_LOST
 	}
-	s.Devices[5].(*server.Device).GetPowerUsageFunc = func() (uint32, nv.Return) { return 0, nv.ERROR_NOT_SUPPORTED }
+	s.Devices[5].(*dgxa100.Device).GetPowerUsageFunc = func() (uint32, nv.Return) { return 0, nv.ERROR_NOT_SUPPORTED }
 	src, err := nvml.OpenWith(s)
 	if err != nil {
 		t.Fatal(err)
@@ -162,55 +247,10 @@ func TestGPUFallsOffTheBus(t *testing.T) {
 	}
 }
 
-// TestHealthReadings: clocks, power limits, throttle reasons and ECC counts
-// are read for every GPU (missing where unsupported), and an Xid event is
-// reported in the next sample of its GPU only.
-func TestHealthReadings(t *testing.T) {
-	s, q := mockH100Events(t)
-	src, err := nvml.OpenWith(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	q.push(nv.EventData{Device: s.Devices[2], EventType: nv.EventTypeXidCriticalError, EventData: 79})
-	q.push(nv.EventData{Device: s.Devices[2], EventType: nv.EventTypeXidCriticalError, EventData: 48})
-	q.push(nv.EventData{Device: s.Devices[4], EventType: nv.EventTypeSingleBitEccError, EventData: 1})
-	smp, err := src.Sample(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, g := range smp.GPUs {
-		v := g.Values
-		if v[gpu.FieldMemClock] != 2619 || v[gpu.FieldSMClockMax] != 1980 || v[gpu.FieldPowerLimitDefault] != 700 {
-			t.Errorf("GPU %d clocks and limits %v", i, v)
-		}
-		want := 0.0
-		if i == 6 {
-			want = float64(gpu.ThrottleHwThermal | gpu.ThrottleSwPowerCap)
-		}
-		if v[gpu.FieldThrottleReasons] != want {
-			t.Errorf("GPU %d throttle reasons %v, want %v", i, v[gpu.FieldThrottleReasons], want)
-		}
-		switch {
-		case i == 7 && (!gpu.IsMissing(v[gpu.FieldECCCorrected]) || !gpu.IsMissing(v[gpu.FieldECCUncorrected])):
-			t.Errorf("ECC off read as %v/%v", v[gpu.FieldECCCorrected], v[gpu.FieldECCUncorrected])
-		case i != 7 && (v[gpu.FieldECCCorrected] != float64(i) || v[gpu.FieldECCUncorrected] != float64(100+i)):
-			t.Errorf("GPU %d ECC %v/%v", i, v[gpu.FieldECCCorrected], v[gpu.FieldECCUncorrected])
-		}
-		if xid := v[gpu.FieldXid]; (i == 2) != !gpu.IsMissing(xid) || i == 2 && xid != 48 {
-			t.Errorf("GPU %d xid %v (want the last of GPU 2's, 48, and none elsewhere)", i, xid)
-		}
-	}
-	smp, _ = src.Sample(t.Context())
-	if !gpu.IsMissing(smp.GPUs[2].Values[gpu.FieldXid]) {
-		t.Errorf("an Xid reported twice: %v", smp.GPUs[2].Values[gpu.FieldXid])
-	}
-}
-
 // TestFailedInitMakesNoOtherCall: after a failed Init, the real library
 // would kill the process on any other call.
 func TestFailedInitMakesNoOtherCall(t *testing.T) {
-	s := mockH100(t)
+	s := mockA100(t)
 	s.InitFunc = func() nv.Return { return nv.ERROR_DRIVER_NOT_LOADED }
 	s.DeviceGetCountFunc = func() (int, nv.Return) {
 		t.Fatal("DeviceGetCount called after a failed Init")

@@ -2,7 +2,7 @@
 // description, params, tags, comments), metric charts, system metrics,
 // logs, artifacts, checkpoints and the GPU pane, as tabs.
 
-import { addComment, deleteComment, getRun, listComments, Run, setTag } from '../api';
+import { addComment, deleteComment, getExperiment, getRun, listComments, Run, setTag } from '../api';
 import { artifactsView } from '../components/artifacts';
 import { ChartRun } from '../components/chart';
 import { ChartGrid } from '../components/chartgrid';
@@ -45,11 +45,41 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
     content.replaceChildren(renderTab(t, run, tabScope));
   };
 
+  // The breadcrumb names the run's experiment (its folders link to the
+  // workspace); until it is known, its id.
+  const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Experiment', 'data-testid': 'run-crumbs' });
+  const showCrumbs = (expId: string, name: string | null) => {
+    const expLink = '/experiments/' + encodeURIComponent(expId);
+    if (!name) {
+      crumbs.replaceChildren(link(expLink, 'Experiment ' + expId), h('span', { class: 'sep' }, '/'));
+      return;
+    }
+    const parts = name.startsWith('/') ? name.split('/').filter(Boolean) : [name];
+    const items: (HTMLElement | string)[] = [];
+    let acc = '';
+    parts.forEach((part, k) => {
+      if (k === parts.length - 1) items.push(link(expLink, part));
+      else {
+        acc += '/' + part;
+        items.push(link('/workspace' + acc.split('/').map(encodeURIComponent).join('/'), part), h('span', { class: 'sep' }, '/'));
+      }
+    });
+    crumbs.replaceChildren(...items, h('span', { class: 'sep' }, '/'));
+  };
+  let expShown = '';
+
   const renderHead = (r: Run) => {
     const i = r.info;
+    if (expShown !== i.experiment_id) {
+      expShown = i.experiment_id;
+      showCrumbs(i.experiment_id, null);
+      getExperiment(i.experiment_id)
+        .then((e) => !scope.disposed && showCrumbs(i.experiment_id, e.name))
+        .catch(() => {});
+    }
     const dur = i.start_time ? fmtDuration((i.end_time || Date.now()) - i.start_time) : '';
     head.replaceChildren(
-      h('div', { class: 'crumbs' }, link('/experiments/' + encodeURIComponent(i.experiment_id), 'Experiment ' + i.experiment_id), h('span', { class: 'sep' }, '/')),
+      crumbs,
       h('h1', null, i.run_name || i.run_id, ' ', h('span', { class: 'status status-' + String(i.status).toLowerCase(), 'data-testid': 'run-status' }, i.status)),
       h('div', { class: 'muted' }, `${i.run_id} · started ${fmtTime(i.start_time)}${dur ? ' · ' + dur : ''}${i.user_id ? ' · ' + i.user_id : ''}`),
     );

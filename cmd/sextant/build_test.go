@@ -1,0 +1,41 @@
+package main
+
+import (
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestBuildPrintsNothing: a first build of the server (what `go run
+// ./cmd/sextant server` does on a fresh clone) prints nothing, so a new
+// user never mistakes a working build for a broken one. Go caches compiled
+// packages and does not print a cached package's compiler warnings again,
+// and only C code (cgo: SQLite, NVML, the runtime's own) can warn, so the
+// test compiles every C file of the binary afresh: a CGO_CFLAGS define no
+// cache entry has makes each cgo package a cache miss, and the pure Go
+// packages come from the cache. It fails on any line of output, a compiler
+// warning or anything else.
+func TestBuildPrintsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles every C file of the server afresh (about a minute)")
+	}
+	flags, err := exec.Command("go", "env", "CGO_CFLAGS").Output()
+	if err != nil {
+		t.Fatalf("go env CGO_CFLAGS: %v", err)
+	}
+	fresh := strings.TrimSpace(string(flags)) + " -DSEXTANT_FRESH_BUILD=" + strconv.FormatUint(rand.Uint64(), 36)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "sextant"), ".")
+	cmd.Env = append(os.Environ(), "CGO_CFLAGS="+fresh)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if len(out) > 0 {
+		lines := strings.Count(string(out), "\n")
+		t.Errorf("go build printed %d lines (CGO_CFLAGS=%q); a first build must print nothing:\n%s", lines, fresh, out)
+	}
+}

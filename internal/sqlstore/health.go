@@ -1,0 +1,133 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/sextant/sextant/internal/errs"
+)
+
+// A store whose database cannot be written for lack of space goes on
+// serving reads. It is read-only from the first write that fails for lack
+// of space (or the write probe at Open) until a probe write succeeds: the
+// probe runs every probeEvery while the store is read-only. Writes are
+// still attempted meanwhile (each answers errs.InsufficientStorage while
+// there is no space), so that they succeed as soon as space returns.
+
+// Health is the store's state, for /health and the log.
+type Health struct {
+	// Writable is false while the database cannot be written for lack of
+	// space.
+	Writable bool
+	// Reason says why the database is not writable, for operators (with
+	// the fix); empty when it is writable.
+	Reason string
+	// SinceMs is when Writable last changed, or when the store opened, in
+	// Unix milliseconds.
+	SinceMs int64
+}
+
+// probeEvery is how often a read-only store tries a write.
+const probeEvery = 2 * time.Second
+
+type healthState struct {
+	mu sync.Mutex
+	h  Health
+}
+
+// Health returns the store's state.
+func (s *Store) Health() Health {
+	s.health.mu.Lock()
+	defer s.health.mu.Unlock()
+	return s.health.h
+}
+
+// noteFull records a write that failed for lack of space: the store is
+// read-only until a probe write succeeds.
+func (s *Store) noteFull(err error) {
+	s.health.mu.Lock()
+	was := s.health.h.Writable
+	if was {
+		s.health.h = Health{Writable: false, Reason: errs.MessageOf(err) + hintOf(err), SinceMs: time.Now().UnixMilli()}
+	}
+	h := s.health.h
+	s.health.mu.Unlock()
+	if was {
+		s.log.Error("the database cannot be written: serving reads only; writes answer 507 until space is freed, and resume by themselves then",
+			"reason", h.Reason, "err", err)
+	}
+}
+
+// noteWritable records a successful probe write.
+func (s *Store) noteWritable() {
+	s.health.mu.Lock()
+	was := s.health.h.Writable
+	if !was {
+		s.health.h = Health{Writable: true, SinceMs: time.Now().UnixMilli()}
+	}
+	s.health.mu.Unlock()
+	if !was {
+		s.log.Info("the database is writable again: writes resumed")
+	}
+}
+
+func hintOf(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) && e.Hint != "" {
+		return " (" + e.Hint + ")"
+	}
+	return ""
+}
+
+// probe writes one row (settings.write_probe), which needs space in the
+// database's journal. It returns the write's error.
+func (s *Store) probe(ctx context.Context) error {
+	now := time.Now().UnixMilli()
+	return s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.exec(`INSERT INTO settings (key, value) VALUES ('write_probe', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, time.UnixMilli(now).UTC().Format(time.RFC3339Nano))
+		return sqlError(err, "probe write")
+	})
+}
+
+// probeLoop tries a write every probeEvery while the store is read-only,
+// until ctx is done.
+func (s *Store) probeLoop(ctx context.Context) {
+	defer s.probeWG.Done()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.Health().Writable {
+			continue
+		}
+		if err := s.probe(ctx); err == nil {
+			s.noteWritable()
+		}
+	}
+}
+
+// diskFull reports whether err says that the database's file system is
+// out of space or its user out of quota (SQLite's SQLITE_FULL, or an I/O
+// error with ENOSPC or EDQUOT).
+func diskFull(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		if se.Code == sqlite3.ErrFull {
+			return true
+		}
+		if se.Code == sqlite3.ErrIoErr && (se.SystemErrno == syscall.ENOSPC || se.SystemErrno == syscall.EDQUOT) {
+			return true
+		}
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}

@@ -1,0 +1,274 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// TestReadConnectionsWriteNothing opens eight new read connections on a
+// quiet database and checks that the database and its WAL are unchanged,
+// byte for byte, and that a read connection cannot write. Before the fix
+// every read connection ran PRAGMA auto_vacuum when it opened, which
+// writes the database header (one WAL frame a connection), so that on a
+// full disk reads failed while connections opened.
+func TestReadConnectionsWriteNothing(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "sextant.db")
+	s, err := Open(ctx, path, Options{ReadConns: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	svc := tracking.NewService(s, tracking.Options{})
+	if err := svc.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateExperiment(ctx, "/Shared/quiet", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Everything into the database file, an empty WAL: nothing is left
+	// for the background checkpoints to change.
+	if err := s.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := readFiles(t, path, path+"-wal")
+
+	var conns []interface{ Close() error }
+	for range 8 {
+		c, err := s.rdb.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM experiments`).Scan(&n); err != nil || n != 2 {
+			t.Fatalf("read on a new read connection: %d experiments, %v", n, err)
+		}
+		if _, err := c.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES ('from_a_reader', 'x')`); err == nil {
+			t.Fatal("a read connection wrote a row")
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	after := readFiles(t, path, path+"-wal")
+	for i, name := range []string{"sextant.db", "sextant.db-wal"} {
+		if !bytes.Equal(before[i], after[i]) {
+			t.Errorf("%s changed while read connections opened: %d bytes before, %d after", name, len(before[i]), len(after[i]))
+		}
+	}
+}
+
+func readFiles(t *testing.T, paths ...string) [][]byte {
+	t.Helper()
+	out := make([][]byte, len(paths))
+	for i, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// TestNewDatabaseAutoVacuum checks that a new database is created with
+// incremental auto-vacuum, which the connections no longer ask for.
+func TestNewDatabaseAutoVacuum(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "sextant.db")
+	for i := range 2 { // created, then reopened
+		s, err := Open(ctx, path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mode int
+		if err := s.rdb.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if mode != 2 {
+			t.Errorf("open %d: auto_vacuum is %d, want 2 (incremental)", i, mode)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory and returns
+// it; the test is skipped where it cannot (not root, not Linux), unless
+// SEXTANT_TEST_TMPFS=required (scripts/test.sh sets it as root), which
+// fails it instead.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		msg := fmt.Sprintf("cannot mount a tmpfs to fill (needs root on Linux; CI runs as root): %v %s", err, bytes.TrimSpace(out))
+		if os.Getenv("SEXTANT_TEST_TMPFS") == "required" { // scripts/test.sh, as root
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fill writes a file until the file system has no space left.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFullDisk fills the file system under a store: writes fail with
+// InsufficientStorage and the store says it is read-only; reads go on; the
+// store reopens on the full disk (read-only, every acknowledged point
+// readable); once space is freed it becomes writable by itself and the
+// next writes succeed.
+func TestFullDisk(t *testing.T) {
+	dir := mountTmpfs(t, "8m")
+	ctx := t.Context()
+	path := filepath.Join(dir, "sextant.db")
+	open := func() (*Store, *tracking.Service) {
+		t.Helper()
+		s, err := Open(ctx, path, Options{})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		svc := tracking.NewService(s, tracking.Options{})
+		return s, svc
+	}
+	s, svc := open()
+	if err := svc.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expID, err := svc.CreateExperiment(ctx, "/Shared/full", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := svc.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: expID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := run.Info.RunID
+
+	var acked int64 // steps [0, acked) are acknowledged
+	logSteps := func(svc *tracking.Service) error {
+		b := tracking.Batch{}
+		for i := range int64(200) {
+			b.Metrics = append(b.Metrics, tracking.Metric{Key: "loss", Point: metrics.Point{Step: acked + i, TimestampMs: 1000 + acked + i, Value: float64(acked + i)}})
+		}
+		err := svc.LogBatch(ctx, runID, b)
+		if err == nil {
+			acked += 200
+		}
+		return err
+	}
+	if err := logSteps(svc); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, filepath.Join(dir, "filler"))
+	var werr error
+	for i := 0; i < 10000 && werr == nil; i++ {
+		werr = logSteps(svc)
+	}
+	if errs.CodeOf(werr) != errs.InsufficientStorage || !strings.Contains(errs.MessageOf(werr), "disk is full") {
+		t.Fatalf("a write on a full disk: %v (code %s), want InsufficientStorage saying the disk is full", werr, errs.CodeOf(werr))
+	}
+	if h := s.Health(); h.Writable || !strings.Contains(h.Reason, "disk is full") {
+		t.Errorf("health on a full disk: %+v", h)
+	}
+	checkHistory(t, svc, runID, acked)
+	if err := s.Close(ctx); err != nil {
+		t.Logf("close on a full disk: %v", err)
+	}
+
+	// Reopen on the full disk.
+	s, svc = open()
+	defer s.Close(context.Background())
+	if h := s.Health(); h.Writable || !strings.Contains(h.Reason, "disk is full") {
+		t.Errorf("health after reopening on a full disk: %+v", h)
+	}
+	if err := svc.Init(ctx); err != nil && errs.CodeOf(err) != errs.InsufficientStorage {
+		t.Errorf("init on a full disk: %v", err)
+	}
+	checkHistory(t, svc, runID, acked)
+	if err := logSteps(svc); errs.CodeOf(err) != errs.InsufficientStorage {
+		t.Fatalf("a write after reopening on a full disk: %v, want InsufficientStorage", err)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	// The probe notices within probeEvery; wait generously.
+	deadline := time.Now().Add(time.Minute)
+	for !s.Health().Writable {
+		if time.Now().After(deadline) {
+			t.Fatalf("still read-only a minute after space was freed: %+v", s.Health())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for range 3 {
+		if err := logSteps(svc); err != nil {
+			t.Fatalf("a write after space was freed: %v", err)
+		}
+	}
+	checkHistory(t, svc, runID, acked)
+}
+
+// checkHistory checks that metric loss holds exactly steps [0, n).
+func checkHistory(t *testing.T, svc *tracking.Service, runID string, n int64) {
+	t.Helper()
+	var got int64
+	token := ""
+	for {
+		page, err := svc.MetricHistory(t.Context(), runID, "loss", 0, token)
+		if err != nil {
+			t.Fatalf("read the history: %v", err)
+		}
+		for _, p := range page.Points {
+			if p.Step != got {
+				t.Fatalf("history: step %d where %d was expected", p.Step, got)
+			}
+			got++
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if got != n {
+		t.Fatalf("history holds %d points, %d were acknowledged", got, n)
+	}
+}
