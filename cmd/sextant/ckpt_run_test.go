@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/runevents"
@@ -74,4 +75,38 @@ func TestCkptLsRun(t *testing.T) {
 func matches(re, s string) bool {
 	ok, err := regexp.MatchString(re, s)
 	return err == nil && ok
+}
+
+// TestRunsLsShowsAlerts: a running run the watcher found stalled shows
+// its alert in `sextant runs ls`; a watcher with a short stall time (on a
+// real server) finds it.
+func TestRunsLsShowsAlerts(t *testing.T) {
+	addr, stop := runServer(t, nil, "--port", "0", "--data-dir", t.TempDir(), "--stall-for", "1s", "--watch-every", "100ms", "--idle-for", "0")
+	defer stop()
+	ctx := context.Background()
+	cl, err := client.New("http://"+addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, err := cl.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: "0", RunName: "quiet", StartTimeMs: time.Now().Add(-time.Minute).UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: "0", RunName: "fresh", StartTimeMs: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out = cli(t, addr, "runs", "ls"); strings.Contains(out, "no metrics, output or events for") {
+			break
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], "ALERT") || !matches(`^quiet .*no metrics, output or events for \S+$`, lines[2]) || !matches(`^fresh .* -$`, lines[1]) {
+		t.Fatalf("runs ls:\n%s", out)
+	}
+	evs, err := cl.AllEvents(ctx, runevents.Query{RunID: quiet.Info.RunID, Kinds: []runevents.Kind{runevents.KindStalled}})
+	if err != nil || len(evs) != 1 || !evs[0].Open {
+		t.Fatalf("stalled events %+v %v", evs, err)
+	}
 }
