@@ -100,9 +100,17 @@ func Health(node string, prev, cur *GPU, tsMs int64) []Finding {
 			Kind: kind, Severity: sev, TimeMs: tsMs, Node: node, GPU: cur.Index, Step: -1, Message: msg, Attrs: attrs,
 		}})
 	}
+	was := slowdown(prev)
+	end := func() {
+		out = append(out, Finding{Kind: HealthThrottleEnd, Event: runevents.Event{Kind: runevents.KindGPUThrottle, TimeMs: tsMs, Node: node, GPU: cur.Index, Step: -1,
+			Attrs: map[string]string{"uuid": cur.UUID}}})
+	}
 	if cur.Err != "" {
 		if prev == nil || prev.Err == "" {
 			ev(runevents.KindGPULost, runevents.SeverityError, HealthLost, who+" could not be read: "+cur.Err, map[string]string{"error": cur.Err})
+		}
+		if was != 0 { // a slowdown ends with the GPU
+			end()
 		}
 		return out
 	}
@@ -139,7 +147,7 @@ func Health(node string, prev, cur *GPU, tsMs int64) []Finding {
 				"ecc_corrected": fmtCount(cur.Values[FieldECCCorrected]), "ecc_uncorrected": fmtCount(cur.Values[FieldECCUncorrected])})
 		}
 	}
-	was, now := slowdown(prev), slowdown(cur)
+	now := slowdown(cur)
 	switch {
 	case now != 0 && was == 0:
 		msg := fmt.Sprintf("%s slowed down (%s)", who, now)
@@ -161,8 +169,7 @@ func Health(node string, prev, cur *GPU, tsMs int64) []Finding {
 		f := &out[len(out)-1]
 		f.Event.Open = true
 	case now == 0 && was != 0:
-		out = append(out, Finding{Kind: HealthThrottleEnd, Event: runevents.Event{Kind: runevents.KindGPUThrottle, TimeMs: tsMs, Node: node, GPU: cur.Index, Step: -1,
-			Attrs: map[string]string{"uuid": cur.UUID}}})
+		end()
 	}
 	return out
 }

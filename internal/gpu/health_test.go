@@ -192,3 +192,20 @@ func readSMI(t *testing.T, driver, name string) []byte {
 	}
 	return b
 }
+
+// TestHealthLostWhileThrottled: a GPU lost while it slows down ends its
+// slowdown span with the loss (found by scripts/gpu-check.sh --fake: the
+// span stayed open).
+func TestHealthLostWhileThrottled(t *testing.T) {
+	prev := gpu.NewGPU(1, "GPU-x", "H100")
+	prev.Values[gpu.FieldThrottleReasons] = float64(gpu.ThrottleHwThermal)
+	cur := gpu.NewGPU(1, "GPU-x", "H100")
+	cur.Err = "GPU has fallen off the bus"
+	var kinds []string
+	for _, f := range gpu.Health("n1", &prev, &cur, 5) {
+		kinds = append(kinds, f.Kind.String())
+	}
+	if !slices.Equal(kinds, []string{"lost", "throttle_end"}) {
+		t.Errorf("findings %v", kinds)
+	}
+}
