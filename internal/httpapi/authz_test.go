@@ -520,6 +520,9 @@ func routeCases() map[string]routeCase {
 		"GET /api/2.0/sextant/logs/tail": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", "/api/2.0/sextant/logs/tail?wait_ms=0&run_id=" + f.run, nil
 		}},
+		"GET /api/2.0/sextant/logs/density": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/logs/density?buckets=10&run_id=" + f.run, nil
+		}},
 		// Run events follow the run's experiment.
 		"POST /api/2.0/sextant/events/append": {editors, func(f fixture, _ string) (string, string, any) {
 			return "POST", "/api/2.0/sextant/events/append", map[string]any{"run_id": f.run, "events": []any{
