@@ -2,21 +2,22 @@
 // description, params, tags, comments), metric charts, system metrics,
 // logs, artifacts, checkpoints and the GPU pane, as tabs.
 
-import { addComment, deleteComment, getExperiment, getRun, listComments, Run, setTag } from '../api';
+import { addComment, deleteComment, get, getExperiment, getRun, listComments, Run, setTag, SX } from '../api';
 import { artifactsView } from '../components/artifacts';
 import { ChartRun } from '../components/chart';
 import { ChartGrid } from '../components/chartgrid';
 import { gpuPane } from '../components/gpupane';
 import { LogsView } from '../components/logs';
+import { gpuHealthList, Timeline } from '../components/timeline';
 import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { setQuery } from '../router';
 import { session } from '../session';
 
-const TABS = ['overview', 'metrics', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
+const TABS = ['overview', 'metrics', 'timeline', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
 type Tab = (typeof TABS)[number];
-const LABELS: Record<Tab, string> = { overview: 'Overview', metrics: 'Metrics', system: 'System metrics', logs: 'Logs', artifacts: 'Artifacts', checkpoints: 'Checkpoints', gpu: 'GPU' };
+const LABELS: Record<Tab, string> = { overview: 'Overview', metrics: 'Metrics', timeline: 'Timeline', system: 'System metrics', logs: 'Logs', artifacts: 'Artifacts', checkpoints: 'Checkpoints', gpu: 'GPU' };
 
 function kvTable(rows: [string, string | Node][], empty: string): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
@@ -35,9 +36,15 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
 
   const isLive = () => run?.info.status === 'RUNNING';
 
+  // The log line to open the logs tab at (from the timeline); 0: the end.
+  let logLine = Number(q.get('line') ?? 0) || 0;
+  const openLog = (line: number) => {
+    logLine = line;
+    showTab('logs');
+  };
   const showTab = (t: Tab) => {
     tab = t;
-    setQuery({ tab: t === 'overview' ? null : t });
+    setQuery({ tab: t === 'overview' ? null : t, line: t === 'logs' && logLine ? String(logLine) : null });
     for (const b of tabBar.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.dataset.tab === t));
     tabScope.dispose();
     tabScope = new Scope();
@@ -96,14 +103,24 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
         return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => !k.startsWith('system/')), live: isLive, empty: 'This run has logged no metrics.' }, s).el;
       case 'system':
         return new ChartGrid({ runs: chartRun, keys: metricKeys.filter((k) => k.startsWith('system/')), live: isLive, empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.' }, s).el;
-      case 'logs':
-        return new LogsView(r.info.run_id, s).el;
+      case 'timeline':
+        return new Timeline({ run: r, onOpenLog: openLog }, s).el;
+      case 'logs': {
+        const line = logLine;
+        logLine = 0;
+        return new LogsView(r.info.run_id, s, line || undefined).el;
+      }
       case 'artifacts':
         return artifactsView(r.info, s);
       case 'checkpoints':
         return checkpoints(r);
       case 'gpu':
-        return gpuPane({ runId: r.info.run_id }, s);
+        return h('div', null, gpuPane({ runId: r.info.run_id }, s), gpuHealthList(r.info.run_id, s, (t) => {
+          // The log at that moment: the first line from then on.
+          get(SX + '/logs/density', { run_id: r.info.run_id, from_ms: t, to_ms: t + 60_000, buckets: 1 })
+            .then((d: any) => openLog(Number(d?.first_lines?.[0]) || 1))
+            .catch(() => openLog(1));
+        }));
     }
   };
 
