@@ -66,10 +66,11 @@ func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
 			starts++
 		}
 	}
-	if starts > 0 || len(ends) > 0 {
-		// The run's throttle spans: which are open (to close), and which
-		// starts are stored already (a resend must not reopen them).
-		known, err := runevents.ListAll(ctx, s.opts.Events.List, runevents.Query{RunID: b.RunID, Kinds: []runevents.Kind{runevents.KindGPUThrottle}})
+	throttle := []runevents.Kind{runevents.KindGPUThrottle}
+	if starts > 0 {
+		// A resend must not reopen a span closed since: the starts stored
+		// already (they have the time of one of the batch's samples).
+		known, err := runevents.ListAll(ctx, s.opts.Events.List, runevents.Query{RunID: b.RunID, Kinds: throttle, FromMs: samples[0].TimestampMs})
 		if err != nil {
 			return err
 		}
@@ -78,9 +79,15 @@ func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
 			stored[k.Key] = true
 		}
 		evs = slices.DeleteFunc(evs, func(e runevents.Event) bool { return e.Kind == runevents.KindGPUThrottle && stored[e.Key] })
+	}
+	if len(ends) > 0 {
+		open, err := runevents.ListAll(ctx, s.opts.Events.List, runevents.Query{RunID: b.RunID, Kinds: throttle, OpenOnly: true})
+		if err != nil {
+			return err
+		}
 		for _, end := range ends {
-			for i := range known {
-				k := &known[i]
+			for i := range open {
+				k := &open[i]
 				if k.Open && k.Node == end.Node && k.GPU == end.GPU && k.Attrs["uuid"] == end.Attrs["uuid"] && k.TimeMs <= end.TimeMs {
 					k.Open, k.EndMs = false, end.TimeMs
 					evs = append(evs, *k)
