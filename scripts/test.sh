@@ -6,6 +6,8 @@
 #   ./scripts/test.sh e2e        end-to-end tests only (real mlflow client)
 #   ./scripts/test.sh ui         web UI: type-check, unit tests, embedded build
 #                                check, browser tests (Debian's chromium)
+#   ./scripts/test.sh docs       every command block of README.md and docs/,
+#                                run as written (tests/docs/README.md)
 #
 # Heavy installs (Python virtual environments with the mlflow client) are
 # cached outside the clone, in $SEXTANT_CACHE_DIR (default
@@ -262,12 +264,50 @@ run_ui() {
 	rm -rf "$tmp"
 }
 
+# ensure_docs_tools makes sure the commands the docs' blocks use besides
+# sextant and Python are there (curl, jq, sqlite3, rsync), installing
+# Debian's packages when they are missing and it can (CI runs as root).
+ensure_docs_tools() {
+	local missing=() c
+	for c in curl jq sqlite3 rsync; do
+		command -v "$c" >/dev/null 2>&1 || missing+=("$c")
+	done
+	[ ${#missing[@]} = 0 ] && return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+		return
+	fi
+	echo "the docs' blocks need ${missing[*]}: apt-get install ${missing[*]}" >&2
+	return 1
+}
+
+# run_docs runs every command block of README.md and docs/ top to bottom,
+# each page against a server of its own (tests/docs/README.md), in the ML
+# environment: it has what the blocks use (the mlflow client, torch), and
+# each page's `pip install` goes to a throwaway environment over it.
+run_docs() {
+	step "docs: the commands the blocks use (curl, jq, sqlite3, rsync)"
+	ensure_docs_tools || fail "install the docs' commands (apt-get install curl jq sqlite3 rsync)"
+	step "docs: every command block of README.md and docs/, as written"
+	local bin mlv
+	bin=$(mktemp -d)/sextant
+	go build -o "$bin" ./cmd/sextant || { fail "build"; return; }
+	if mlv=$(ml_venv); then
+		env MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 SEXTANT_BIN="$bin" \
+			"$mlv/bin/python" -m pytest tests/docs -q -p no:cacheprovider || fail "docs"
+	else
+		fail "install the ML test stack"
+	fi
+	rm -rf "$(dirname "$bin")"
+}
+
 case "$WHAT" in
-all) run_go; run_e2e; run_ui ;;
+all) run_go; run_e2e; run_ui; run_docs ;;
 go) run_go ;;
 e2e) run_e2e ;;
 ui) run_ui ;;
-*) echo "usage: $0 [all|go|e2e|ui]" >&2; exit 2 ;;
+docs) run_docs ;;
+*) echo "usage: $0 [all|go|e2e|ui|docs]" >&2; exit 2 ;;
 esac
 
 echo

@@ -154,3 +154,52 @@ func wantFieldError(t *testing.T, r response, status int, field string) {
 		t.Errorf("got %d %s, want %d naming '%s'", r.status, r.raw, status, field)
 	}
 }
+
+// TestCommentAuthorIsTheSameInEveryAnswer checks that a comment's author
+// reads the same in the answers to POST, GET and PATCH, for a signed-in user
+// and for the local user of single-user mode. Before the fix the local
+// user's comments said "local" when made and "" when listed or edited: the
+// local user has no row in the users table. The docs test found it running
+// docs/api.md's Comments example.
+func TestCommentAuthorIsTheSameInEveryAnswer(t *testing.T) {
+	callers := map[string]func(t *testing.T) (call commentCaller, folder, author string){
+		"User": func(t *testing.T) (commentCaller, string, string) {
+			a := mustAuthServer(t)
+			return func(m, p string, b any) response { return a.must(owner, m, p, b) }, "/Users/" + owner + "/c", owner
+		},
+		"LocalUser": func(t *testing.T) (commentCaller, string, string) {
+			s := MustServer(t)
+			return func(m, p string, b any) response { return do(t, s, m, p, b) }, "/Shared/c", "local"
+		},
+	}
+	for who, setup := range callers {
+		t.Run(who, func(t *testing.T) {
+			call, folder, want := setup(t)
+			exp, _ := commentWorld(t, call, folder)
+			author := func(r response, what string) string {
+				t.Helper()
+				if r.status != 200 {
+					t.Fatalf("%s: %d %s", what, r.status, r.raw)
+				}
+				c, _ := r.body["comment"].(map[string]any)
+				if cs, _ := r.body["comments"].([]any); len(cs) == 1 {
+					c, _ = cs[0].(map[string]any)
+				}
+				a, _ := c["author"].(string)
+				return a
+			}
+			r := call("POST", "/api/2.0/sextant/comments", map[string]any{"target_kind": "experiment", "target_id": exp, "body": "first"})
+			id := r.body["comment"].(map[string]any)["id"]
+			got := map[string]string{
+				"POST":  author(r, "POST"),
+				"GET":   author(call("GET", "/api/2.0/sextant/comments?target_kind=experiment&target_id="+exp, nil), "GET"),
+				"PATCH": author(call("PATCH", "/api/2.0/sextant/comments", map[string]any{"id": id, "body": "edited"}), "PATCH"),
+			}
+			for method, a := range got {
+				if a != want {
+					t.Errorf("%s answers author %q, want %q", method, a, want)
+				}
+			}
+		})
+	}
+}

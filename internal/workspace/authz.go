@@ -540,12 +540,32 @@ func (s *Service) AddComment(ctx context.Context, sub *Subject, target CommentTa
 
 // Comments lists the comments on a target.
 func (s *Service) Comments(ctx context.Context, target CommentTarget) ([]*Comment, error) {
-	return s.store.ListComments(ctx, target)
+	cs, err := s.store.ListComments(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		nameLocalAuthor(c)
+	}
+	return cs, nil
 }
 
 // GetComment returns a comment.
 func (s *Service) GetComment(ctx context.Context, id int64) (*Comment, error) {
-	return s.store.GetComment(ctx, id)
+	c, err := s.store.GetComment(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return nameLocalAuthor(c), nil
+}
+
+// nameLocalAuthor gives a comment of single-user mode's local user, who has
+// no row in the users table, the email AddComment answered with.
+func nameLocalAuthor(c *Comment) *Comment {
+	if c.AuthorID == LocalAdmin.User.ID && c.AuthorEmail == "" {
+		c.AuthorEmail = LocalAdmin.User.Email
+	}
+	return c
 }
 
 // EditComment changes a comment's text; only its author may.
@@ -563,7 +583,7 @@ func (s *Service) EditComment(ctx context.Context, sub *Subject, id int64, body 
 	if err := s.store.UpdateComment(ctx, id, body, s.nowMs()); err != nil {
 		return nil, err
 	}
-	return s.store.GetComment(ctx, id)
+	return s.GetComment(ctx, id)
 }
 
 // DeleteComment removes a comment: its author may, and so may whoever

@@ -1171,8 +1171,13 @@ def list_checkpoints(parent: str, client: Client | None = None) -> list[Checkpoi
 
 
 def latest_checkpoint(parent: str, client: Client | None = None) -> str | None:
-    """The path of the newest complete checkpoint under parent, or None."""
-    done = [c for c in list_checkpoints(parent, client) if c.complete]
+    """The path of the newest complete checkpoint under parent, or None: also
+    when parent does not exist yet (a first run, before its first save)."""
+    try:
+        found = list_checkpoints(parent, client)
+    except NotFound:
+        return None
+    done = [c for c in found if c.complete]
     return done[-1].path if done else None
 
 

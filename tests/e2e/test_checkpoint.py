@@ -474,6 +474,25 @@ def test_network_cut_mid_upload(proxied, sextant_bin, tmp_path):
     check_after_crash(srv.url, sextant_bin, parent, out)
 
 
+def test_latest_checkpoint_of_a_first_run_is_none(server):
+    """latest_checkpoint(parent) is None before the first save made parent,
+    as its docstring and docs/volumes.md's resume example (`if (last :=
+    latest_checkpoint(...))`) expect; the docs test found it raising
+    NotFound instead."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    from sextant.checkpoint import VolumeWriter, latest_checkpoint
+    from sextant.client import Client
+
+    make_volume(server)
+    c = Client(server.url)
+    run = VOL + "/first-run"
+    assert latest_checkpoint(run, client=c) is None
+    dcp.save({"w": torch.zeros(4)}, storage_writer=VolumeWriter(f"{run}/step_1", client=c), no_dist=True)
+    assert latest_checkpoint(run, client=c) == f"{run}/step_1"
+
+
 def test_load_of_incomplete_checkpoint_raises_what_the_docs_say(server, tmp_path):
     """docs/volumes.md, "What a failure raises": for a checkpoint whose save
     did not finish, VolumeReader(path) raises IncompleteCheckpointError
