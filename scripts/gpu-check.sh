@@ -15,9 +15,23 @@
 #   - the server received the agent's samples: the latest sample is fresh
 #     and the history has one point per 2 s interval;
 #   - a CUDA job under `sextant run` with CUDA_VISIBLE_DEVICES=0 gets GPU 0
-#     (only) sampled for its run, as the run's MLflow system metrics too.
+#     (only) sampled for its run, as the run's MLflow system metrics too;
+#   - the GPU health readings (issue 18): memory clock and maximum SM clock,
+#     default power limit, throttle reasons and ECC counts agree with
+#     nvidia-smi where the driver reports them;
+#   - health events: an agent linked to a run gets no Xid or lost-GPU event
+#     on these healthy GPUs, and a simulated GPU on the same node, fed Xid
+#     79, a thermal slowdown and a fall off the bus (--sim-events), gets the
+#     run the matching gpu_xid, gpu_throttle and gpu_lost events.
 # It exits 0 when all checks pass, 1 when one fails, and 2 (with a message)
 # when there is no NVIDIA GPU or driver here.
+#
+#   ./scripts/gpu-check.sh --fake     the same checks without a GPU, against
+#                                     the fake nvidia-smi replaying a recording
+#                                     (internal/gpu/testdata/smi/535-h100-health;
+#                                     SEXTANT_GPU_CHECK_RECORDING), through the
+#                                     nvidia-smi source: it checks this script
+#                                     and the parsing, not a driver.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -25,11 +39,21 @@ SECONDS_TO_RUN=${SEXTANT_GPU_CHECK_SECONDS:-30}
 # The agent's source; only a test of this script itself sets another.
 SOURCE=${SEXTANT_GPU_CHECK_SOURCE:-nvml}
 PYTHON=${PYTHON:-python3}
+FAKE=0
+if [ "${1:-}" = "--fake" ]; then
+	FAKE=1
+	SOURCE=nvidia-smi
+	fakebin=$(mktemp -d)
+	cp internal/gpu/testdata/fake-nvidia-smi/nvidia-smi "$fakebin/" && chmod +x "$fakebin/nvidia-smi"
+	export PATH="$fakebin:$PATH"
+	export FAKE_SMI_DIR=${SEXTANT_GPU_CHECK_RECORDING:-$PWD/internal/gpu/testdata/smi/535-h100-health}
+	SECONDS_TO_RUN=${SEXTANT_GPU_CHECK_SECONDS:-8}
+fi
 
 die() { echo "gpu-check: $*" >&2; exit 2; }
 
 command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi is not on PATH: this machine has no NVIDIA GPU or driver, so there is nothing to check"
-if ! out=$(nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$out"; then
+if [ "$FAKE" = 0 ] && { ! out=$(nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$out"; }; then
 	die "nvidia-smi finds no GPU: $(head -1 <<<"$out")"
 fi
 command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON is needed to compare the readings"
@@ -49,7 +73,7 @@ go build -o "$work/sextant" ./cmd/sextant || { echo "gpu-check: build failed" >&
 
 echo "== CUDA load on GPU 0"
 load=none
-if "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+if [ "$FAKE" = 0 ] && "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
 	"$PYTHON" - "$((SECONDS_TO_RUN + 20))" >"$work/load.log" 2>&1 <<'EOF' &
 import sys, time, torch
 end = time.time() + float(sys.argv[1])
@@ -82,13 +106,17 @@ pids+=($!)
 start_ms=$("$PYTHON" -c 'import time; print(int(time.time()*1000))')
 
 echo "== sampling for ${SECONDS_TO_RUN}s (agent --once and nvidia-smi, every 2 s)"
+# Read with the header, by column name: the health fields are asked for
+# separately, and a driver that does not know one refuses only that query.
 fields=uuid,index,memory.used,memory.total,temperature.gpu,power.draw,clocks.sm,utilization.gpu
+health_fields=uuid,clocks.mem,clocks.max.sm,power.default_limit,clocks_throttle_reasons.active,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total
 : >"$work/pairs.jsonl"
 n=$((SECONDS_TO_RUN / 2))
 for i in $(seq 1 "$n"); do
 	agent=$("$work/sextant" agent --once --node gpu-check --gpu-source "$SOURCE" 2>"$work/once.err") || { echo "gpu-check: sextant agent --once failed:"; cat "$work/once.err"; exit 1; }
-	smi=$(nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits) || { echo "gpu-check: nvidia-smi failed"; exit 1; }
-	"$PYTHON" -c 'import json,sys; print(json.dumps({"agent": json.loads(sys.argv[1]), "smi": sys.argv[2]}))' "$agent" "$smi" >>"$work/pairs.jsonl"
+	smi=$(nvidia-smi --query-gpu=$fields --format=csv,nounits) || { echo "gpu-check: nvidia-smi failed"; exit 1; }
+	smih=$(nvidia-smi --query-gpu=$health_fields --format=csv,nounits 2>/dev/null) || smih=""
+	"$PYTHON" -c 'import json,sys; print(json.dumps({"agent": json.loads(sys.argv[1]), "smi": sys.argv[2], "smi_health": sys.argv[3]}))' "$agent" "$smi" "$smih" >>"$work/pairs.jsonl"
 	sleep 2
 done
 sleep 3 # the agent's last send
@@ -122,6 +150,29 @@ run_id=$(sed -n 's/^sextant: run \([0-9a-f]\{32\}\) .*/\1/p' "$work/job.err" | h
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?run_id=$run_id&points=0&fields=util" >"$work/run-series.json" || { echo "gpu-check: the run's /gpu/series failed"; exit 1; }
 curl -sf "http://127.0.0.1:$port/api/2.0/mlflow/metrics/get-history?run_id=$run_id&metric_key=system/gpu_0_utilization_percentage" >"$work/run-util.json" || { echo "gpu-check: the run's system metric failed"; exit 1; }
 
+echo "== health events: this node's GPUs, and a simulated GPU fed Xid 79, a slowdown and a fall off the bus"
+mkrun() {
+	curl -sf -X POST "http://127.0.0.1:$port/api/2.0/mlflow/runs/create" -H 'Content-Type: application/json' -d '{"experiment_id": "0"}' |
+		"$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["run"]["info"]["run_id"])'
+}
+real_run=$(mkrun) && sim_run=$(mkrun) || { echo "gpu-check: could not create the runs for the health checks"; exit 1; }
+"$work/sextant" agent --server "http://127.0.0.1:$port" --gpu-source "$SOURCE" --interval 1s --node gpu-check-health \
+	--run-id "$real_run" --spool-dir "$work/spool-health" >"$work/agent-health.log" 2>&1 &
+pids+=($!)
+: >"$work/sim-events"
+"$work/sextant" agent --server "http://127.0.0.1:$port" --gpu-source sim:2 --sim-events "$work/sim-events" --interval 1s \
+	--node gpu-check-sim --run-id "$sim_run" --spool-dir "$work/spool-sim" >"$work/agent-sim.log" 2>&1 &
+pids+=($!)
+sleep 3
+printf 'xid 0 79\nthrottle 1 0x40\n' >>"$work/sim-events"
+sleep 3
+printf 'throttle 1 0\nlost 1 GPU has fallen off the bus\n' >>"$work/sim-events"
+sleep 4
+for r in real sim; do
+	id=real_run; [ $r = sim ] && id=sim_run
+	curl -sf "http://127.0.0.1:$port/api/2.0/sextant/events/list?run_id=${!id}" >"$work/events-$r.json" || { echo "gpu-check: the $r run's events failed"; exit 1; }
+done
+
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/latest?node=gpu-check" >"$work/latest.json" || { echo "gpu-check: /gpu/latest failed"; cat "$work/agent.log"; exit 1; }
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?node=gpu-check&points=0&fields=util,mem_used&from_ms=$start_ms" >"$work/series.json" || { echo "gpu-check: /gpu/series failed"; exit 1; }
 
@@ -144,13 +195,33 @@ def num(s):
     except ValueError:
         return None  # [N/A], [Not Supported]
 
+def table(text, want):
+    """nvidia-smi CSV with its header, as {uuid: [cells in the order of want]}
+    (None for a column it lacks): column names without their units."""
+    lines = [l for l in text.strip().splitlines() if "," in l]
+    if not lines:
+        return {}
+    head = [c.split("[")[0].strip() for c in lines[0].split(",")]
+    out = {}
+    for l in lines[1:]:
+        cells = [c.strip() for c in l.split(",")]
+        if len(cells) != len(head):
+            continue
+        row = dict(zip(head, cells))
+        out[row.get("uuid", "")] = [row.get(w) for w in want]
+    return out
+
 pairs = [json.loads(l) for l in open(f"{work}/pairs.jsonl")]
 check(len(pairs) >= max(3, seconds // 2 - 1), f"{len(pairs)} paired samples taken")
 MiB = 1 << 20
 util0 = {"agent": [], "smi": []}
+FIELDS = ["uuid", "index", "memory.used", "memory.total", "temperature.gpu", "power.draw", "clocks.sm", "utilization.gpu"]
+HEALTH = ["clocks.mem", "clocks.max.sm", "power.default_limit", "clocks_throttle_reasons.active",
+          "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total"]
+same_mask = {}
 for k, p in enumerate(pairs):
-    rows = [r.split(",") for r in p["smi"].strip().splitlines()]
-    smi = {r[0].strip(): r for r in rows}
+    smi = {u: [c or "" for c in r] for u, r in table(p["smi"], FIELDS).items()}
+    health = table(p.get("smi_health", ""), HEALTH)
     agent = {g["uuid"]: g for g in p["agent"]["gpus"]}
     if k == 0:
         check(set(smi) == set(agent), f"same GPUs: nvidia-smi {sorted(smi)} agent {sorted(agent)}")
@@ -180,12 +251,49 @@ for k, p in enumerate(pairs):
                 util0["agent"].append(g["util"])
             if num(r[7]) is not None:
                 util0["smi"].append(num(r[7]))
+        h = health.get(uuid)
+        if h:
+            mem_clock, max_sm, pdef, mask, ecc_c, ecc_u = (x if x is None else x.strip() for x in h)
+            close("memory clock MHz", g.get("mem_clock"), num(mem_clock or ""), 0.1, 100)
+            if k == 0:
+                for name, a, b in (("max SM clock MHz", g.get("sm_clock_max"), num(max_sm or "")),
+                                   ("default power limit W", g.get("power_limit_default"), num(pdef or "")),
+                                   ("corrected ECC errors", g.get("ecc_corrected"), num(ecc_c or "")),
+                                   ("uncorrected ECC errors", g.get("ecc_uncorrected"), num(ecc_u or ""))):
+                    if b is not None:
+                        check(a is not None and abs(a - b) <= 1, f"GPU {idx}: {name} agent {a} == nvidia-smi {b}")
+            try:
+                m = int(mask, 0)
+            except (TypeError, ValueError):
+                m = None
+            if m is not None:
+                # Reasons move from one read to the next; most reads agree.
+                same_mask.setdefault(idx, []).append(g.get("throttle_reasons") == m)
 
 if load == "torch" and util0["agent"] and util0["smi"]:
     a = sum(util0["agent"]) / len(util0["agent"])
     s = sum(util0["smi"]) / len(util0["smi"])
     check(a >= 50 and s >= 50, f"GPU 0 under load: mean utilisation agent {a:.0f}%, nvidia-smi {s:.0f}% (both >= 50%)")
     check(abs(a - s) <= 25, f"GPU 0 mean utilisation agrees within 25 points ({a:.0f} vs {s:.0f})")
+
+for idx, same in sorted(same_mask.items()):
+    check(sum(same) * 2 >= len(same), f"GPU {idx}: throttle reasons agree with nvidia-smi in {sum(same)} of {len(same)} reads")
+
+def events(name):
+    return json.load(open(f"{work}/events-{name}.json")).get("events", [])
+
+real = events("real")
+bad = [e for e in real if e["kind"] in ("gpu_xid", "gpu_lost")]
+check(not bad, f"no Xid or lost-GPU event on this node's GPUs ({len(real)} health event(s): {sorted({e['kind'] for e in real})})")
+sim = events("sim")
+kinds = {(e["kind"], e.get("gpu")) for e in sim}
+for want in (("gpu_xid", 0), ("gpu_throttle", 1), ("gpu_lost", 1)):
+    check(want in kinds, f"the simulated GPU's run has {want[0]} on GPU {want[1]} ({sorted(kinds)})")
+xids = [e for e in sim if e["kind"] == "gpu_xid"]
+check(bool(xids) and xids[0].get("attrs", {}).get("xid") == "79" and "fallen off the bus" in xids[0].get("message", ""),
+      f"the Xid event names 79 and what it means: {xids[:1]}")
+thr = [e for e in sim if e["kind"] == "gpu_throttle"]
+check(bool(thr) and not thr[0].get("open") and thr[0].get("end_ms", 0) > thr[0]["time_ms"], f"the slowdown is a closed span: {thr[:1]}")
 
 latest = json.load(open(f"{work}/latest.json"))["nodes"]
 check(len(latest) == 1, "the server has the agent's node")

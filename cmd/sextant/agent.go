@@ -35,6 +35,7 @@ type AgentConfig struct {
 	Source        string
 	GPUs          string
 	SMIPath       string
+	SimEvents     string
 	SpoolDir      string
 	SpoolMaxBytes int64
 	BatchSamples  int
@@ -152,6 +153,7 @@ func bindAgentFlags(fs *flag.FlagSet, c *AgentConfig, getenv func(string) string
 	str(&c.Source, "gpu-source", "where readings come from: auto (NVML, else nvidia-smi), nvml, nvidia-smi, sim:N (N simulated GPUs) or none")
 	str(&c.GPUs, "gpus", "GPUs to report, as CUDA_VISIBLE_DEVICES lists them (indexes or UUIDs), or all (also from $CUDA_VISIBLE_DEVICES)", "CUDA_VISIBLE_DEVICES")
 	str(&c.SMIPath, "nvidia-smi", "path of nvidia-smi (default: looked up on PATH)")
+	str(&c.SimEvents, "sim-events", "with --gpu-source sim:N, a file of health events to inject, appended while the agent runs (docs/gpu.md)")
 	str(&c.SpoolDir, "spool-dir", "directory that keeps samples while the server is unreachable (default: a per-node directory under $XDG_STATE_HOME or ~/.local/state)")
 	if v, from, ok := env(own("spool-max-bytes")); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -221,7 +223,7 @@ func (c *AgentCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string)
 	seed := fnv.New64a()
 	seed.Write([]byte(cfg.Node))
 	src, err := gpu.OpenSource(ctx, cfg.Source, gpu.SourceOptions{
-		NVML: nvml.Open, SMIPath: cfg.SMIPath, Seed: seed.Sum64(), Now: clock.Now, Logger: log,
+		NVML: nvml.Open, SMIPath: cfg.SMIPath, Seed: seed.Sum64(), Now: clock.Now, Logger: log, SimEvents: cfg.SimEvents,
 	})
 	if errors.Is(err, gpu.ErrNoSource) && cfg.Source != "nvml" && cfg.Source != "nvidia-smi" {
 		// A CPU-only node is not an error for a wrapper that starts the

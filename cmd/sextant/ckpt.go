@@ -102,10 +102,11 @@ func ckptCommands() []*command {
 	return []*command{
 		{
 			name: "ls", summary: "each checkpoint under a path: complete, incomplete or writing; size; time",
-			usage:    []string{"sextant ckpt ls /Volumes/PATH"},
+			usage:    []string{"sextant ckpt ls /Volumes/PATH", "sextant ckpt ls --run RUN_ID"},
+			about:    "With --run, the checkpoints the run's VolumeWriter recorded: step, path, outcome, size, ranks,\nmode and staging, time training was blocked, upload time, when it landed.",
 			env:      clientEnv,
-			examples: []string{"sextant ckpt ls /Volumes/main/vision/ckpt"},
-			run: ckptCommand(nil, func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error {
+			examples: []string{"sextant ckpt ls /Volumes/main/vision/ckpt", "sextant ckpt ls --run 3f9a0c2e5b7d4e1f8a6b9c0d1e2f3a4b"},
+			run: ckptCommandOrRun("ls", func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error {
 				cks, _, err := listCheckpoints(ctx, cl, dir)
 				if err != nil {
 					return err
@@ -120,11 +121,11 @@ func ckptCommands() []*command {
 		},
 		{
 			name: "latest", summary: "print the path of the newest complete checkpoint",
-			usage:    []string{"sextant ckpt latest /Volumes/PATH"},
-			about:    "Prints the path of the newest complete checkpoint under PATH; exits 1 when there is none.",
+			usage:    []string{"sextant ckpt latest /Volumes/PATH", "sextant ckpt latest --run RUN_ID"},
+			about:    "Prints the path of the newest complete checkpoint under PATH (with --run: that the run recorded);\nexits 1 when there is none.",
 			env:      clientEnv,
 			examples: []string{"python train.py --resume-from $(sextant ckpt latest /Volumes/main/vision/ckpt)"},
-			run: ckptCommand(nil, func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error {
+			run: ckptCommandOrRun("latest", func(ctx context.Context, c *CkptCommand, cl *client.Client, dir string) error {
 				cks, _, err := listCheckpoints(ctx, cl, dir)
 				if err != nil {
 					return err

@@ -32,6 +32,7 @@ type RunConfig struct {
 	Experiment     string
 	RunName        string
 	Resume         string
+	RunID          string
 	JobID          string
 	NodeRank       int
 	NNodes         int
@@ -85,7 +86,10 @@ $MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>, where <you> is the use
 says you are signed in as (in single-user mode $MLFLOW_TRACKING_USERNAME, else the operating
 system's user). On a multi-user server experiment names are absolute workspace paths; in
 single-user mode any name the mlflow client takes (my-exp) works too. The run is new (--run-name,
-else jobTaskRun-xxxxx) or resumed (--resume, $MLFLOW_RUN_ID). COMMAND gets MLFLOW_TRACKING_URI,
+else jobTaskRun-xxxxx) or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest continues that run (or the
+last run of COMMAND in the experiment) from the newest complete checkpoint its VolumeWriter recorded,
+handing the path to COMMAND in SEXTANT_RESUME_FROM (--resume /Volumes/PATH: that checkpoint).
+COMMAND gets MLFLOW_TRACKING_URI,
 MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME/_ID, so mlflow.start_run() logs to that run. Its output
 is shown here unchanged and stored with the run (sextant logs --last). SIGINT and SIGTERM are
 passed to COMMAND; the exit code is COMMAND's (128+N for signal N). On several nodes, run the
@@ -97,7 +101,7 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	m := c.main
 	getenv := m.Getenv
 	cfg := RunConfig{
-		Resume:   getenv("MLFLOW_RUN_ID"),
+		RunID:    getenv("MLFLOW_RUN_ID"),
 		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
 		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 256 << 20, Nice: 10,
 		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
@@ -106,7 +110,8 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	server := serverFlag(fs, getenv)
 	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name (default $MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>); an absolute workspace path on a multi-user server")
 	fs.StringVar(&cfg.RunName, "run-name", "", "name of the new run (default jobTaskRun-xxxxx); renames a resumed run")
-	fs.StringVar(&cfg.Resume, "resume", cfg.Resume, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
+	fs.StringVar(&cfg.RunID, "run-id", cfg.RunID, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
+	fs.StringVar(&cfg.Resume, "resume", "", "latest: resume the run (--run-id, else the last run of COMMAND in the experiment) from its newest complete checkpoint; /Volumes/PATH: from that checkpoint; a run id: as --run-id")
 	fs.StringVar(&cfg.JobID, "job-id", "", "key shared by the launchers of one multi-node job (default $TORCHELASTIC_RUN_ID, torchrun's --rdzv-id, $SLURM_JOB_ID)")
 	fs.IntVar(&cfg.NodeRank, "node-rank", -1, "this node's rank (default $NODE_RANK, $GROUP_RANK, torchrun's --node-rank, $SLURM_NODEID, else 0)")
 	fs.IntVar(&cfg.NNodes, "nnodes", 0, "number of nodes of the job (default torchrun's --nnodes, $SLURM_NNODES, else 1)")
@@ -138,6 +143,16 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	if err := cfg.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	resumeFrom := ""
+	switch r := cfg.Resume; {
+	case r == "":
+	case r == launcher.ResumeLatest || strings.HasPrefix(r, "/Volumes/"):
+		resumeFrom = r
+	default:
+		// A run id: the run to continue, as --run-id.
+		cfg.RunID = r
+	}
+	cfg.Resume = cfg.RunID
 	job, err := launcher.ResolveJob(launcher.JobInputs{
 		JobIDFlag: cfg.JobID, NodeRankFlag: cfg.NodeRank, NNodesFlag: cfg.NNodes, LocalRankFlag: cfg.LocalRank,
 		Getenv: getenv, Command: command,
@@ -190,6 +205,7 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 		Token: copts.Token, Username: copts.Username, Password: copts.Password,
 		Experiment: expName, ExperimentExplicit: cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "",
 		RunName: cfg.RunName, User: userName, Resume: cfg.Resume, Job: job,
+		ResumeFrom: resumeFrom, Events: tracker, Checkpoints: tracker,
 		Grace: cfg.Grace, Drain: cfg.Drain, FlushInterval: cfg.Flush, PartialAfter: cfg.PartialAfter,
 		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes, Nice: cfg.Nice,
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -194,6 +195,15 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 	if *experiment == "" {
 		head += "\tEXPERIMENT"
 	}
+	// Runs the server found idle or stalled (docs/run.md) carry the
+	// watcher's alert; the column shows only when one does.
+	alerts := false
+	for _, r := range runs {
+		alerts = alerts || runAlert(r) != ""
+	}
+	if alerts {
+		head += "\tALERT"
+	}
 	fmt.Fprintln(tw, head)
 	now := time.Now()
 	for _, r := range runs {
@@ -202,9 +212,25 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 		if *experiment == "" {
 			line += "\t" + sc.names[i.ExperimentID]
 		}
+		if alerts {
+			line += "\t" + orDash(runAlert(r))
+		}
 		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
+}
+
+// runAlert is a running run's alert: GPUs idle or no output for a while.
+func runAlert(r *tracking.Run) string {
+	if r.Info.Status != tracking.StatusRunning {
+		return ""
+	}
+	for _, t := range r.Data.Tags {
+		if t.Key == runevents.TagAlert {
+			return t.Value
+		}
+	}
+	return ""
 }
 
 func orDash(s string) string {

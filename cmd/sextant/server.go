@@ -20,6 +20,7 @@ import (
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
@@ -53,6 +54,8 @@ type Config struct {
 	Limits         tracking.Limits
 	// GPURetention is how long GPU samples are kept.
 	GPURetention time.Duration
+	// Watch configures the watcher of idle and stalled runs.
+	Watch WatchConfig
 	// BlobUsageInterval is how often the blob stores are measured for
 	// /metrics (sextant_blob_store_bytes); 0 turns measuring off.
 	BlobUsageInterval time.Duration
@@ -74,6 +77,7 @@ func DefaultConfig() Config {
 		AdminEmail:   "admin@localhost",
 		Limits:       tracking.DefaultLimits(),
 		GPURetention: gpu.DefaultRetention,
+		Watch:        DefaultWatchConfig(),
 		// A walk of every blob: on S3 one LIST request per 1,000 objects.
 		BlobUsageInterval: 10 * time.Minute,
 	}
@@ -105,6 +109,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GPURetention < time.Minute {
 		return &ConfigError{"gpu-retention", fmt.Sprintf("must be at least 1m, got %s", c.GPURetention)}
+	}
+	if err := c.Watch.Validate(); err != nil {
+		return err
 	}
 	switch strings.ToUpper(c.Synchronous) {
 	case "FULL", "NORMAL":
@@ -265,6 +272,9 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		c.GPURetention = d
 	}
 	fs.DurationVar(&c.GPURetention, "gpu-retention", c.GPURetention, "how long GPU samples are kept (the GPU pane's history)")
+	if err := bindWatchFlags(fs, &c.Watch, getenv); err != nil && envErr == nil {
+		envErr = err
+	}
 	if v, ok := env("blob-usage-interval"); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil && envErr == nil {
@@ -341,13 +351,23 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	}
 	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, Logger: log})
 	defer gpuStore.Close(context.WithoutCancel(ctx))
-	gpuSvc := gpu.NewService(gpuStore, gpu.ServiceOptions{Retention: cfg.GPURetention, Runs: tr, BatchMetrics: cfg.Limits.BatchMetrics, Logger: log.With("component", "gpu")})
 	logStore, err := sqlstore.OpenLogs(ctx, store, sqlstore.LogOptions{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer logStore.Close(context.WithoutCancel(ctx))
 	logSvc := runlogs.NewService(logStore, runlogs.Options{Logger: log.With("component", "runlogs")})
+	eventStore, err := sqlstore.OpenEvents(ctx, store)
+	if err != nil {
+		return err
+	}
+	eventSvc := runevents.NewService(eventStore, runevents.Options{Logger: log.With("component", "runevents")})
+	gpuSvc := gpu.NewService(gpuStore, gpu.ServiceOptions{Retention: cfg.GPURetention, Runs: tr, Events: eventSvc, BatchMetrics: cfg.Limits.BatchMetrics, Logger: log.With("component", "gpu")})
+	stopWatch, err := startWatcher(cfg.Watch, store, eventStore, eventSvc, gpuSvc, tr, log)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
 	secret, err := serverSecret(ctx, cfg, store)
 	if err != nil {
 		return err
@@ -408,6 +428,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		Logger:       log.With("component", "http"),
 		GPU:          gpuSvc,
 		RunLogs:      logSvc,
+		Events:       eventSvc,
 		UI:           ui.MustNew(),
 		Volumes:      vols,
 		Metrics:      reg,

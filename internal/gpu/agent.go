@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,10 @@ type Agent struct {
 	mu     sync.Mutex
 	latest *Sample
 	known  map[string]GPU // GPUs seen so far, by Key
+	// health counts the health findings of each GPU (by Key), and lastXid
+	// its last Xid error, for Prometheus.
+	health  map[string]map[HealthKind]int64
+	lastXid map[string]float64
 
 	down      bool // the last send failed (for logging transitions only)
 	lastSMErr string
@@ -134,7 +139,7 @@ func NewAgent(opts AgentOptions) (*Agent, error) {
 	if opts.SendTimeout <= 0 {
 		opts.SendTimeout = 30 * time.Second
 	}
-	a := &Agent{opts: opts, clock: opts.Clock, log: opts.Logger, known: map[string]GPU{}}
+	a := &Agent{opts: opts, clock: opts.Clock, log: opts.Logger, known: map[string]GPU{}, health: map[string]map[HealthKind]int64{}, lastXid: map[string]float64{}}
 	if a.clock == nil {
 		a.clock = SystemClock()
 	}
@@ -245,9 +250,57 @@ func (a *Agent) Take(ctx context.Context, now time.Time) (*Sample, error) {
 		smp.GPUs = append(smp.GPUs, g)
 	}
 	slices.SortStableFunc(smp.GPUs, func(x, y GPU) int { return x.Index - y.Index })
+	a.countHealth(smp)
 	a.latest = smp
 	a.samples.Add(1)
 	return smp, nil
+}
+
+// countHealth counts the health findings of each GPU of smp against the
+// previous sample (with a.mu held).
+func (a *Agent) countHealth(smp *Sample) {
+	prev := map[string]*GPU{}
+	if a.latest != nil {
+		for i := range a.latest.GPUs {
+			prev[a.latest.GPUs[i].Key()] = &a.latest.GPUs[i]
+		}
+	}
+	for i := range smp.GPUs {
+		g := &smp.GPUs[i]
+		k := g.Key()
+		for _, f := range Health(a.opts.Labels.Node, prev[k], g, smp.TimestampMs) {
+			c := a.health[k]
+			if c == nil {
+				if len(a.health) >= maxKnownGPUs {
+					break
+				}
+				c = map[HealthKind]int64{}
+				a.health[k] = c
+			}
+			c[f.Kind]++
+		}
+		if x := g.Values[FieldXid]; !IsMissing(x) && x > 0 && (len(a.lastXid) < maxKnownGPUs || a.lastXid[k] != 0) {
+			a.lastXid[k] = x
+		}
+	}
+}
+
+// lastXids returns a copy of the last Xid of each GPU, by key.
+func (a *Agent) lastXids() map[string]float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.lastXid)
+}
+
+// healthCounts returns a copy of the health counts by GPU key.
+func (a *Agent) healthCounts() map[string]map[HealthKind]int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]map[HealthKind]int64, len(a.health))
+	for k, c := range a.health {
+		out[k] = maps.Clone(c)
+	}
+	return out
 }
 
 // Latest returns the last sample taken, or nil.

@@ -281,8 +281,8 @@ func TestAgentReportsKnownGPUsWhenSourceFails(t *testing.T) {
 }
 
 // expositionLine matches one series line; modelName is on the DCGM
-// series only.
-var expositionLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{gpu="(\d+)",UUID="([^"]*)",(?:modelName="([^"]*)",)?Hostname="((?:[^"\\]|\\.)*)"\})? (\S+)$`)
+// series only, kind on sextant_gpu_health_events_total.
+var expositionLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{gpu="(\d+)",UUID="([^"]*)",(?:modelName="([^"]*)",)?Hostname="((?:[^"\\]|\\.)*)"(?:,kind="([a-z]+)")?\})? (\S+)$`)
 
 func TestAgentMetrics(t *testing.T) {
 	sim := gpu.NewSim(3, 5, func() time.Time { return time.Unix(1_800_000_000, 0) })
@@ -314,11 +314,15 @@ func TestAgentMetrics(t *testing.T) {
 		if dcgm := strings.HasPrefix(m[1], "DCGM_"); m[2] != "" && dcgm != (m[5] != "") {
 			t.Fatalf("modelName belongs on the DCGM series, and only there: %q", line)
 		}
-		v, err := strconv.ParseFloat(m[7], 64)
+		v, err := strconv.ParseFloat(m[8], 64)
 		if err != nil {
 			t.Fatalf("value of %q: %v", line, err)
 		}
-		got[m[1]+"/"+m[3]] = v
+		key := m[1] + "/" + m[3]
+		if m[7] != "" {
+			key += "/" + m[7]
+		}
+		got[key] = v
 	}
 	g0 := smp.GPUs[0].Values
 	want := map[string]float64{
@@ -360,3 +364,57 @@ func TestNewAgentNeedsSourceNodeAndSpool(t *testing.T) {
 }
 
 func newLogger(w *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestAgentHealthMetrics: the agent counts the health events of each GPU
+// (injected into the simulated source) and reports the last Xid and the
+// throttle reasons under dcgm-exporter's names.
+func TestAgentHealthMetrics(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	sim := gpu.NewSim(3, 5, func() time.Time { return at })
+	a, err := gpu.NewAgent(gpu.AgentOptions{Source: sim, Labels: gpu.Labels{Node: "n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func() {
+		at = at.Add(10 * time.Second)
+		if _, err := a.Take(t.Context(), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take()
+	sim.InjectXid(0, 79)
+	sim.SetThrottle(1, gpu.ThrottleHwThermal)
+	sim.AddECC(1, 0, 2)
+	take()
+	sim.Fail(2, "GPU has fallen off the bus")
+	take()
+	take()
+	var buf bytes.Buffer
+	if err := a.WriteMetrics(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if m := expositionLine.FindStringSubmatch(line); m != nil {
+			key := m[1] + "/" + m[3]
+			if m[7] != "" {
+				key += "/" + m[7]
+			}
+			got[key] = m[8]
+		}
+	}
+	for k, want := range map[string]string{
+		"DCGM_FI_DEV_XID_ERRORS/0": "79", "DCGM_FI_DEV_XID_ERRORS/1": "0",
+		"sextant_gpu_health_events_total/0/xid": "1", "sextant_gpu_health_events_total/0/throttle": "0",
+		"sextant_gpu_health_events_total/1/throttle": "1", "sextant_gpu_health_events_total/1/ecc": "1",
+		"sextant_gpu_health_events_total/2/lost": "1", "sextant_gpu_health_events_total/2/xid": "0",
+		"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL/1": "2", "DCGM_FI_DEV_MEM_CLOCK/0": "2619",
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %s", k, got[k], want)
+		}
+	}
+	if r, _ := strconv.ParseUint(got["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS/1"], 10, 64); gpu.ThrottleReason(r)&gpu.ThrottleHwThermal == 0 {
+		t.Errorf("throttle reasons of GPU 1: %q", got["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS/1"])
+	}
+}

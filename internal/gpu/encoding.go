@@ -13,10 +13,20 @@ import (
 // record. The layout is in docs/format/gpu-sample.md.
 //
 // Measurements are stored as float32 (7 significant digits, more than any
-// GPU counter has); byte counts are stored exactly as integers.
+// GPU counter has); byte counts, error counts, bit masks and codes are
+// stored exactly as integers.
+//
+// Version 1 had eight fields and a one-byte field mask; version 2 (written
+// since) has a uvarint mask and the fields of gpu.Field. Both are read.
 
-// sampleVersion is the first byte of every packed sample.
-const sampleVersion = 1
+// sampleVersion is the first byte of every packed sample written now;
+// sampleVersion1 samples (eight fields) are still read.
+const (
+	sampleVersion  = 2
+	sampleVersion1 = 1
+	// v1Fields is the number of fields a version 1 sample can hold.
+	v1Fields = 8
+)
 
 // Decoding limits: a packed sample exceeding them is corrupt.
 const (
@@ -39,19 +49,19 @@ func AppendSample(dst []byte, s *Sample) []byte {
 		dst = appendString(dst, g.UUID)
 		dst = appendString(dst, g.Name)
 		dst = appendString(dst, g.Err)
-		var mask byte
+		var mask uint64
 		for f := range NumFields {
 			if storable(Field(f), g.Values[f]) {
 				mask |= 1 << f
 			}
 		}
-		dst = append(dst, mask)
+		dst = binary.AppendUvarint(dst, mask)
 		for f := range NumFields {
 			if mask&(1<<f) == 0 {
 				continue
 			}
 			v := g.Values[f]
-			if Field(f).IsBytes() {
+			if Field(f).IsInteger() {
 				dst = binary.AppendUvarint(dst, bytesValue(v))
 			} else {
 				dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32Value(v)))
@@ -77,7 +87,7 @@ func storable(f Field, v float64) bool {
 	if IsMissing(v) {
 		return false
 	}
-	return !f.IsBytes() || v >= 0
+	return !f.IsInteger() || v >= 0
 }
 
 func bytesValue(v float64) uint64 {
@@ -112,11 +122,12 @@ func appendString(dst []byte, s string) []byte {
 // measurements are float32 values widened to float64.
 func DecodeSample(data []byte, dst *Sample) error {
 	d := decoder{b: data}
-	if v := d.byte(); v != sampleVersion {
+	version := d.byte()
+	if version != sampleVersion && version != sampleVersion1 {
 		if d.err != nil {
 			return d.err
 		}
-		return fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
+		return fmt.Errorf("%w: unknown version %d", ErrCorrupt, version)
 	}
 	n := d.count(maxPackedGPUs)
 	gpus := dst.GPUs[:0]
@@ -131,13 +142,18 @@ func DecodeSample(data []byte, dst *Sample) error {
 		d.string(&g.UUID)
 		d.string(&g.Name)
 		d.string(&g.Err)
-		mask := d.byte()
+		var mask uint64
+		if version == sampleVersion1 {
+			mask = uint64(d.byte()) // eight fields; the later ones are missing
+		} else if mask = d.uvarint(); mask >= 1<<NumFields {
+			d.fail("field mask")
+		}
 		for f := range NumFields {
 			if mask&(1<<f) == 0 {
 				g.Values[f] = Missing()
 				continue
 			}
-			if Field(f).IsBytes() {
+			if Field(f).IsInteger() {
 				g.Values[f] = float64(d.uvarint())
 			} else {
 				g.Values[f] = float64(math.Float32frombits(d.uint32()))

@@ -40,12 +40,33 @@ const (
 	FieldPowerLimit Field = 6
 	// FieldSMClock is the SM clock, in MHz.
 	FieldSMClock Field = 7
+	// FieldMemClock is the memory clock, in MHz.
+	FieldMemClock Field = 8
+	// FieldSMClockMax is the highest SM clock the GPU can run at, in MHz.
+	FieldSMClockMax Field = 9
+	// FieldPowerLimitDefault is the default power limit, in watts: an
+	// enforced limit below it was lowered (by an administrator, or the
+	// system).
+	FieldPowerLimitDefault Field = 10
+	// FieldThrottleReasons is the set of reasons the clocks are held below
+	// their maximum, as NVML's clocks event reasons bit mask (ThrottleReason).
+	FieldThrottleReasons Field = 11
+	// FieldECCCorrected is the number of corrected (single-bit) ECC errors
+	// since the driver loaded.
+	FieldECCCorrected Field = 12
+	// FieldECCUncorrected is the number of uncorrected (double-bit) ECC
+	// errors since the driver loaded.
+	FieldECCUncorrected Field = 13
+	// FieldXid is the last Xid error the driver reported for the GPU since
+	// the previous sample; missing when there was none.
+	FieldXid Field = 14
 
 	// NumFields is the number of fields.
-	NumFields = 8
+	NumFields = 15
 )
 
-var fieldNames = [NumFields]string{"util", "mem_util", "mem_used", "mem_total", "temp", "power", "power_limit", "sm_clock"}
+var fieldNames = [NumFields]string{"util", "mem_util", "mem_used", "mem_total", "temp", "power", "power_limit", "sm_clock",
+	"mem_clock", "sm_clock_max", "power_limit_default", "throttle_reasons", "ecc_corrected", "ecc_uncorrected", "xid"}
 
 // String returns the field's name on the wire and in queries.
 func (f Field) String() string {
@@ -55,9 +76,65 @@ func (f Field) String() string {
 	return "unknown"
 }
 
-// IsBytes reports whether the field counts bytes (stored exactly as an
-// integer) rather than a measurement stored as a float32.
+// IsBytes reports whether the field counts bytes.
 func (f Field) IsBytes() bool { return f == FieldMemUsed || f == FieldMemTotal }
+
+// IsInteger reports whether the field is a whole number (byte counts,
+// error counts, bit masks, error codes), stored exactly as an integer
+// rather than as a float32 measurement.
+func (f Field) IsInteger() bool {
+	switch f {
+	case FieldMemUsed, FieldMemTotal, FieldThrottleReasons, FieldECCCorrected, FieldECCUncorrected, FieldXid:
+		return true
+	}
+	return false
+}
+
+// ThrottleReason is a bit of FieldThrottleReasons: NVML's clocks event
+// (throttle) reasons, whose values nvidia-smi prints too.
+type ThrottleReason uint64
+
+// The reasons.
+const (
+	ThrottleGPUIdle       ThrottleReason = 0x1
+	ThrottleAppClocks     ThrottleReason = 0x2
+	ThrottleSwPowerCap    ThrottleReason = 0x4
+	ThrottleHwSlowdown    ThrottleReason = 0x8
+	ThrottleSyncBoost     ThrottleReason = 0x10
+	ThrottleSwThermal     ThrottleReason = 0x20
+	ThrottleHwThermal     ThrottleReason = 0x40
+	ThrottleHwPowerBrake  ThrottleReason = 0x80
+	ThrottleDisplayClocks ThrottleReason = 0x100
+)
+
+var throttleNames = []struct {
+	r    ThrottleReason
+	name string
+}{
+	{ThrottleGPUIdle, "gpu_idle"}, {ThrottleAppClocks, "applications_clocks"}, {ThrottleSwPowerCap, "sw_power_cap"},
+	{ThrottleHwSlowdown, "hw_slowdown"}, {ThrottleSyncBoost, "sync_boost"}, {ThrottleSwThermal, "sw_thermal"},
+	{ThrottleHwThermal, "hw_thermal"}, {ThrottleHwPowerBrake, "hw_power_brake"}, {ThrottleDisplayClocks, "display_clocks"},
+}
+
+// ThrottleSlowdown are the reasons that mean the GPU is slowed down by
+// heat, power or the hardware, which the run gets events for. The power
+// cap (a GPU at its power limit under full load) and idle clocks are
+// normal and only shown.
+const ThrottleSlowdown = ThrottleHwSlowdown | ThrottleSwThermal | ThrottleHwThermal | ThrottleHwPowerBrake
+
+// String names the reasons set, comma-separated ("hw_thermal,sw_power_cap").
+func (r ThrottleReason) String() string {
+	var out []string
+	for _, t := range throttleNames {
+		if r&t.r != 0 {
+			out = append(out, t.name)
+		}
+	}
+	if rest := r &^ (ThrottleDisplayClocks<<1 - 1); rest != 0 {
+		out = append(out, "0x"+strconv.FormatUint(uint64(rest), 16))
+	}
+	return strings.Join(out, ",")
+}
 
 // ParseField returns the field with the given wire name.
 func ParseField(name string) (Field, bool) {

@@ -27,6 +27,13 @@ var promGauges = []promGauge{
 	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", func(g *GPU) float64 { return g.Values[FieldTemp] }},
 	{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", func(g *GPU) float64 { return g.Values[FieldPower] }},
 	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", func(g *GPU) float64 { return g.Values[FieldSMClock] }},
+	{"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", func(g *GPU) float64 { return g.Values[FieldMemClock] }},
+	{"DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum SM clock frequency (in MHz).", func(g *GPU) float64 { return g.Values[FieldSMClockMax] }},
+	{"DCGM_FI_DEV_POWER_MGMT_LIMIT", "Current (enforced) power limit (in W).", func(g *GPU) float64 { return g.Values[FieldPowerLimit] }},
+	{"DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", "Default power limit (in W).", func(g *GPU) float64 { return g.Values[FieldPowerLimitDefault] }},
+	{"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (a bit mask of NVML's reasons).", func(g *GPU) float64 { return g.Values[FieldThrottleReasons] }},
+	{"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.", func(g *GPU) float64 { return g.Values[FieldECCCorrected] }},
+	{"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", func(g *GPU) float64 { return g.Values[FieldECCUncorrected] }},
 }
 
 // WriteMetrics writes the agent's latest sample and its own counters in
@@ -71,6 +78,28 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 		}
 		line = appendSeries(line[:0], "sextant_gpu_up", &gpus[i], host, false)
 		bw.Write(append(append(line, ' '), up+"\n"...))
+	}
+	// The last Xid of each GPU, in any sample so far (0 for none), as
+	// dcgm-exporter reports it.
+	bw.WriteString("# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n")
+	xids := a.lastXids()
+	for i := range gpus {
+		line = appendSeries(line[:0], "DCGM_FI_DEV_XID_ERRORS", &gpus[i], host, true)
+		line = strconv.AppendFloat(append(line, ' '), xids[gpus[i].Key()], 'g', -1, 64)
+		bw.Write(append(line, '\n'))
+	}
+	bw.WriteString("# HELP sextant_gpu_health_events_total GPU health events the agent saw: Xid errors, slowdowns (heat, power, hardware), ECC error rises, the GPU lost.\n# TYPE sextant_gpu_health_events_total counter\n")
+	health := a.healthCounts()
+	for i := range gpus {
+		c := health[gpus[i].Key()]
+		for _, k := range []HealthKind{HealthXid, HealthThrottleStart, HealthECC, HealthLost} {
+			line = appendSeries(line[:0], "sextant_gpu_health_events_total", &gpus[i], host, false)
+			line = append(line[:len(line)-1], `,kind="`...)
+			line = append(line, k.String()...)
+			line = append(line, `"} `...)
+			line = strconv.AppendInt(line, c[k], 10)
+			bw.Write(append(line, '\n'))
+		}
 	}
 	st := a.Stats()
 	counter := func(name, help string, v int64) {

@@ -86,6 +86,9 @@ type ServiceOptions struct {
 	// Runs, when set, receives the samples of runs as MLflow system
 	// metrics.
 	Runs RunLogger
+	// Events, when set, receives the health events of runs' GPUs (Xid
+	// errors, throttling, ECC errors, lost GPUs; see Health).
+	Events EventSink
 	// BatchMetrics is the most metrics one LogBatch call may carry; 0
 	// means 1000 (tracking's default limit).
 	BatchMetrics int
@@ -211,6 +214,13 @@ func (s *Service) Ingest(ctx context.Context, b *Batch) (*SendResult, error) {
 		return nil, err
 	}
 	res.Accepted = len(accepted)
+	if b.RunID != "" && s.opts.Events != nil {
+		// Best effort: the samples are stored, and the events follow from
+		// them again if the agent resends.
+		if err := s.recordHealth(ctx, in); err != nil {
+			s.log.Debug("GPU health events not recorded", "run_id", b.RunID, "node", b.Node, "err", err)
+		}
+	}
 	if b.RunID != "" && s.opts.Runs != nil {
 		if err := s.logSystemMetrics(ctx, in); err != nil {
 			if !isPermanent(err) {

@@ -25,6 +25,12 @@ var smiQueryFields = []string{
 	"temperature.gpu",
 	"power.draw", "enforced.power.limit",
 	"clocks.sm",
+	"clocks.mem", "clocks.max.sm",
+	"power.default_limit",
+	// The same mask under its newer and its older name (drivers before 535
+	// know only the second).
+	"clocks_event_reasons.active", "clocks_throttle_reasons.active",
+	"ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
 	"mig.mode.current",
 }
 
@@ -161,18 +167,27 @@ var smiColumns = map[string]struct {
 	field Field
 	rank  int
 }{
-	"utilization.gpu":      {FieldUtil, 0},
-	"utilization.memory":   {FieldMemUtil, 0},
-	"memory.used":          {FieldMemUsed, 0},
-	"memory.total":         {FieldMemTotal, 0},
-	"temperature.gpu":      {FieldTemp, 0},
-	"power.draw":           {FieldPower, 0},
-	"power.draw.instant":   {FieldPower, 1},
-	"power.draw.average":   {FieldPower, 2},
-	"enforced.power.limit": {FieldPowerLimit, 0},
-	"power.limit":          {FieldPowerLimit, 1},
-	"clocks.sm":            {FieldSMClock, 0},
-	"clocks.current.sm":    {FieldSMClock, 0},
+	"utilization.gpu":                       {FieldUtil, 0},
+	"utilization.memory":                    {FieldMemUtil, 0},
+	"memory.used":                           {FieldMemUsed, 0},
+	"memory.total":                          {FieldMemTotal, 0},
+	"temperature.gpu":                       {FieldTemp, 0},
+	"power.draw":                            {FieldPower, 0},
+	"power.draw.instant":                    {FieldPower, 1},
+	"power.draw.average":                    {FieldPower, 2},
+	"enforced.power.limit":                  {FieldPowerLimit, 0},
+	"power.limit":                           {FieldPowerLimit, 1},
+	"clocks.sm":                             {FieldSMClock, 0},
+	"clocks.current.sm":                     {FieldSMClock, 0},
+	"clocks.mem":                            {FieldMemClock, 0},
+	"clocks.current.memory":                 {FieldMemClock, 0},
+	"clocks.max.sm":                         {FieldSMClockMax, 0},
+	"clocks.max.sm_clock":                   {FieldSMClockMax, 1},
+	"power.default_limit":                   {FieldPowerLimitDefault, 0},
+	"clocks_event_reasons.active":           {FieldThrottleReasons, 0},
+	"clocks_throttle_reasons.active":        {FieldThrottleReasons, 1},
+	"ecc.errors.corrected.volatile.total":   {FieldECCCorrected, 0},
+	"ecc.errors.uncorrected.volatile.total": {FieldECCUncorrected, 0},
 }
 
 // header is one parsed CSV header cell: "memory.used [MiB]" has name
@@ -427,6 +442,13 @@ func parseSMIValue(cell, headerUnit string, f Field) (float64, string) {
 		return Missing(), strings.TrimSpace(cell[1 : len(cell)-1])
 	case strings.EqualFold(cell, "N/A"):
 		return Missing(), "N/A"
+	case f == FieldThrottleReasons:
+		// A hexadecimal mask: 0x0000000000000044.
+		v, err := strconv.ParseUint(cell, 0, 64)
+		if err != nil {
+			return Missing(), ""
+		}
+		return float64(v), ""
 	}
 	end := 0
 	for end < len(cell) && strings.IndexByte("0123456789.+-eE", cell[end]) >= 0 {

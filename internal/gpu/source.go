@@ -54,6 +54,9 @@ type SourceOptions struct {
 	// Logger receives why each source of "auto" was passed over; nil
 	// discards.
 	Logger *slog.Logger
+	// SimEvents is a file of injections the simulated source reads at each
+	// sample (Sim.SetEventsFile); empty means none.
+	SimEvents string
 }
 
 // OpenSource opens the source named by spec:
@@ -101,7 +104,11 @@ func OpenSource(ctx context.Context, spec string, opts SourceOptions) (Source, e
 		if err != nil || n < 1 || n > 64 {
 			return nil, fmt.Errorf("gpu source %q: sim:N takes a number of GPUs from 1 to 64", spec)
 		}
-		return NewSim(n, opts.Seed, opts.Now), nil
+		sim := NewSim(n, opts.Seed, opts.Now)
+		if opts.SimEvents != "" {
+			sim.SetEventsFile(opts.SimEvents)
+		}
+		return sim, nil
 	}
 	return nil, fmt.Errorf("unknown gpu source %q: use auto, nvml, nvidia-smi, sim:N or none", spec)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
+	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
@@ -94,7 +95,12 @@ func mustAuthServer(t *testing.T) *authServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logStore.Close(ctx) })
+	eventStore, err := sqlstore.OpenEvents(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := httpapi.New(httpapi.Options{
+		Events:   runevents.NewService(eventStore, runevents.Options{}),
 		Tracking: tr, Workspace: ws, Files: files, Auth: httpapi.AuthOn, Version: "3.7.0", Volumes: vols,
 		GPU:       gpu.NewService(gpuStore, gpu.ServiceOptions{Runs: tr}),
 		RunLogs:   runlogs.NewService(logStore, runlogs.Options{}),
@@ -513,6 +519,18 @@ func routeCases() map[string]routeCase {
 		}},
 		"GET /api/2.0/sextant/logs/tail": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", "/api/2.0/sextant/logs/tail?wait_ms=0&run_id=" + f.run, nil
+		}},
+		"GET /api/2.0/sextant/logs/density": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/logs/density?buckets=10&run_id=" + f.run, nil
+		}},
+		// Run events follow the run's experiment.
+		"POST /api/2.0/sextant/events/append": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/events/append", map[string]any{"run_id": f.run, "events": []any{
+				map[string]any{"kind": "checkpoint_save", "time_ms": 1_800_000_000_000, "step": 10, "key": "save-10",
+					"checkpoint": map[string]any{"path": f.volumePath() + "/step_10", "outcome": "complete", "bytes": 10}}}}
+		}},
+		"GET /api/2.0/sextant/events/list": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/events/list?kind=checkpoint_save&run_id=" + f.run, nil
 		}},
 		// Volumes: catalogs are the administrators'; the owner may create
 		// schemas in the fixture's catalog and owns its schema and volume;

@@ -27,6 +27,7 @@ func (s *Server) registerLogRoutes() {
 		s.handle("GET", p+logsPrefix+"/get", ReadExperiment, s.getLogs)
 		s.handle("GET", p+logsPrefix+"/search", ReadExperiment, s.searchLogs)
 		s.handle("GET", p+logsPrefix+"/tail", ReadExperiment, s.tailLogs)
+		s.handle("GET", p+logsPrefix+"/density", ReadExperiment, s.logDensity)
 	}
 }
 
@@ -133,6 +134,39 @@ func (s *Server) searchLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeRaw(w, wire.AppendLogPage(nil, &page))
+}
+
+// logDensity answers how many lines the log has over time, in buckets,
+// with the first line of each (the run page's time line).
+func (s *Server) logDensity(w http.ResponseWriter, r *http.Request) error {
+	qs, err := parseQuery(r, "run_id", "from_ms", "to_ms", "buckets")
+	if err != nil {
+		return err
+	}
+	runID := qs.str("run_id")
+	from, _, err := qs.int("from_ms")
+	if err != nil {
+		return err
+	}
+	to, _, err := qs.int("to_ms")
+	if err != nil {
+		return err
+	}
+	n, _, err := qs.int("buckets")
+	if err != nil {
+		return err
+	}
+	if n < 0 || n > runlogs.MaxDensityBuckets {
+		return invalid("buckets must be between 1 and %d, got %d", runlogs.MaxDensityBuckets, n)
+	}
+	if err := s.allowRunID(r, runID); err != nil {
+		return err
+	}
+	d, err := s.opts.RunLogs.Density(r.Context(), runID, from, to, int(n))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]any{"from_ms": d.FromMs, "to_ms": d.ToMs, "bucket_ms": d.BucketMs, "lines": d.Lines, "first_lines": d.FirstLine, "total_lines": d.TotalLines})
 }
 
 // tailLogs answers with the lines after after_line, waiting up to wait_ms

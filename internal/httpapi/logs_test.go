@@ -290,3 +290,27 @@ func FuzzLogRequests(f *testing.F) {
 		}
 	})
 }
+
+func TestLogDensity(t *testing.T) {
+	h, _ := MustLogServer(t)
+	run := newRun(t, h)
+	if r := do(t, h, "POST", "/api/2.0/sextant/logs/append", appendBody(run, "s", 0, "a", "b", "c", "d")); r.status != 200 {
+		t.Fatalf("append: %d %s", r.status, r.raw)
+	}
+	r := do(t, h, "GET", "/api/2.0/sextant/logs/density?buckets=4&run_id="+run, nil)
+	if r.status != 200 || r.body["total_lines"] != 4.0 {
+		t.Fatalf("density: %d %s", r.status, r.raw)
+	}
+	var sum float64
+	for _, n := range asList(r.body["lines"]) {
+		sum += n.(float64)
+	}
+	if sum != 4 || len(asList(r.body["first_lines"])) != len(asList(r.body["lines"])) {
+		t.Errorf("density %s", r.raw)
+	}
+	for q, want := range map[string]string{"buckets=-1": "buckets must be", "buckets=x": "expected an integer", "from_ms=9&to_ms=3": "from before to", "bucket=2": "unknown query parameter"} {
+		if r := do(t, h, "GET", "/api/2.0/sextant/logs/density?run_id="+run+"&"+q, nil); r.status != 400 || !strings.Contains(r.raw, want) {
+			t.Errorf("%s: %d %s", q, r.status, r.raw)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/volumes"
@@ -63,6 +64,9 @@ type Options struct {
 	// (/api/2.1/unity-catalog/...) and the Files API under /Volumes; nil
 	// leaves those routes out.
 	Volumes *volumes.Service
+	// Events keeps runs' events (/api/2.0/sextant/events/...); nil leaves
+	// those routes out.
+	Events *runevents.Service
 	// Metrics receives the request metrics (sextant_http_*); nil registers
 	// none.
 	Metrics prometheus.Registerer
@@ -254,6 +258,7 @@ func New(opts Options) *Server {
 	s.registerRegistryRoutes()
 	s.registerArtifactRoutes()
 	s.registerLogRoutes()
+	s.registerEventRoutes()
 	s.registerWorkspaceRoutes()
 	s.registerGPURoutes()
 	s.registerUIRoutes()

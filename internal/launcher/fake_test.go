@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/runevents"
+	"github.com/sextant/sextant/internal/runevents/runeventstest"
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/runlogs/runlogstest"
 	"github.com/sextant/sextant/internal/tracking"
@@ -30,11 +32,19 @@ type fakeServer struct {
 	// (an answer lost after the server stored it).
 	AppendHook func(b runlogs.Batch) (stored bool, err error)
 	appends    int
+	// events are the runs' events; complete the checkpoint paths that
+	// have their .metadata.
+	evmem    *runeventstest.MemStore
+	events   *runevents.Service
+	complete map[string]bool
 }
 
 func newFakeServer() *fakeServer {
 	f := &fakeServer{exps: map[string]*tracking.Experiment{}, runs: map[string]*tracking.Run{}, mem: runlogstest.NewMemStore(runlogs.Limits{})}
 	f.logs = runlogs.NewService(f.mem, runlogs.Options{})
+	f.evmem = runeventstest.NewMemStore()
+	f.events = runevents.NewService(f.evmem, runevents.Options{})
+	f.complete = map[string]bool{}
 	return f
 }
 
@@ -86,6 +96,7 @@ func (f *fakeServer) CreateRun(ctx context.Context, req tracking.CreateRunReques
 	f.runs[id] = r
 	f.order = append(f.order, id)
 	f.mem.AddRun(id)
+	f.evmem.AddRun(id)
 	c := *r
 	return &c, nil
 }
@@ -142,7 +153,22 @@ func (f *fakeServer) SetTags(ctx context.Context, runID string, tags ...tracking
 
 var tagFilter = regexp.MustCompile("^tags\\.`([^`]+)` = '([^']*)'$")
 
+var tagSet = regexp.MustCompile("^tags\\.`([^`]+)` IS NOT NULL$")
+
 func (f *fakeServer) SearchRuns(ctx context.Context, experimentIDs []string, filter string, orderBy []string, max int) ([]*tracking.Run, error) {
+	if m := tagSet.FindStringSubmatch(filter); m != nil && slices.Equal(orderBy, []string{"attributes.start_time DESC"}) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var out []*tracking.Run
+		for i := len(f.order) - 1; i >= 0 && len(out) < max; i-- {
+			r := f.runs[f.order[i]]
+			if slices.Contains(experimentIDs, r.Info.ExperimentID) && slices.ContainsFunc(r.Data.Tags, func(t tracking.Tag) bool { return t.Key == m[1] }) {
+				c := *r
+				out = append(out, &c)
+			}
+		}
+		return out, nil
+	}
 	m := tagFilter.FindStringSubmatch(filter)
 	if m == nil {
 		return nil, errs.Errorf(errs.Invalid, "fake: unsupported filter %q", filter)
@@ -179,6 +205,36 @@ func (f *fakeServer) AppendLogs(ctx context.Context, runID string, b runlogs.Bat
 		}
 	}
 	return f.logs.Append(ctx, runID, b)
+}
+
+func (f *fakeServer) AppendEvents(ctx context.Context, runID string, evs []runevents.Event) ([]int64, error) {
+	return f.events.Append(ctx, runID, evs)
+}
+
+func (f *fakeServer) ListEvents(ctx context.Context, q runevents.Query) (runevents.Page, error) {
+	return f.events.List(ctx, q)
+}
+
+func (f *fakeServer) CheckpointComplete(ctx context.Context, path string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.complete[path], nil
+}
+
+// setComplete marks checkpoint paths complete (their .metadata landed).
+func (f *fakeServer) setComplete(paths ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range paths {
+		f.complete[p] = true
+	}
+}
+
+// setMetrics sets the latest points of a run's metrics.
+func (f *fakeServer) setMetrics(id string, ms ...tracking.Metric) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs[id].Data.Metrics = ms
 }
 
 func tagOf(r *tracking.Run, key string) string {

@@ -91,6 +91,19 @@ type Options struct {
 	User string
 	// Resume is the id of a run to continue instead of creating one.
 	Resume string
+	// ResumeFrom starts the job from a checkpoint: ResumeLatest (the run's
+	// newest complete checkpoint, as its VolumeWriter recorded it) or a
+	// checkpoint's /Volumes path. The job gets it in SEXTANT_RESUME_FROM.
+	// Without Resume (and outside a multi-node job) the run is the newest
+	// of the experiment that ran the same command; a path with no such run
+	// starts a new one. Needs Events and Checkpoints.
+	ResumeFrom string
+	// Events reaches the run's events: the saves a killed job left open are
+	// marked incomplete when the job ends, and resumes find checkpoints
+	// there. nil turns both off.
+	Events Events
+	// Checkpoints checks that a checkpoint is complete before a resume.
+	Checkpoints Checkpoints
 	// Job places the launcher in a multi-node job (see ResolveJob).
 	Job Job
 
@@ -180,6 +193,7 @@ type launcher struct {
 	run     *tracking.Run
 	expID   string
 	expName string
+	resume  *resumePoint
 }
 
 func (l *launcher) say(format string, args ...any) {
@@ -265,8 +279,27 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	l := &launcher{opts: withDefaults(opts)}
 	l.now = l.opts.Now
 	o := &l.opts
+	if p := o.ResumeFrom; p != "" && p != ResumeLatest {
+		if o.Checkpoints == nil {
+			return Result{ExitCode: 1}, errors.New("launcher: ResumeFrom needs Checkpoints")
+		}
+		done, err := o.Checkpoints.CheckpointComplete(ctx, strings.TrimRight(p, "/"))
+		if err != nil {
+			return Result{ExitCode: 1}, fmt.Errorf("check checkpoint %s: %w", p, err)
+		}
+		if !done {
+			return Result{ExitCode: 2}, errs.Errorf(errs.Invalid, "cannot resume from %s: it is not a complete checkpoint (no .metadata): `sextant ckpt ls` lists the complete ones", p)
+		}
+	}
 	if err := l.setup(ctx); err != nil {
 		return Result{ExitCode: 1}, err
+	}
+	if o.ResumeFrom != "" {
+		rp, err := l.resolveResume(ctx)
+		if err != nil {
+			return Result{ExitCode: 1}, err
+		}
+		l.resume = rp
 	}
 	res := Result{RunID: l.run.Info.RunID, RunName: l.run.Info.RunName, ExperimentID: l.expID, ExperimentName: l.expName}
 	l.say("run %s (%s) in experiment %s", res.RunID, res.RunName, res.ExperimentName)
@@ -424,6 +457,10 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 	stopSampler()
 	l.waitShipped(shipped, stopShip)
+	if o.Job.ID == "" || o.Job.Creator() {
+		// Saves the job left open were cut off when it ended.
+		l.closeOpenSaves(bg, l.now().UnixMilli())
+	}
 	st := q.statsNow()
 	res.Lines = st.Captured
 	res.Delivered = ship.delivered.Load()

@@ -58,6 +58,25 @@ func (l *launcher) setup(ctx context.Context) error {
 	o := &l.opts
 	tr := o.Tracker
 	running := tracking.StatusRunning
+	if o.ResumeFrom != "" && o.Resume == "" && o.Job.ID == "" {
+		// The run this command ran in last, in the experiment.
+		expID, err := l.ensureExperiment(ctx, o.Experiment)
+		if err != nil {
+			return err
+		}
+		l.expID, l.expName = expID, o.Experiment
+		run, err := l.findCommandRun(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case run != nil:
+			l.say("resuming run %s, the last one of this command in experiment %s", run.Info.RunID, o.Experiment)
+			o.Resume = run.Info.RunID
+		case o.ResumeFrom == ResumeLatest:
+			return errs.Errorf(errs.NotFound, "no run to resume: experiment %s has no run of this command; name the run with --run-id (or MLFLOW_RUN_ID)", o.Experiment)
+		}
+	}
 	if o.Resume != "" {
 		run, err := tr.GetRun(ctx, o.Resume)
 		if err != nil {
@@ -289,6 +308,9 @@ func (l *launcher) childEnv() []string {
 		"MLFLOW_EXPERIMENT_ID":   l.expID,
 		"SEXTANT_RUN_ID":         l.run.Info.RunID,
 	}
+	for k, v := range l.resume.env() {
+		set[k] = v
+	}
 	if o.Job.ID != "" {
 		set["SEXTANT_JOB_ID"] = o.Job.ID
 	}
@@ -304,6 +326,9 @@ func (l *launcher) childEnv() []string {
 	env := make([]string, 0, len(o.Env)+len(set))
 	for _, kv := range o.Env {
 		k, _, _ := strings.Cut(kv, "=")
+		if k == EnvResumeFrom || k == EnvResumeStep || k == EnvResumeLoggedStep {
+			continue // this launch's, or none: never one inherited
+		}
 		if _, ok := set[k]; !ok {
 			env = append(env, kv)
 		}

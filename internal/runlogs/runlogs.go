@@ -217,6 +217,17 @@ type Store interface {
 	// and those that follow, skipping chunks excluded by q's sets. Chunks
 	// never overlap and together hold lines 1 to Head.NextLine-1.
 	ReadChunks(ctx context.Context, runID string, q ChunkQuery) (Head, []Chunk, error)
+	// Spans returns the log's head and where each of its chunks is, in
+	// lines and in time, in line order, without their data: what a
+	// density of the log over time needs (Service.Density).
+	Spans(ctx context.Context, runID string) (Head, []ChunkSpan, error)
+}
+
+// ChunkSpan is where a chunk's lines are in the log and in time.
+type ChunkSpan struct {
+	FirstLine                      int64
+	Count                          int
+	MinTimestampMs, MaxTimestampMs int64
 }
 
 // Matches reports whether q's sets and time bound admit chunk c (its

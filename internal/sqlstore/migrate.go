@@ -26,6 +26,7 @@ var components = []struct {
 	{"gpu", gpuMigrations},
 	{"workspace", workspaceMigrations},
 	{"volumes", volumeMigrations},
+	{"events", eventMigrations},
 }
 
 // migrationLock is the PostgreSQL advisory lock that replicas starting

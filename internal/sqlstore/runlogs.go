@@ -229,6 +229,49 @@ func (l *LogStore) AppendLines(ctx context.Context, runID string, b runlogs.Batc
 	return res, nil
 }
 
+// Spans implements runlogs.Store.
+func (l *LogStore) Spans(ctx context.Context, runID string) (runlogs.Head, []runlogs.ChunkSpan, error) {
+	tx, err := l.s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return runlogs.Head{}, nil, sqlError(err, "read log")
+	}
+	defer tx.Rollback()
+	var head runlogs.Head
+	var pk int64
+	var status int32
+	var stage string
+	err = tx.QueryRowContext(ctx, `SELECT r.run_pk, r.status, r.lifecycle_stage, COALESCE(s.next_line, 1), COALESCE(s.bytes, 0)
+		FROM runs r LEFT JOIN run_log_state s ON s.run_pk = r.run_pk WHERE r.run_id = ?`, runID).
+		Scan(&pk, &status, &stage, &head.NextLine, &head.Bytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runlogs.Head{}, nil, notFoundRun(runID)
+	}
+	if err != nil {
+		return runlogs.Head{}, nil, sqlError(err, "read log")
+	}
+	if stage != "active" {
+		return runlogs.Head{}, nil, &errs.Error{Code: errs.NotFound, Msg: fmt.Sprintf("Run with id=%s is deleted: its log cannot be read", runID), Hint: "restore the run to read its log"}
+	}
+	head.RunStatus = tracking.RunStatus(status)
+	rows, err := tx.QueryContext(ctx, `SELECT first_line, count, min_ts, max_ts FROM run_log_chunks WHERE run_pk = ? ORDER BY first_line`, pk)
+	if err != nil {
+		return runlogs.Head{}, nil, sqlError(err, "read log chunks")
+	}
+	defer rows.Close()
+	var out []runlogs.ChunkSpan
+	for rows.Next() {
+		var c runlogs.ChunkSpan
+		if err := rows.Scan(&c.FirstLine, &c.Count, &c.MinTimestampMs, &c.MaxTimestampMs); err != nil {
+			return runlogs.Head{}, nil, sqlError(err, "scan log chunk")
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return runlogs.Head{}, nil, sqlError(err, "read log chunks")
+	}
+	return head, out, nil
+}
+
 // ReadChunks implements runlogs.Store.
 func (l *LogStore) ReadChunks(ctx context.Context, runID string, q runlogs.ChunkQuery) (runlogs.Head, []runlogs.Chunk, error) {
 	// One read transaction: the head and the chunks come from the same

@@ -78,6 +78,13 @@ func (s *Store) leader(ctx context.Context, job string, period time.Duration) bo
 	return ok
 }
 
+// Leader reports whether this replica runs the named background job that
+// runs every period, taking or renewing its lease in the leases table (see
+// leader): the one replica holding it runs the job.
+func (s *Store) Leader(ctx context.Context, job string, period time.Duration) bool {
+	return s.leader(ctx, job, period)
+}
+
 // releaseLeases gives up this instance's leases, so that another replica
 // (or this server, restarted) takes its jobs over at once.
 func (s *Store) releaseLeases(ctx context.Context) error {

@@ -44,6 +44,20 @@ type GPU struct {
 	Power      Float  `json:"power"`
 	PowerLimit Float  `json:"power_limit"`
 	SMClock    Float  `json:"sm_clock"`
+	// Since version 2 of the sample format (issue 18).
+	MemClock          Float `json:"mem_clock"`
+	SMClockMax        Float `json:"sm_clock_max"`
+	PowerLimitDefault Float `json:"power_limit_default"`
+	ThrottleReasons   Float `json:"throttle_reasons"`
+	ECCCorrected      Float `json:"ecc_corrected"`
+	ECCUncorrected    Float `json:"ecc_uncorrected"`
+	Xid               Float `json:"xid"`
+}
+
+// readings lists g's readings in gpu.Field order.
+func (g *GPU) readings() [gpu.NumFields]Float {
+	return [gpu.NumFields]Float{g.Util, g.MemUtil, g.MemUsed, g.MemTotal, g.Temp, g.Power, g.PowerLimit, g.SMClock,
+		g.MemClock, g.SMClockMax, g.PowerLimitDefault, g.ThrottleReasons, g.ECCCorrected, g.ECCUncorrected, g.Xid}
 }
 
 // GPUProcess is a process using a GPU in a GPUSample.
@@ -102,15 +116,15 @@ func (req *GPUBatch) Batch() (*gpu.Batch, error) {
 			}
 			g := gpu.NewGPU(int(wg.Index.V), wg.UUID, wg.Name)
 			g.Err = wg.Error
-			for f, v := range [gpu.NumFields]Float{wg.Util, wg.MemUtil, wg.MemUsed, wg.MemTotal, wg.Temp, wg.Power, wg.PowerLimit, wg.SMClock} {
+			for f, v := range wg.readings() {
 				switch {
 				case v.Huge:
 					// No sensor reads 1e400: a sender's bug, which
 					// storing it as missing would hide.
 					return nil, invalid("Invalid value for parameter 'samples[%d].gpus[%d].%s': the number is beyond a float64's range; send null for a missing reading", i, j, gpu.Field(f))
 				case !v.Set:
-				case gpu.Field(f).IsBytes():
-					// Byte counts are whole; out-of-range ones are missing.
+				case gpu.Field(f).IsInteger():
+					// Counts, masks and codes are whole; out-of-range ones are missing.
 					if v.V >= 0 && v.V < math.MaxInt64 {
 						g.Values[f] = math.Round(v.V)
 					}
@@ -232,7 +246,7 @@ func appendReading(dst []byte, f gpu.Field, v float64) []byte {
 	switch {
 	case gpu.IsMissing(v):
 		return append(dst, "null"...)
-	case f.IsBytes():
+	case f.IsInteger():
 		return strconv.AppendInt(dst, int64(math.Round(v)), 10)
 	}
 	r := math.Round(v*1000) / 1000
@@ -502,6 +516,20 @@ func (p *batchParser) gpuReading(g *GPU) bool {
 			g.PowerLimit, ok = p.floatOrNull()
 		case "sm_clock":
 			g.SMClock, ok = p.floatOrNull()
+		case "mem_clock":
+			g.MemClock, ok = p.floatOrNull()
+		case "sm_clock_max":
+			g.SMClockMax, ok = p.floatOrNull()
+		case "power_limit_default":
+			g.PowerLimitDefault, ok = p.floatOrNull()
+		case "throttle_reasons":
+			g.ThrottleReasons, ok = p.floatOrNull()
+		case "ecc_corrected":
+			g.ECCCorrected, ok = p.floatOrNull()
+		case "ecc_uncorrected":
+			g.ECCUncorrected, ok = p.floatOrNull()
+		case "xid":
+			g.Xid, ok = p.floatOrNull()
 		}
 		return ok
 	})

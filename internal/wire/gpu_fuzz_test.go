@@ -66,7 +66,7 @@ func FuzzDecodeGPUBatch(f *testing.F) {
 				for f := range gpu.NumFields {
 					// The encoder sends readings rounded to 3 decimals.
 					a, c := x.GPUs[j].Values[f], y.GPUs[j].Values[f]
-					if r := math.Round(a*1000) / 1000; !gpu.Field(f).IsBytes() && !math.IsInf(r, 0) && !math.IsNaN(r) {
+					if r := math.Round(a*1000) / 1000; !gpu.Field(f).IsInteger() && !math.IsInf(r, 0) && !math.IsNaN(r) {
 						a = r
 					}
 					if gpu.IsMissing(a) != gpu.IsMissing(c) || (!gpu.IsMissing(a) && a != c) {

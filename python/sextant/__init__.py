@@ -1,9 +1,10 @@
 """Sextant's Python package: PyTorch Distributed Checkpoint storage and
-datasets on Sextant volumes (sextant.checkpoint, sextant.data), and a Files
-API client (sextant.client).
+datasets on Sextant volumes (sextant.checkpoint, sextant.data), resuming a
+job where it stopped (sextant.resume), and a Files API client
+(sextant.client).
 
-The client needs only the standard library; sextant.checkpoint and
-sextant.data import torch.
+The client needs only the standard library; sextant.checkpoint,
+sextant.data and sextant.resume import torch.
 """
 
 from .client import Client, SextantError

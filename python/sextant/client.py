@@ -569,3 +569,31 @@ class Client:
         if path.rstrip("/").count("/") > 4:
             self.delete_dir(path, missing_ok=True)
         return len(files)
+
+    # ------------------------------------------------------------ run events
+
+    def append_events(self, run_id: str, events: list[dict[str, Any]]) -> list[int]:
+        """Stores events on a run (``POST /api/2.0/sextant/events/append``,
+        docs/api.md) and returns the seq of each. An event with the ``key``
+        of a stored one replaces it, so sending again is harmless."""
+        out = self._json("POST", "/api/2.0/sextant/events/append", {"run_id": run_id, "events": events})
+        return list(out.get("seqs", []))
+
+    def list_events(self, run_id: str, *, kinds: list[str] | None = None, after_seq: int = 0,
+                    open_only: bool = False) -> list[dict[str, Any]]:
+        """Every event of a run (``GET /api/2.0/sextant/events/list``), in seq
+        order, following pages."""
+        out: list[dict[str, Any]] = []
+        while True:
+            q = {"run_id": run_id}
+            if kinds:
+                q["kind"] = ",".join(kinds)
+            if after_seq:
+                q["after_seq"] = str(after_seq)
+            if open_only:
+                q["open"] = "true"
+            page = self._json("GET", "/api/2.0/sextant/events/list?" + urllib.parse.urlencode(q))
+            out.extend(page.get("events", []))
+            after_seq = int(page.get("next_seq") or 0)
+            if not after_seq:
+                return out

@@ -25,6 +25,9 @@ type Source struct {
 	lib   nv.Interface
 	devs  []device
 	names map[int]string // process names by pid
+	// events receives the devices' Xid errors (nil when NVML cannot make
+	// an event set); Sample drains it.
+	events nv.EventSet
 }
 
 var _ gpu.Source = (*Source)(nil)
@@ -85,7 +88,49 @@ func OpenWith(lib nv.Interface) (*Source, error) {
 		}
 		s.devs = append(s.devs, d)
 	}
+	// Xid errors arrive as events, not readings: one set for every device
+	// that supports them (not all do, nor every driver without root).
+	if set, ret := lib.EventSetCreate(); ret == nv.SUCCESS {
+		registered := false
+		for _, d := range s.devs {
+			if d.h != nil && d.h.RegisterEvents(nv.EventTypeXidCriticalError, set) == nv.SUCCESS {
+				registered = true
+			}
+		}
+		if registered {
+			s.events = set
+		} else {
+			set.Free()
+		}
+	}
 	return s, nil
+}
+
+// xids drains the Xid events that arrived since the last sample and
+// returns the last code of each device, by UUID.
+func (s *Source) xids() map[string]int {
+	if s.events == nil {
+		return nil
+	}
+	var out map[string]int
+	for range 1024 { // bounded: a flood of errors must not hold a sample up
+		e, ret := s.events.Wait(0)
+		if ret != nv.SUCCESS {
+			break
+		}
+		if e.EventType&nv.EventTypeXidCriticalError == 0 || e.Device == nil {
+			continue
+		}
+		uuid, r := e.Device.GetUUID()
+		if r != nv.SUCCESS {
+			continue
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[uuid] = int(e.EventData)
+	}
+	return out
 }
 
 // Name implements gpu.Source.
@@ -97,8 +142,12 @@ func (s *Source) Name() string { return "nvml" }
 // other devices are unaffected.
 func (s *Source) Sample(ctx context.Context) (*gpu.Sample, error) {
 	smp := &gpu.Sample{GPUs: make([]gpu.GPU, 0, len(s.devs))}
+	xids := s.xids()
 	for _, d := range s.devs {
 		g := gpu.NewGPU(d.index, d.uuid, d.name)
+		if x, ok := xids[d.uuid]; ok && d.uuid != "" {
+			g.Values[gpu.FieldXid] = float64(x)
+		}
 		if d.h == nil {
 			g.Err = d.err
 			smp.GPUs = append(smp.GPUs, g)
@@ -142,6 +191,28 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Sample, error) {
 		if c, ret := d.h.GetClockInfo(nv.CLOCK_SM); ok(ret) {
 			g.Values[gpu.FieldSMClock] = float64(c)
 		}
+		if c, ret := d.h.GetClockInfo(nv.CLOCK_MEM); ok(ret) {
+			g.Values[gpu.FieldMemClock] = float64(c)
+		}
+		if c, ret := d.h.GetMaxClockInfo(nv.CLOCK_SM); ok(ret) {
+			g.Values[gpu.FieldSMClockMax] = float64(c)
+		}
+		if p, ret := d.h.GetPowerManagementDefaultLimit(); ok(ret) {
+			g.Values[gpu.FieldPowerLimitDefault] = float64(p) / 1000
+		}
+		// The throttle reasons under their older name, which every driver
+		// since NVML 5 exports (the newer GetCurrentClocksEventReasons is
+		// the same mask).
+		if r, ret := d.h.GetCurrentClocksThrottleReasons(); ok(ret) {
+			g.Values[gpu.FieldThrottleReasons] = float64(r)
+		}
+		// ECC counts, where ECC is on (NOT_SUPPORTED otherwise).
+		if n, ret := d.h.GetTotalEccErrors(nv.MEMORY_ERROR_TYPE_CORRECTED, nv.VOLATILE_ECC); ok(ret) {
+			g.Values[gpu.FieldECCCorrected] = float64(n)
+		}
+		if n, ret := d.h.GetTotalEccErrors(nv.MEMORY_ERROR_TYPE_UNCORRECTED, nv.VOLATILE_ECC); ok(ret) {
+			g.Values[gpu.FieldECCUncorrected] = float64(n)
+		}
 		if ps, ret := d.h.GetComputeRunningProcesses(); ok(ret) {
 			for _, p := range ps {
 				mem := int64(-1)
@@ -179,6 +250,9 @@ func (s *Source) processName(pid int) string {
 
 // Close shuts NVML down.
 func (s *Source) Close() error {
+	if s.events != nil {
+		s.events.Free()
+	}
 	if ret := s.lib.Shutdown(); ret != nv.SUCCESS {
 		return fmt.Errorf("nvml: shutdown: %s", ret.Error())
 	}

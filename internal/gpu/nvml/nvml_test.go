@@ -7,9 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	nv "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
 	"github.com/sextant/sextant/internal/gpu"
@@ -80,7 +82,43 @@ func TestOpenLoadsTheLibraryAtRunTime(t *testing.T) {
 // mockA100 returns go-nvml's DGX A100 mock with the readings our source
 // asks for filled in: GPU i reads utilisation 10*i %, 60+i °C and so on.
 func mockA100(t *testing.T) *dgxa100.Server {
+	s, _ := mockA100Events(t)
+	return s
+}
+
+// xidQueue is the mock's event set: the Xid events not yet waited for.
+type xidQueue struct {
+	mu     sync.Mutex
+	events []nv.EventData
+}
+
+func (q *xidQueue) push(e nv.EventData) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.events = append(q.events, e)
+}
+
+// mockA100Events is mockA100 with the GPU health readings (clocks, power
+// limits, throttle reasons, ECC counts; GPU 6 throttles for heat, GPU 7
+// has ECC off, GPU 5 cannot register events) and an event set whose Xid
+// events the test pushes.
+func mockA100Events(t *testing.T) (*dgxa100.Server, *xidQueue) {
 	s := dgxa100.New()
+	q := &xidQueue{}
+	set := &mock.EventSet{
+		WaitFunc: func(uint32) (nv.EventData, nv.Return) {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			if len(q.events) == 0 {
+				return nv.EventData{}, nv.ERROR_TIMEOUT
+			}
+			e := q.events[0]
+			q.events = q.events[1:]
+			return e, nv.SUCCESS
+		},
+		FreeFunc: func() nv.Return { return nv.SUCCESS },
+	}
+	s.EventSetCreateFunc = func() (nv.EventSet, nv.Return) { return set, nv.SUCCESS }
 	s.SystemGetProcessNameFunc = func(pid int) (string, nv.Return) { return "python", nv.SUCCESS }
 	for i, d := range s.Devices {
 		dev := d.(*dgxa100.Device)
@@ -91,12 +129,82 @@ func mockA100(t *testing.T) *dgxa100.Server {
 		dev.GetTemperatureFunc = func(nv.TemperatureSensors) (uint32, nv.Return) { return uint32(60 + i), nv.SUCCESS }
 		dev.GetPowerUsageFunc = func() (uint32, nv.Return) { return uint32(300_000 + i*1000), nv.SUCCESS }
 		dev.GetEnforcedPowerLimitFunc = func() (uint32, nv.Return) { return 400_000, nv.SUCCESS }
-		dev.GetClockInfoFunc = func(nv.ClockType) (uint32, nv.Return) { return 1980, nv.SUCCESS }
+		dev.GetClockInfoFunc = func(c nv.ClockType) (uint32, nv.Return) {
+			if c == nv.CLOCK_MEM {
+				return 1593, nv.SUCCESS
+			}
+			return 1980, nv.SUCCESS
+		}
+		dev.GetMaxClockInfoFunc = func(nv.ClockType) (uint32, nv.Return) { return 1980, nv.SUCCESS }
+		dev.GetPowerManagementDefaultLimitFunc = func() (uint32, nv.Return) { return 400_000, nv.SUCCESS }
+		dev.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nv.Return) {
+			if i == 6 {
+				return nv.ClocksThrottleReasonHwThermalSlowdown | nv.ClocksThrottleReasonSwPowerCap, nv.SUCCESS
+			}
+			return 0, nv.SUCCESS
+		}
+		dev.GetTotalEccErrorsFunc = func(kind nv.MemoryErrorType, _ nv.EccCounterType) (uint64, nv.Return) {
+			if i == 7 {
+				return 0, nv.ERROR_NOT_SUPPORTED // ECC off
+			}
+			return uint64(i) + uint64(kind)*100, nv.SUCCESS
+		}
+		dev.RegisterEventsFunc = func(types uint64, _ nv.EventSet) nv.Return {
+			if i == 5 {
+				return nv.ERROR_NOT_SUPPORTED
+			}
+			return nv.SUCCESS
+		}
 		dev.GetComputeRunningProcessesFunc = func() ([]nv.ProcessInfo, nv.Return) {
 			return []nv.ProcessInfo{{Pid: uint32(1000 + i), UsedGpuMemory: 1 << 30}}, nv.SUCCESS
 		}
 	}
-	return s
+	return s, q
+}
+
+// TestHealthReadings: clocks, power limits, throttle reasons and ECC counts
+// are read for every GPU (missing where unsupported), and an Xid event is
+// reported in the next sample of its GPU only.
+func TestHealthReadings(t *testing.T) {
+	s, q := mockA100Events(t)
+	src, err := nvml.OpenWith(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	q.push(nv.EventData{Device: s.Devices[2], EventType: nv.EventTypeXidCriticalError, EventData: 79})
+	q.push(nv.EventData{Device: s.Devices[2], EventType: nv.EventTypeXidCriticalError, EventData: 48})
+	q.push(nv.EventData{Device: s.Devices[4], EventType: nv.EventTypeSingleBitEccError, EventData: 1})
+	smp, err := src.Sample(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range smp.GPUs {
+		v := g.Values
+		if v[gpu.FieldMemClock] != 1593 || v[gpu.FieldSMClockMax] != 1980 || v[gpu.FieldPowerLimitDefault] != 400 {
+			t.Errorf("GPU %d clocks and limits %v", i, v)
+		}
+		want := 0.0
+		if i == 6 {
+			want = float64(gpu.ThrottleHwThermal | gpu.ThrottleSwPowerCap)
+		}
+		if v[gpu.FieldThrottleReasons] != want {
+			t.Errorf("GPU %d throttle reasons %v, want %v", i, v[gpu.FieldThrottleReasons], want)
+		}
+		switch {
+		case i == 7 && (!gpu.IsMissing(v[gpu.FieldECCCorrected]) || !gpu.IsMissing(v[gpu.FieldECCUncorrected])):
+			t.Errorf("ECC off read as %v/%v", v[gpu.FieldECCCorrected], v[gpu.FieldECCUncorrected])
+		case i != 7 && (v[gpu.FieldECCCorrected] != float64(i) || v[gpu.FieldECCUncorrected] != float64(100+i)):
+			t.Errorf("GPU %d ECC %v/%v", i, v[gpu.FieldECCCorrected], v[gpu.FieldECCUncorrected])
+		}
+		if xid := v[gpu.FieldXid]; (i == 2) != !gpu.IsMissing(xid) || i == 2 && xid != 48 {
+			t.Errorf("GPU %d xid %v (want the last of GPU 2's, 48, and none elsewhere)", i, xid)
+		}
+	}
+	smp, _ = src.Sample(t.Context())
+	if !gpu.IsMissing(smp.GPUs[2].Values[gpu.FieldXid]) {
+		t.Errorf("an Xid reported twice: %v", smp.GPUs[2].Values[gpu.FieldXid])
+	}
 }
 
 // TestGPUFallsOffTheBus: one device answers ERROR_GPU_IS_LOST and another

@@ -55,6 +55,7 @@ func RunStoreTests(t *testing.T, open func(t *testing.T, limits runlogs.Limits) 
 		testLimits(t, open(t, runlogs.Limits{LinesPerRun: 100, BytesPerRun: 10_000}))
 	})
 	t.Run("ConcurrentSources", func(t *testing.T) { testConcurrent(t, open(t, runlogs.Limits{})) })
+	t.Run("SpansAndDensity", func(t *testing.T) { testSpans(t, open(t, runlogs.Limits{})) })
 }
 
 // Lines returns n lines with varied fields; text i is prefix + i.
@@ -442,5 +443,67 @@ func testConcurrent(t *testing.T, h Harness) {
 			t.Fatalf("line %q stored twice", l.Text)
 		}
 		seen[l.Text] = true
+	}
+}
+
+// testSpans: the chunk spans tile the log in line order with the times of
+// their lines, and the density over time counts every line once and
+// opens each bucket at a line of that time.
+func testSpans(t *testing.T, h Harness) {
+	run := h.NewRun(t)
+	ctx := context.Background()
+	const total = 10_000
+	in := make([]runlogs.Line, total)
+	for i := range in {
+		// 10 lines a second, with a quiet minute after line 6000.
+		ts := int64(1_800_000_000_000) + int64(i)*100
+		if i >= 6000 {
+			ts += 60_000
+		}
+		in[i] = runlogs.Line{TimestampMs: ts, Stream: runlogs.Stdout, LocalRank: -1, Text: fmt.Sprint("l", i)}
+	}
+	for seq := 0; seq < total; seq += 2500 {
+		mustAppend(t, h.Store, run, runlogs.Batch{Source: "s", FirstSeq: int64(seq), Lines: in[seq : seq+2500]})
+	}
+	head, spans, err := h.Store.Spans(ctx, run)
+	if err != nil || head.NextLine != total+1 || len(spans) == 0 {
+		t.Fatalf("spans: %+v %d %v", head, len(spans), err)
+	}
+	next := int64(1)
+	for _, c := range spans {
+		if c.FirstLine != next || c.MinTimestampMs != in[c.FirstLine-1].TimestampMs || c.MaxTimestampMs != in[c.FirstLine-1+int64(c.Count)-1].TimestampMs {
+			t.Fatalf("span %+v after line %d", c, next-1)
+		}
+		next += int64(c.Count)
+	}
+	if next != total+1 {
+		t.Fatalf("spans end at line %d", next-1)
+	}
+	svc := runlogs.NewService(h.Store, runlogs.Options{})
+	d, err := svc.Density(ctx, run, 0, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, n := range d.Lines {
+		sum += n
+	}
+	if sum != total || d.TotalLines != total || d.FromMs != in[0].TimestampMs {
+		t.Fatalf("density counts %d of %d lines from %d", sum, d.TotalLines, d.FromMs)
+	}
+	for b, n := range d.Lines {
+		// Lines are spread evenly over their chunk's time range (a chunk
+		// that spans the quiet minute puts some in it): exact to a chunk.
+		bs := d.FromMs + int64(b)*d.BucketMs
+		if n > 0 {
+			// The bucket opens at a line within a chunk of its time.
+			l := d.FirstLine[b]
+			if l < 1 || l > total || in[l-1].TimestampMs < bs-60_000-4096*100 || in[l-1].TimestampMs >= bs+d.BucketMs+60_000+4096*100 {
+				t.Errorf("bucket %d (from %d) opens at line %d (time %d)", b, bs, l, in[l-1].TimestampMs)
+			}
+		}
+	}
+	if _, err := svc.Density(ctx, run, 0, 0, runlogs.MaxDensityBuckets+1); !errs.Is(err, errs.Invalid) {
+		t.Errorf("too many buckets: %v", err)
 	}
 }

@@ -124,6 +124,19 @@ func (m *MemStore) AppendLines(ctx context.Context, runID string, b runlogs.Batc
 }
 
 // ReadChunks implements runlogs.Store.
+// Spans implements runlogs.Store.
+func (m *MemStore) Spans(ctx context.Context, runID string) (runlogs.Head, []runlogs.ChunkSpan, error) {
+	head, cs, err := m.ReadChunks(ctx, runID, runlogs.ChunkQuery{FromLine: 1, MaxChunks: 1 << 30})
+	if err != nil {
+		return head, nil, err
+	}
+	out := make([]runlogs.ChunkSpan, len(cs))
+	for i, c := range cs {
+		out[i] = runlogs.ChunkSpan{FirstLine: c.FirstLine, Count: c.Count, MinTimestampMs: c.MinTimestampMs, MaxTimestampMs: c.MaxTimestampMs}
+	}
+	return head, out, nil
+}
+
 func (m *MemStore) ReadChunks(ctx context.Context, runID string, q runlogs.ChunkQuery) (runlogs.Head, []runlogs.Chunk, error) {
 	if err := ctx.Err(); err != nil {
 		return runlogs.Head{}, nil, err

@@ -74,6 +74,9 @@ export class LogsView {
   constructor(
     private runId: string,
     private scope: Scope,
+    // startLine, when set, opens the log there (the timeline's click)
+    // instead of at its end.
+    private startLine?: number,
   ) {
     this.status = h('span', { class: 'muted', 'data-testid': 'log-status' });
     this.nodeSel = h('input', { type: 'number', min: 0, placeholder: 'all', class: 'narrow', 'aria-label': 'Node' });
@@ -162,7 +165,8 @@ export class LogsView {
       this.reindex();
       this.list.setCount(this.rows(), true);
       this.showStatus();
-      if (this.total > 0) this.list.scrollToEnd();
+      if (this.startLine && this.total > 0) this.jumpTo(this.startLine);
+      else if (this.total > 0) this.list.scrollToEnd();
       if (!TERMINAL.has(this.runStatus)) void this.tail();
     } catch (e: any) {
       this.available = false;

@@ -2,12 +2,13 @@
 // description, params, tags, comments), metric charts, system metrics,
 // logs, artifacts, checkpoints and the GPU pane, as tabs.
 
-import { addComment, deleteComment, getExperiment, getRun, listComments, Run, runArtifacts, setTag } from '../api';
+import { addComment, deleteComment, get, getExperiment, getRun, listComments, Run, runArtifacts, setTag, SX } from '../api';
 import { artifactsView } from '../components/artifacts';
 import { BoardChart, ChartBoard, keyCharts } from '../components/board';
 import { ChartRun, linesOf } from '../components/chart';
 import { gpuPane } from '../components/gpupane';
 import { LogsView } from '../components/logs';
+import { gpuHealthList, Timeline } from '../components/timeline';
 import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
@@ -17,9 +18,9 @@ import { session } from '../session';
 import { checkpointsView } from './checkpoints';
 import { runModels } from './models';
 
-const TABS = ['overview', 'metrics', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
+const TABS = ['overview', 'metrics', 'timeline', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
 type Tab = (typeof TABS)[number];
-const LABELS: Record<Tab, string> = { overview: 'Overview', metrics: 'Metrics', system: 'System metrics', logs: 'Logs', artifacts: 'Artifacts', checkpoints: 'Checkpoints', gpu: 'GPU' };
+const LABELS: Record<Tab, string> = { overview: 'Overview', metrics: 'Metrics', timeline: 'Timeline', system: 'System metrics', logs: 'Logs', artifacts: 'Artifacts', checkpoints: 'Checkpoints', gpu: 'GPU' };
 
 function kvTable(rows: [string, string | Node][], empty: string): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
@@ -38,9 +39,15 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
 
   const isLive = () => run?.info.status === 'RUNNING';
 
+  // The log line to open the logs tab at (from the timeline); 0: the end.
+  let logLine = Number(q.get('line') ?? 0) || 0;
+  const openLog = (line: number) => {
+    logLine = line;
+    showTab('logs');
+  };
   const showTab = (t: Tab) => {
     tab = t;
-    setQuery({ tab: t === 'overview' ? null : t });
+    setQuery({ tab: t === 'overview' ? null : t, line: t === 'logs' && logLine ? String(logLine) : null });
     for (const b of tabBar.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.dataset.tab === t));
     tabScope.dispose();
     tabScope = new Scope();
@@ -111,15 +118,25 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
           },
           s,
         ).el;
-      case 'logs':
-        return new LogsView(r.info.run_id, s).el;
+      case 'timeline':
+        return new Timeline({ run: r, onOpenLog: openLog }, s).el;
+      case 'logs': {
+        const line = logLine;
+        logLine = 0;
+        return new LogsView(r.info.run_id, s, line || undefined).el;
+      }
       case 'artifacts':
         // MLflow 3 keeps a logged model's files with the model, not the run: list them first.
         return h('div', { class: 'run-artifacts' }, runModels(r, s, { files: true }), h('h2', null, 'Run artifacts'), artifactsView(runArtifacts(r.info), s, 'No run artifacts.'));
       case 'checkpoints':
         return checkpointsView(r, s);
       case 'gpu':
-        return gpuPane({ runId: r.info.run_id }, s);
+        return h('div', null, gpuPane({ runId: r.info.run_id }, s), gpuHealthList(r.info.run_id, s, (t) => {
+          // The log at that moment: the first line from then on.
+          get(SX + '/logs/density', { run_id: r.info.run_id, from_ms: t, to_ms: t + 60_000, buckets: 1 })
+            .then((d: any) => openLog(Number(d?.first_lines?.[0]) || 1))
+            .catch(() => openLog(1));
+        }));
     }
   };
 

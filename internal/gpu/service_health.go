@@ -1,0 +1,136 @@
+package gpu
+
+import (
+	"context"
+	"slices"
+
+	"github.com/sextant/sextant/internal/runevents"
+)
+
+// EventSink receives the health events of runs' GPUs; *runevents.Service
+// implements it.
+type EventSink interface {
+	Append(ctx context.Context, runID string, evs []runevents.Event) ([]int64, error)
+	List(ctx context.Context, q runevents.Query) (runevents.Page, error)
+}
+
+// healthLookback is how far back the sample before a batch is looked for:
+// with a gap longer than this the GPU's state before is taken as unknown.
+const healthLookback = 2 * 60 * 1000
+
+// recordHealth derives the health events of a run-linked batch's samples
+// (Health, each GPU against its previous sample on the node) and appends
+// them to the run. Throttle spans open when a GPU starts slowing down and
+// are closed when it stops; a sample sent again gives the same keys, and
+// never reopens a span closed since.
+func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
+	samples := slices.Clone(b.Samples)
+	slices.SortFunc(samples, func(x, y Sample) int { return int(x.TimestampMs - y.TimestampMs) })
+	var prev *Sample
+	err := s.store.Scan(ctx, Selection{Nodes: []string{b.Node}}, samples[0].TimestampMs-healthLookback, samples[0].TimestampMs, func(ns *NodeSample) error {
+		c := ns.Sample
+		c.GPUs = slices.Clone(ns.GPUs)
+		prev = &c
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var evs []runevents.Event
+	var ends []runevents.Event
+	for i := range samples {
+		cur := &samples[i]
+		byKey := map[string]*GPU{}
+		if prev != nil && cur.TimestampMs-prev.TimestampMs <= healthLookback {
+			for j := range prev.GPUs {
+				byKey[prev.GPUs[j].Key()] = &prev.GPUs[j]
+			}
+		}
+		for j := range cur.GPUs {
+			for _, f := range Health(b.Node, byKey[cur.GPUs[j].Key()], &cur.GPUs[j], cur.TimestampMs) {
+				if f.Kind == HealthThrottleEnd {
+					ends = append(ends, f.Event)
+				} else {
+					evs = append(evs, f.Event)
+				}
+			}
+		}
+		prev = cur
+	}
+	if len(evs) == 0 && len(ends) == 0 {
+		return nil
+	}
+	var starts int
+	for _, e := range evs {
+		if e.Kind == runevents.KindGPUThrottle {
+			starts++
+		}
+	}
+	throttle := []runevents.Kind{runevents.KindGPUThrottle}
+	if starts > 0 {
+		// A resend must not reopen a span closed since: the starts stored
+		// already (they have the time of one of the batch's samples).
+		known, err := runevents.ListAll(ctx, s.opts.Events.List, runevents.Query{RunID: b.RunID, Kinds: throttle, FromMs: samples[0].TimestampMs})
+		if err != nil {
+			return err
+		}
+		stored := map[string]bool{}
+		for _, k := range known {
+			stored[k.Key] = true
+		}
+		evs = slices.DeleteFunc(evs, func(e runevents.Event) bool { return e.Kind == runevents.KindGPUThrottle && stored[e.Key] })
+	}
+	if len(ends) > 0 {
+		open, err := runevents.ListAll(ctx, s.opts.Events.List, runevents.Query{RunID: b.RunID, Kinds: throttle, OpenOnly: true})
+		if err != nil {
+			return err
+		}
+		for _, end := range ends {
+			for i := range open {
+				k := &open[i]
+				if k.Open && k.Node == end.Node && k.GPU == end.GPU && k.Attrs["uuid"] == end.Attrs["uuid"] && k.TimeMs <= end.TimeMs {
+					k.Open, k.EndMs = false, end.TimeMs
+					evs = append(evs, *k)
+				}
+			}
+		}
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), 500)
+		if _, err := s.opts.Events.Append(ctx, b.RunID, evs[:n]); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// RunUtilization implements runevents.Utilization: the highest
+// utilisation of the run's GPUs (every node's) at each sample time in
+// [fromMs, toMs), for the watcher of idle runs.
+func (s *Service) RunUtilization(ctx context.Context, runID string, fromMs, toMs int64) ([]runevents.UtilPoint, error) {
+	by := map[int64]float64{}
+	err := s.store.Scan(ctx, Selection{RunID: runID}, fromMs, toMs, func(ns *NodeSample) error {
+		for i := range ns.GPUs {
+			u := ns.GPUs[i].Values[FieldUtil]
+			if IsMissing(u) {
+				continue
+			}
+			if v, ok := by[ns.TimestampMs]; !ok || u > v {
+				by[ns.TimestampMs] = u
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runevents.UtilPoint, 0, len(by))
+	for ts, u := range by {
+		out = append(out, runevents.UtilPoint{TimeMs: ts, MaxUtil: u})
+	}
+	slices.SortFunc(out, func(a, b runevents.UtilPoint) int { return int(a.TimeMs - b.TimeMs) })
+	return out, nil
+}
+
+var _ runevents.Utilization = (*Service)(nil)

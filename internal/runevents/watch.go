@@ -1,0 +1,358 @@
+package runevents
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The watcher finds RUNNING runs that do nothing: GPUs that stay under a
+// utilisation threshold (idle), or no metrics, output or events (stalled),
+// for a configurable time. Each finding is a span on the run (KindIdle,
+// KindStalled) that stays open while it lasts and is closed when the run
+// moves again, a notification (a webhook) when it opens and closes, and
+// the run's tag sextant.alert while it is open (what `sextant runs ls` and
+// the MLflow UI show). With several replicas only the one holding the
+// watcher's lease watches.
+
+// TagAlert is the run tag the watcher sets while an idle or stalled span
+// is open (its message), and deletes when it closes.
+const TagAlert = "sextant.alert"
+
+// RunActivity is what the watcher knows of a running run.
+type RunActivity struct {
+	RunID        string
+	RunName      string
+	ExperimentID string
+	// StartMs is the run's start time.
+	StartMs int64
+	// LastMetricMs is the timestamp of its newest metric point (not
+	// counting system/ metrics, which come from the GPU sampler); 0 when
+	// none.
+	LastMetricMs int64
+	// LastLogMs is when its log last grew; 0 when it has none.
+	LastLogMs int64
+	// LastEventMs is the time of its newest event other than idle and
+	// stalled spans (a checkpoint, a resume); 0 when none.
+	LastEventMs int64
+}
+
+// LastActivityMs is when the run last showed it was alive.
+func (a *RunActivity) LastActivityMs() int64 {
+	return max(a.StartMs, a.LastMetricMs, a.LastLogMs, a.LastEventMs)
+}
+
+// Activity lists the running runs; internal/sqlstore implements it.
+type Activity interface {
+	// RunningRuns returns the active runs whose status is RUNNING.
+	RunningRuns(ctx context.Context) ([]RunActivity, error)
+}
+
+// UtilPoint is the highest utilisation of a run's GPUs at one sample time
+// (every node and GPU of the run).
+type UtilPoint struct {
+	TimeMs  int64
+	MaxUtil float64
+}
+
+// Utilization reads a run's GPU utilisation; *gpu.Service implements it.
+type Utilization interface {
+	// RunUtilization returns the run's sample times in [fromMs, toMs) with
+	// the highest utilisation of any of its GPUs at each, in time order;
+	// samples without a utilisation reading are left out.
+	RunUtilization(ctx context.Context, runID string, fromMs, toMs int64) ([]UtilPoint, error)
+}
+
+// Tagger sets and deletes run tags; *tracking.Service implements it
+// through a small adapter in the wiring.
+type Tagger interface {
+	SetRunTag(ctx context.Context, runID, key, value string) error
+	DeleteRunTag(ctx context.Context, runID, key string) error
+}
+
+// Notification is what a Notifier is told: a span opened or closed.
+type Notification struct {
+	Event Event
+	Run   RunActivity
+	// Closed says the span ended (the run moved again); false: it opened.
+	Closed bool
+}
+
+// Notifier delivers notifications (a webhook). Notify must not block: it
+// queues, and delivery retries and gives up on its own.
+type Notifier interface {
+	Notify(n Notification)
+}
+
+// WatchOptions configure a Watcher.
+type WatchOptions struct {
+	// IdleUtil is the utilisation, in percent, under which every GPU of a
+	// run must stay for it to be idle; 0 means 5.
+	IdleUtil float64
+	// IdleFor is how long the GPUs must stay under IdleUtil; 0 means 10
+	// minutes, negative turns idle detection off.
+	IdleFor time.Duration
+	// StallFor is how long a run may go without metrics, output or events
+	// before it is stalled; 0 means 15 minutes, negative turns it off.
+	StallFor time.Duration
+	// Every is the time between two looks; 0 means 30 s.
+	Every time.Duration
+	// Leader reports whether this replica runs the watcher now (it holds
+	// the lease, and renews it by being asked); nil means always.
+	Leader func(ctx context.Context) bool
+	// Notifier, Tags and GPUs are optional: no webhook, no run tag, no idle
+	// detection.
+	Notifier Notifier
+	Tags     Tagger
+	GPUs     Utilization
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the watcher's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Watcher looks at the running runs every WatchOptions.Every.
+type Watcher struct {
+	events   *Service
+	activity Activity
+	opts     WatchOptions
+	now      func() time.Time
+	log      *slog.Logger
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu sync.Mutex
+	// flagged are the runs this watcher opened spans on, to close them
+	// when the run stops running.
+	flagged map[string]RunActivity
+}
+
+// NewWatcher returns a watcher that records its findings through events.
+func NewWatcher(events *Service, activity Activity, opts WatchOptions) *Watcher {
+	if opts.IdleUtil <= 0 {
+		opts.IdleUtil = 5
+	}
+	if opts.IdleFor == 0 {
+		opts.IdleFor = 10 * time.Minute
+	}
+	if opts.StallFor == 0 {
+		opts.StallFor = 15 * time.Minute
+	}
+	if opts.Every <= 0 {
+		opts.Every = 30 * time.Second
+	}
+	w := &Watcher{events: events, activity: activity, opts: opts, now: opts.Now, log: opts.Logger, flagged: map[string]RunActivity{}}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	return w
+}
+
+// Start runs the watcher in the background until Close.
+func (w *Watcher) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.wg.Go(func() {
+		t := time.NewTicker(w.opts.Every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
+					w.log.Warn("watching running runs", "err", err)
+				}
+			}
+		}
+	})
+}
+
+// Close stops the watcher and waits for its look in progress.
+func (w *Watcher) Close() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.wg.Wait()
+}
+
+// Tick looks at every running run once (when this replica is the leader).
+func (w *Watcher) Tick(ctx context.Context) error {
+	if w.opts.Leader != nil && !w.opts.Leader(ctx) {
+		return nil
+	}
+	runs, err := w.activity.RunningRuns(ctx)
+	if err != nil {
+		return err
+	}
+	now := w.now().UnixMilli()
+	running := make(map[string]bool, len(runs))
+	for i := range runs {
+		running[runs[i].RunID] = true
+	}
+	// Runs that ended (or were deleted) with a span open: it ends now.
+	w.mu.Lock()
+	var gone []RunActivity
+	for id, r := range w.flagged {
+		if !running[id] {
+			gone = append(gone, r)
+			delete(w.flagged, id)
+		}
+	}
+	w.mu.Unlock()
+	for i := range gone {
+		for _, k := range []Kind{KindIdle, KindStalled} {
+			if open, err := w.openSpan(ctx, gone[i].RunID, k); err == nil && open != nil {
+				_ = w.close(ctx, &gone[i], open, now, open.Message+" (until the run ended)")
+			}
+		}
+		if w.opts.Tags != nil { // also when its launcher closed the span first
+			_ = w.opts.Tags.DeleteRunTag(ctx, gone[i].RunID, TagAlert)
+		}
+	}
+	for i := range runs {
+		r := &runs[i]
+		if w.opts.IdleFor > 0 && w.opts.GPUs != nil {
+			if err := w.checkIdle(ctx, r, now); err != nil {
+				w.log.Debug("idle check", "run_id", r.RunID, "err", err)
+			}
+		}
+		if w.opts.StallFor > 0 {
+			if err := w.checkStalled(ctx, r, now); err != nil {
+				w.log.Debug("stall check", "run_id", r.RunID, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (w *Watcher) openSpan(ctx context.Context, runID string, k Kind) (*Event, error) {
+	p, err := w.events.List(ctx, Query{RunID: runID, Kinds: []Kind{k}, OpenOnly: true, Limit: 1})
+	if err != nil || len(p.Events) == 0 {
+		return nil, err
+	}
+	return &p.Events[0], nil
+}
+
+func dur(ms int64) time.Duration { return (time.Duration(ms) * time.Millisecond).Round(time.Second) }
+
+func (w *Watcher) checkIdle(ctx context.Context, r *RunActivity, now int64) error {
+	open, err := w.openSpan(ctx, r.RunID, KindIdle)
+	if err != nil {
+		return err
+	}
+	idleFor := w.opts.IdleFor.Milliseconds()
+	from := now - idleFor - 2*w.opts.Every.Milliseconds()
+	if open != nil {
+		from = min(from, open.TimeMs)
+	}
+	pts, err := w.opts.GPUs.RunUtilization(ctx, r.RunID, from, now+1)
+	if err != nil || len(pts) == 0 {
+		return err
+	}
+	busy := func(p UtilPoint) bool { return p.MaxUtil >= w.opts.IdleUtil }
+	if open != nil {
+		for _, p := range pts {
+			if p.TimeMs > open.TimeMs && busy(p) {
+				return w.close(ctx, r, open, p.TimeMs, fmt.Sprintf("GPUs were idle for %s (utilisation under %s%%)", dur(p.TimeMs-open.TimeMs), fmtPct(w.opts.IdleUtil)))
+			}
+		}
+		return nil
+	}
+	// Idle since the last busy sample (or the first of the window), the
+	// span starting at the first idle sample after it, with samples up to
+	// now (a sampler that stopped is not idle GPUs).
+	since, start := pts[0].TimeMs, pts[0].TimeMs
+	for _, p := range pts {
+		if busy(p) {
+			since, start = p.TimeMs, -1
+		} else if start < 0 {
+			start = p.TimeMs
+		}
+	}
+	last := pts[len(pts)-1].TimeMs
+	if start < 0 || now-since < idleFor || now-last > idleFor/2 {
+		return nil
+	}
+	ev := Event{
+		Key: "idle:" + strconv.FormatInt(start, 10), Kind: KindIdle, Severity: SeverityWarning, TimeMs: start, Open: true, GPU: -1, Step: -1,
+		Message: fmt.Sprintf("GPUs idle for %s: every GPU of the run under %s%% utilisation", dur(now-since), fmtPct(w.opts.IdleUtil)),
+		Attrs:   map[string]string{"threshold_pct": fmtPct(w.opts.IdleUtil)},
+	}
+	return w.open(ctx, r, ev)
+}
+
+func (w *Watcher) checkStalled(ctx context.Context, r *RunActivity, now int64) error {
+	open, err := w.openSpan(ctx, r.RunID, KindStalled)
+	if err != nil {
+		return err
+	}
+	last := r.LastActivityMs()
+	if open != nil {
+		if last > open.TimeMs {
+			return w.close(ctx, r, open, last, fmt.Sprintf("no metrics, output or events for %s", dur(last-open.TimeMs)))
+		}
+		return nil
+	}
+	if now-last < w.opts.StallFor.Milliseconds() {
+		return nil
+	}
+	ev := Event{
+		Key: "stalled:" + strconv.FormatInt(last, 10), Kind: KindStalled, Severity: SeverityWarning, TimeMs: last, Open: true, GPU: -1, Step: -1,
+		Message: fmt.Sprintf("no metrics, output or events for %s", dur(now-last)),
+	}
+	return w.open(ctx, r, ev)
+}
+
+func (w *Watcher) open(ctx context.Context, r *RunActivity, ev Event) error {
+	if _, err := w.events.Append(ctx, r.RunID, []Event{ev}); err != nil {
+		return err
+	}
+	w.log.Info("run needs attention", "run_id", r.RunID, "kind", ev.Kind.String(), "message", ev.Message)
+	w.mu.Lock()
+	w.flagged[r.RunID] = *r
+	w.mu.Unlock()
+	if w.opts.Tags != nil {
+		if err := w.opts.Tags.SetRunTag(ctx, r.RunID, TagAlert, ev.Message); err != nil {
+			w.log.Debug("set the alert tag", "run_id", r.RunID, "err", err)
+		}
+	}
+	if w.opts.Notifier != nil {
+		w.opts.Notifier.Notify(Notification{Event: ev, Run: *r})
+	}
+	return nil
+}
+
+func (w *Watcher) close(ctx context.Context, r *RunActivity, open *Event, endMs int64, msg string) error {
+	ev := *open
+	ev.Open, ev.EndMs, ev.Message = false, max(endMs, ev.TimeMs), msg
+	if _, err := w.events.Append(ctx, r.RunID, []Event{ev}); err != nil {
+		return err
+	}
+	if w.opts.Tags != nil {
+		if other, _ := w.openSpan(ctx, r.RunID, otherKind(ev.Kind)); other == nil {
+			if err := w.opts.Tags.DeleteRunTag(ctx, r.RunID, TagAlert); err != nil {
+				w.log.Debug("delete the alert tag", "run_id", r.RunID, "err", err)
+			}
+		}
+	}
+	if w.opts.Notifier != nil {
+		w.opts.Notifier.Notify(Notification{Event: ev, Run: *r, Closed: true})
+	}
+	return nil
+}
+
+func otherKind(k Kind) Kind {
+	if k == KindIdle {
+		return KindStalled
+	}
+	return KindIdle
+}
+
+func fmtPct(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

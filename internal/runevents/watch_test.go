@@ -1,0 +1,161 @@
+package runevents_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sextant/sextant/internal/runevents"
+	"github.com/sextant/sextant/internal/runevents/runeventstest"
+)
+
+// fakeRuns is one running run whose activity and GPU utilisation the test
+// sets.
+type fakeRuns struct {
+	mu   sync.Mutex
+	run  runevents.RunActivity
+	util []runevents.UtilPoint
+	tags map[string]string
+	sent []runevents.Notification
+}
+
+func (f *fakeRuns) RunningRuns(ctx context.Context) ([]runevents.RunActivity, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []runevents.RunActivity{f.run}, nil
+}
+
+func (f *fakeRuns) RunUtilization(ctx context.Context, runID string, from, to int64) ([]runevents.UtilPoint, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []runevents.UtilPoint
+	for _, p := range f.util {
+		if p.TimeMs >= from && p.TimeMs < to {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeRuns) SetRunTag(ctx context.Context, runID, k, v string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tags[k] = v
+	return nil
+}
+
+func (f *fakeRuns) DeleteRunTag(ctx context.Context, runID, k string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tags, k)
+	return nil
+}
+
+func (f *fakeRuns) Notify(n runevents.Notification) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent = append(f.sent, n)
+}
+
+// TestWatcherIdleAndStalled: with a 60 s idle time and a 90 s stall time,
+// GPUs under 5% for 60 s open an idle span (tag, notification), a busy
+// sample closes it; a run without metrics, output or events for 90 s
+// opens a stalled span, which new output closes. A replica without the
+// lease does nothing.
+func TestWatcherIdleAndStalled(t *testing.T) {
+	h := runeventstest.MemHarness(t)
+	id := h.NewRun(t)
+	svc := runevents.NewService(h.Store, runevents.Options{})
+	t0 := int64(1_800_000_000_000)
+	now := t0
+	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
+	leader := true
+	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{IdleFor: 60 * time.Second, StallFor: 90 * time.Second, Every: 10 * time.Second,
+		GPUs: f, Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }, Leader: func(context.Context) bool { return leader }})
+	ctx := context.Background()
+	step := func(util float64) {
+		t.Helper()
+		now += 10_000
+		f.mu.Lock()
+		f.util = append(f.util, runevents.UtilPoint{TimeMs: now, MaxUtil: util})
+		f.run.LastMetricMs = now // metrics keep coming: not stalled
+		f.mu.Unlock()
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := func(k runevents.Kind) []runevents.Event {
+		evs, err := svc.All(ctx, runevents.Query{RunID: id, Kinds: []runevents.Kind{k}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	for range 3 {
+		step(90)
+	}
+	busyUntil := now
+	for i := range 5 { // 50 s under 5%: not yet idle
+		step(2)
+		if i == 4 && len(spans(runevents.KindIdle)) != 0 {
+			t.Fatal("idle after 50 s of a 60 s threshold")
+		}
+	}
+	step(3) // 60 s
+	idle := spans(runevents.KindIdle)
+	if len(idle) != 1 || !idle[0].Open || idle[0].TimeMs != busyUntil+10_000 || f.tags[runevents.TagAlert] == "" || len(f.sent) != 1 || f.sent[0].Closed {
+		t.Fatalf("after 60 s idle: %+v, tags %v, sent %d", idle, f.tags, len(f.sent))
+	}
+	step(1)
+	if got := spans(runevents.KindIdle); len(got) != 1 || len(f.sent) != 1 {
+		t.Fatalf("idle is reported again: %+v, %d notifications", got, len(f.sent))
+	}
+	step(50) // busy again
+	idle = spans(runevents.KindIdle)
+	if len(idle) != 1 || idle[0].Open || idle[0].EndMs != now || f.tags[runevents.TagAlert] != "" || len(f.sent) != 2 || !f.sent[1].Closed {
+		t.Fatalf("after a busy sample: %+v, tags %v, sent %+v", idle, f.tags, f.sent)
+	}
+
+	// Stalled: nothing new from the run for 90 s (GPUs busy throughout).
+	f.mu.Lock()
+	last := f.run.LastMetricMs
+	f.mu.Unlock()
+	for range 9 {
+		now += 10_000
+		f.mu.Lock()
+		f.util = append(f.util, runevents.UtilPoint{TimeMs: now, MaxUtil: 80})
+		f.mu.Unlock()
+		leader = now%20_000 == 0 // half the looks happen on another replica
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader = true
+	if err := w.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := spans(runevents.KindStalled)
+	if len(st) != 1 || !st[0].Open || st[0].TimeMs != last || len(f.sent) != 3 {
+		t.Fatalf("after 90 s without output: %+v, sent %d", st, len(f.sent))
+	}
+	now += 5_000
+	f.mu.Lock()
+	f.run.LastLogMs = now
+	f.mu.Unlock()
+	if err := w.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := spans(runevents.KindStalled); len(st) != 1 || st[0].Open || st[0].EndMs != now || len(f.sent) != 4 {
+		t.Fatalf("after new output: %+v, sent %d", st, len(f.sent))
+	}
+	// Not the leader: nothing happens, however long the run stalls.
+	leader = false
+	now += 10 * 60_000
+	if err := w.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := spans(runevents.KindStalled); len(st) != 1 {
+		t.Fatalf("a replica without the lease watched: %+v", st)
+	}
+}

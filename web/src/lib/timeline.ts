@@ -1,0 +1,92 @@
+// The arithmetic of the run's time line (components/timeline.ts): steps
+// per second from metric timestamps, time to log line through the log's
+// density, time-axis ticks. Pure functions, unit-tested.
+
+/** A metric point: its step and timestamp (ms). */
+export interface StepPoint {
+  step: number;
+  ts: number;
+}
+
+/**
+ * stepsPerSecond returns, for each gap between consecutive points (in
+ * time order, of a metric logged at every step or every N steps), the rate
+ * Δstep/Δt as [time of the later point, steps per second]. Points with the
+ * same time as the one before, or a step that goes back (a resumed run
+ * replaying steps), start a new segment and give no rate.
+ */
+export function stepsPerSecond(points: StepPoint[]): [number, number][] {
+  const ps = [...points].filter((p) => Number.isFinite(p.ts) && Number.isFinite(p.step)).sort((a, b) => a.ts - b.ts || a.step - b.step);
+  const out: [number, number][] = [];
+  for (let i = 1; i < ps.length; i++) {
+    const dt = ps[i].ts - ps[i - 1].ts;
+    const ds = ps[i].step - ps[i - 1].step;
+    if (dt <= 0 || ds <= 0) continue;
+    out.push([ps[i].ts, (ds * 1000) / dt]);
+  }
+  return out;
+}
+
+/** The log's density over time, as GET logs/density answers. */
+export interface LogDensity {
+  from_ms: number;
+  to_ms: number;
+  bucket_ms: number;
+  lines: number[];
+  first_lines: number[];
+  total_lines: number;
+}
+
+/**
+ * lineAt returns the log line to open for time t: the first line of the
+ * bucket holding t, or of the next bucket with lines after it, or the
+ * last line; 1 for an empty log.
+ */
+export function lineAt(d: LogDensity | null, t: number): number {
+  if (!d || !d.total_lines || !d.bucket_ms) return 1;
+  let b = Math.floor((t - d.from_ms) / d.bucket_ms);
+  if (b < 0) return 1;
+  for (; b < d.first_lines.length; b++) if (d.first_lines[b] > 0) return d.first_lines[b];
+  return d.total_lines;
+}
+
+const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800].map((s) => s * 1000);
+
+/** ticks returns tick times for [t0, t1] over width px, at least minPx apart, on round local times. */
+export function ticks(t0: number, t1: number, width: number, minPx = 90): { step: number; times: number[] } {
+  const span = Math.max(t1 - t0, 1);
+  const want = (span * minPx) / Math.max(width, 1);
+  const step = STEPS.find((s) => s >= want) ?? STEPS[STEPS.length - 1];
+  // Round to the step in local time (a day starts at local midnight).
+  const off = new Date(t0).getTimezoneOffset() * 60_000;
+  let t = Math.ceil((t0 - off) / step) * step + off;
+  const times: number[] = [];
+  for (; t <= t1 && times.length < 1000; t += step) times.push(t);
+  return { step, times };
+}
+
+/** tickLabel formats a tick time for a given step: HH:MM(:SS), with the date at midnight. */
+export function tickLabel(t: number, step: number): string {
+  const d = new Date(t);
+  const p = (n: number) => String(n).padStart(2, '0');
+  const hm = `${p(d.getHours())}:${p(d.getMinutes())}`;
+  if (step < 60_000) return `${hm}:${p(d.getSeconds())}`;
+  if (d.getHours() === 0 && d.getMinutes() === 0) return `${d.getMonth() + 1}/${d.getDate()}`;
+  return hm;
+}
+
+/** bucketMax reduces [t, v] points to at most n buckets over [t0, t1], keeping each bucket's maximum. */
+export function bucketMax(points: [number, number][], t0: number, t1: number, n: number): [number, number][] {
+  if (points.length <= n) return points;
+  const w = (t1 - t0) / n;
+  const out: [number, number][] = [];
+  let cur = -1;
+  for (const [t, v] of points) {
+    const b = Math.floor((t - t0) / w);
+    if (b !== cur) {
+      out.push([t, v]);
+      cur = b;
+    } else if (v > out[out.length - 1][1]) out[out.length - 1][1] = v;
+  }
+  return out;
+}

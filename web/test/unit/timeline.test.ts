@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { bucketMax, lineAt, LogDensity, stepsPerSecond, ticks } from '../../src/lib/timeline';
+
+test('steps per second from metric timestamps', () => {
+  // Steps 0..4 a second apart, then 10 steps in one second, then a resumed
+  // run that replays steps 3.. (no rate across the replay).
+  const pts = [0, 1, 2, 3, 4].map((s) => ({ step: s, ts: 1000 * s })).concat([{ step: 14, ts: 5000 }, { step: 3, ts: 6000 }, { step: 5, ts: 7000 }]);
+  assert.deepEqual(stepsPerSecond(pts), [[1000, 1], [2000, 1], [3000, 1], [4000, 1], [5000, 10], [7000, 2]]);
+  assert.deepEqual(stepsPerSecond([{ step: 1, ts: 5 }, { step: 2, ts: 5 }]), []);
+});
+
+test('a time opens the log at the first line of its bucket, or the next bucket with lines', () => {
+  const d: LogDensity = { from_ms: 1000, to_ms: 5000, bucket_ms: 1000, lines: [10, 0, 5, 0], first_lines: [1, 0, 11, 0], total_lines: 15 };
+  assert.equal(lineAt(d, 1500), 1);
+  assert.equal(lineAt(d, 2500), 11); // empty bucket: the next one
+  assert.equal(lineAt(d, 3999), 11);
+  assert.equal(lineAt(d, 4500), 15); // after the last lines: the last line
+  assert.equal(lineAt(d, 0), 1);
+  assert.equal(lineAt(null, 1), 1);
+});
+
+test('ticks are round and far enough apart', () => {
+  const day = 86_400_000;
+  const { step, times } = ticks(0, day, 1200);
+  assert.ok(step >= (day * 90) / 1200, `step ${step}`);
+  assert.ok(times.length >= 5 && times.length <= 14, `${times.length} ticks`);
+  for (let i = 1; i < times.length; i++) assert.equal(times[i] - times[i - 1], step);
+  assert.equal(ticks(0, 10_000, 1000).step, 1000);
+});
+
+test('bucketMax keeps the peak of each bucket', () => {
+  const pts: [number, number][] = Array.from({ length: 100 }, (_, i) => [i, i === 37 ? 1000 : 1]);
+  const out = bucketMax(pts, 0, 100, 10);
+  assert.equal(out.length, 10);
+  assert.equal(Math.max(...out.map((p) => p[1])), 1000);
+  assert.equal(bucketMax(pts.slice(0, 5), 0, 100, 10).length, 5);
+});
