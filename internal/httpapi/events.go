@@ -11,7 +11,7 @@ import (
 // Run events (/api/2.0/sextant/events/...): checkpoints, GPU health, idle
 // and stalled jobs and resumes on a run's time line. Appending needs
 // CAN_EDIT on the run's experiment, listing CAN_READ. docs/api.md
-// describes the routes; events_wire.go holds their shapes.
+// describes the routes; internal/wire/events.go holds their shapes.
 
 const eventsPrefix = "/sextant/events"
 
