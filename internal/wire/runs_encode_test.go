@@ -44,7 +44,7 @@ func TestAppendRuns(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want := struct {
 				Runs          []*Run `json:"runs,omitempty"`
-				NextPageToken string     `json:"next_page_token,omitempty"`
+				NextPageToken string `json:"next_page_token,omitempty"`
 			}{NextPageToken: page.NextPageToken}
 			for _, r := range page.Runs {
 				want.Runs = append(want.Runs, ToRun(r))
