@@ -116,9 +116,10 @@ def test_kill_during_save_then_resume_latest(sextant_bin, server, tmp_path, firs
     run_id = m.group(1)
     client = mlflow.tracking.MlflowClient(server.url)
     assert client.get_run(run_id).info.status == "KILLED"
-    first_seen = [seen(out, r) for r in range(2)]
-    killed_at = max(e["step"] for e in first_seen[0])
-    assert killed_at >= 6
+    # Between saves the ranks do not wait for each other, so each may have
+    # gone a step further than the other when the kill came.
+    killed_at = [max(e["step"] for e in seen(out, r)) for r in range(2)]
+    assert min(killed_at) >= 6, killed_at
     listing = cli(sextant_bin, server, "ckpt", "ls", "--run", run_id)
     rows = [line.split() for line in listing.splitlines()[1:]]
     assert [(r[0], r[2]) for r in rows] == [("3", "complete"), ("6", "incomplete")], listing
@@ -138,7 +139,7 @@ def test_kill_during_save_then_resume_latest(sextant_bin, server, tmp_path, firs
         got = seen(out, r)
         a1 = [e for e in got if e["attempt"] == "fresh"]
         a2 = [e for e in got if e["attempt"] != "fresh"]
-        assert [e["step"] for e in a1] == list(range(1, killed_at + 1))
+        assert [e["step"] for e in a1] == list(range(1, killed_at[r] + 1))
         assert [e["step"] for e in a2] == list(range(4, 13)), "attempt 2 did not continue at the step after its checkpoint"
         assert {e["attempt"] for e in a2} == {f"{vol}/ckpt/step_3"}
         assert {e["mode"] for e in a2} == {second}
