@@ -197,6 +197,9 @@ describe('charts', () => {
   test('grouped by a param: one line per group over a band, in the chart view, its plots and compare', async () => {
     await page.goto(`${srv.url}/experiments/${ids.experiment}?view=charts&group=params.lr`);
     await page.fill('.board-search', 'train/loss');
+    // The search applies after a short pause and lays the board out again: a
+    // chart drawn before that is replaced, so wait for the search to apply.
+    await page.waitForFunction(() => document.querySelector('.board')?.dataset.shown === '1');
     const sel = '.chart[data-metric="train/loss"]';
     await page.waitForSelector(sel + '[data-draw-ms]');
     assert.deepEqual(await page.locator(sel + ' .legend-name').allTextContents(), ['lr=0.001', 'lr=0.01', 'lr=0.1', 'lr=(none)']);
