@@ -206,10 +206,10 @@ func addUserDirect(ctx context.Context, m *Main, dataDir, dbURL, email, password
 	defer store.Close(context.WithoutCancel(ctx))
 	// What the server would set up at its first start, so that the data
 	// directory is a complete one.
-	if err := tracking.NewService(store, tracking.Options{Limits: cfg.Limits}).Init(ctx); err != nil {
+	if err := tracking.NewService(store.Tracking(), tracking.Options{Limits: cfg.Limits}).Init(ctx); err != nil {
 		return err
 	}
-	ws := workspace.NewService(store, workspace.Options{})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{})
 	if err := ws.Init(ctx); err != nil {
 		return err
 	}

@@ -103,11 +103,11 @@ func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 			fmt.Fprintf(m.Stderr, "imported %d runs (experiment %q)\n", p.RunsDone, p.Experiment)
 		}
 	}
-	rep, err := mlflowimport.Import(ctx, src, store, opts)
+	rep, err := mlflowimport.Import(ctx, src, store.Tracking(), opts)
 	if err == nil {
 		// MLflow's Default experiment came with the import; a database
 		// without one gets Sextant's, as the server would create it.
-		err = tracking.NewService(store, tracking.Options{Limits: cfg.Limits, Logger: log}).Init(ctx)
+		err = tracking.NewService(store.Tracking(), tracking.Options{Limits: cfg.Limits, Logger: log}).Init(ctx)
 	}
 	if rep != nil {
 		if asJSON {

@@ -345,7 +345,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 			log.Error("close store", "err", err)
 		}
 	}()
-	tr := tracking.NewService(store, tracking.Options{Limits: cfg.Limits, Logger: log})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{Limits: cfg.Limits, Logger: log})
 	if err := skipOnFullDisk(log, "ensure the Default experiment", tr.Init(ctx)); err != nil {
 		return err
 	}
@@ -395,7 +395,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		defer usage.Close(context.WithoutCancel(ctx))
 		reg.MustRegister(usage)
 	}
-	vols := volumes.NewService(store, volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
+	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
 	// Releases the upload claims of a server killed before this one (or of
 	// a replica that is gone), which would hold back checkpoints' .metadata.
 	if err := vols.Start(ctx); err != nil {
@@ -409,7 +409,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := vols.RemoveOrphans(ctx); err != nil {
 		log.Warn("removing the files of deleted volumes", "err", err)
 	}
-	ws := workspace.NewService(store, workspace.Options{Logger: log.With("component", "workspace"), Resources: vols})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{Logger: log.With("component", "workspace"), Resources: vols})
 	if err := skipOnFullDisk(log, "ensure the root folders and their grants", ws.Init(ctx)); err != nil {
 		return err
 	}

@@ -174,13 +174,13 @@ func mustServer(t *testing.T) *httptest.Server {
 	t.Cleanup(func() { g.Close(ctx) })
 	logs := runlogs.NewService(ls, runlogs.Options{PollInterval: 20 * time.Millisecond})
 	t.Cleanup(func() { logs.Close() })
-	tr := tracking.NewService(store, tracking.Options{})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
 	blobs, _ := blob.OpenDir(filepath.Join(t.TempDir(), "a"), blob.DirOptions{})
 	files, _ := blob.OpenDir(filepath.Join(t.TempDir(), "f"), blob.DirOptions{})
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4})
 	if err := ws.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func healthEnv(t *testing.T) (*gpu.Service, *runevents.Service, string, *time.Ti
 		g.Close(ctx)
 		s.Close(ctx)
 	})
-	tr := tracking.NewService(s, tracking.Options{})
+	tr := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

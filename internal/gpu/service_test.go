@@ -36,7 +36,7 @@ func mustEnv(tb testing.TB) *testEnv {
 		g.Close(ctx)
 		s.Close(ctx)
 	})
-	tr := tracking.NewService(s, tracking.Options{})
+	tr := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		tb.Fatal(err)
 	}

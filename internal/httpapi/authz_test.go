@@ -62,7 +62,7 @@ func mustAuthServer(t *testing.T) *authServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close(ctx) })
-	tr := tracking.NewService(store, tracking.Options{})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +78,8 @@ func mustAuthServer(t *testing.T) *authServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vols := volumes.NewService(store, volBlobs, volumes.Options{})
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4, Resources: vols})
+	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4, Resources: vols})
 	if err := ws.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func MustEventServer(tb testing.TB) *httpapi.Server {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close(ctx) })
-	tr := tracking.NewService(store, tracking.Options{})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		tb.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func MustEventServer(tb testing.TB) *httpapi.Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4})
 	if err := ws.Init(ctx); err != nil {
 		tb.Fatal(err)
 	}

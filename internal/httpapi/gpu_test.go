@@ -43,7 +43,7 @@ func mustGPUServer(tb testing.TB, auth httpapi.AuthMode) *gpuServer {
 		g.Close(ctx)
 		store.Close(ctx)
 	})
-	tr := tracking.NewService(store, tracking.Options{})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		tb.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func mustGPUServer(tb testing.TB, auth httpapi.AuthMode) *gpuServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4})
 	if err := ws.Init(ctx); err != nil {
 		tb.Fatal(err)
 	}

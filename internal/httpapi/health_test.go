@@ -33,13 +33,13 @@ func mustHealthServer(t *testing.T, health func() httpapi.StoreHealth) *httpapi.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close(ctx) })
-	tr := tracking.NewService(store, tracking.Options{})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{})
 	blobs, err := blob.OpenDir(filepath.Join(t.TempDir(), "artifacts"), blob.DirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return httpapi.New(httpapi.Options{
-		Tracking: tr, Workspace: workspace.NewService(store, workspace.Options{}), Files: blobs,
+		Tracking: tr, Workspace: workspace.NewService(store.Workspace(), workspace.Options{}), Files: blobs,
 		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}),
 		Version:   "3.7.0", Health: health,
 	})

@@ -44,7 +44,7 @@ func mustLogServer(tb testing.TB, maxWait time.Duration) (*httpapi.Server, *runl
 		logStore.Close(ctx)
 		store.Close(ctx)
 	})
-	tr := tracking.NewService(store, tracking.Options{})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		tb.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func mustLogServer(tb testing.TB, maxWait time.Duration) (*httpapi.Server, *runl
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4})
 	if err := ws.Init(ctx); err != nil {
 		tb.Fatal(err)
 	}

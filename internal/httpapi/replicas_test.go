@@ -48,11 +48,11 @@ func mustReplicas(t *testing.T, ttl time.Duration) *replicas {
 	t.Cleanup(func() { store.Close(ctx) })
 	rs := &replicas{now: time.Unix(1_800_000_000, 0)}
 	for i := range rs.hs {
-		tr := tracking.NewService(store, tracking.Options{})
+		tr := tracking.NewService(store.Tracking(), tracking.Options{})
 		if err := tr.Init(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ws := workspace.NewService(store, workspace.Options{BcryptCost: 4, CacheTTL: ttl, Now: rs.clock})
+		ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4, CacheTTL: ttl, Now: rs.clock})
 		if err := ws.Init(ctx); err != nil {
 			t.Fatal(err)
 		}

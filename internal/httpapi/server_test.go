@@ -29,7 +29,7 @@ func MustServer(tb testing.TB) *httpapi.Server {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close(context.Background()) })
-	tr := tracking.NewService(store, tracking.Options{})
+	tr := tracking.NewService(store.Tracking(), tracking.Options{})
 	if err := tr.Init(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func MustServer(tb testing.TB) *httpapi.Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4})
 	if err := ws.Init(context.Background()); err != nil {
 		tb.Fatal(err)
 	}

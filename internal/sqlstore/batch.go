@@ -86,7 +86,7 @@ const sketchBlocks = 16
 // quarter of a full chunk (1024 points by default, more than a request's
 // 1000), so that sketches are made by compaction, off the write path, and
 // a chunk without one is cheap to decode.
-func (s *Store) sketchMin() int { return max(4*sketchBlocks, s.opts.ChunkPoints/4) }
+func (s *db) sketchMin() int { return max(4*sketchBlocks, s.opts.ChunkPoints/4) }
 
 // encodeSketch sets sl.sketch from sl.pts when it has sketchMin points or
 // more.
@@ -116,7 +116,7 @@ type seriesRow struct {
 }
 
 // LogBatch implements tracking.RunStore.
-func (s *Store) LogBatch(ctx context.Context, runID string, b tracking.Batch) error {
+func (s *TrackingStore) LogBatch(ctx context.Context, runID string, b tracking.Batch) error {
 	slices, err := prepareSlices(b.Metrics, s.sketchMin())
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func (s *Store) LogBatch(ctx context.Context, runID string, b tracking.Batch) er
 	return err
 }
 
-func (s *Store) logParams(tx *wtx, st *runState, runID string, params []tracking.Param) error {
+func (s *db) logParams(tx *wtx, st *runState, runID string, params []tracking.Param) error {
 	added := int64(0)
 	for _, p := range params {
 		var old string
@@ -186,7 +186,7 @@ func (s *Store) logParams(tx *wtx, st *runState, runID string, params []tracking
 // logMetrics stores the slices: it drops points already stored (client
 // retries), enforces the per-run limits on what remains, then writes one
 // chunk per slice and updates each series' latest value.
-func (s *Store) logMetrics(tx *wtx, st *runState, slices []*slice) error {
+func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	state, err := loadSeriesRows(tx, st.pk, slices)
 	if err != nil {
 		return err
@@ -429,7 +429,7 @@ func insertSeries(tx *wtx, st *runState, sl *slice, r *seriesRow) error {
 // at step 0, as log_metric without a step does) or re-logged from step 0
 // after a restart only read the chunks of the same moments, which is
 // what a retried request repeats.
-func (s *Store) dropStored(tx *wtx, seriesID int64, sl *slice) error {
+func (s *db) dropStored(tx *wtx, seriesID int64, sl *slice) error {
 	rows, err := tx.query(`SELECT data FROM metric_chunks`+s.indexedBy("metric_chunks_series_ts")+`
 		WHERE series_id = ? AND max_ts >= ? AND min_ts <= ? AND min_step <= ? AND max_step >= ?`,
 		seriesID, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.MaxStep, sl.sum.MinStep)

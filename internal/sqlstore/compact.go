@@ -27,7 +27,7 @@ import (
 // at a time, so the chunks it read are still there when the swap runs; the
 // swap checks anyway and gives up if they are not.
 type compactor struct {
-	s       *Store
+	s       *db
 	log     *slog.Logger
 	mu      sync.Mutex
 	pending map[int64]struct{}
@@ -40,7 +40,7 @@ type compactor struct {
 	interval time.Duration
 }
 
-func newCompactor(s *Store, log *slog.Logger) *compactor {
+func newCompactor(s *db, log *slog.Logger) *compactor {
 	return &compactor{
 		s:        s,
 		log:      log,
@@ -156,7 +156,7 @@ type compactGroup struct {
 // swapped some of the same chunks first, it reads the series again and
 // merges what that one left, so that a series is compact when Compact
 // returns; after a few lost races it leaves the rest to the next round.
-func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
+func (s *db) compactSeries(ctx context.Context, seriesID int64) error {
 	var uncovered int
 	for attempt := 0; ; attempt++ {
 		groups, smallSeen, unc, err := s.readCompactGroups(ctx, seriesID)
@@ -188,7 +188,7 @@ func (s *Store) compactSeries(ctx context.Context, seriesID int64) error {
 // in place of the group's chunks, and lowers the series' count of small
 // chunks by the smallSeen it had when they were listed, less the small
 // chunks that can still grow.
-func (s *Store) swapCompacted(ctx context.Context, seriesID int64, groups []*compactGroup, smallSeen int64) error {
+func (s *db) swapCompacted(ctx context.Context, seriesID int64, groups []*compactGroup, smallSeen int64) error {
 	var rows []chunkRow
 	var growing int64
 	for _, g := range groups {
@@ -293,7 +293,7 @@ type listedChunk struct {
 // boxed in by full chunks is left alone until points next to it arrive.
 // Chunks of other contexts may overlap any of them: a reader merges
 // contexts anyway.
-func (s *Store) readCompactGroups(ctx context.Context, seriesID int64) (groups []*compactGroup, smallSeen int64, uncovered int, err error) {
+func (s *db) readCompactGroups(ctx context.Context, seriesID int64) (groups []*compactGroup, smallSeen int64, uncovered int, err error) {
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return nil, 0, 0, sqlError(err, "compaction: begin read")
@@ -448,7 +448,7 @@ func listChunks(ctx context.Context, tx *sql.Tx, seriesID, lo, hi int64) ([]list
 // compactionCandidatesN lists up to n series with at least two small
 // chunks; n < 0 (Compact: merge everything now) lists every series with a
 // small chunk at all, since even one may overlap a full chunk.
-func (s *Store) compactionCandidatesN(ctx context.Context, n int) ([]int64, error) {
+func (s *db) compactionCandidatesN(ctx context.Context, n int) ([]int64, error) {
 	least := 2
 	if n < 0 {
 		n, least = math.MaxInt32, 1

@@ -29,11 +29,11 @@ func TestCompactionRaceKeepsPoints(t *testing.T) {
 	// No background compaction: the test runs the two compactions itself,
 	// in the order that lost points.
 	s.c.stop()
-	s.c = newCompactor(s, s.log)
+	s.c = newCompactor(s.db, s.log)
 	s.c.interval = time.Hour
 	s.c.start()
 
-	tr := tracking.NewService(s, tracking.Options{})
+	tr := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func pgDDL(sqlite string) string {
 }
 
 // ddl returns a migration for the store's database.
-func (s *Store) ddl(sqlite string) string {
+func (s *db) ddl(sqlite string) string {
 	if s.pg {
 		return pgDDL(sqlite)
 	}
@@ -55,7 +55,7 @@ func (s *Store) ddl(sqlite string) string {
 
 // indexedBy returns SQLite's index hint for the named index; PostgreSQL's
 // planner takes no hints.
-func (s *Store) indexedBy(index string) string {
+func (s *db) indexedBy(index string) string {
 	if s.pg {
 		return ""
 	}
@@ -65,7 +65,7 @@ func (s *Store) indexedBy(index string) string {
 // forUpdate is appended to the SELECT that reads a row an operation is
 // about to change, so that concurrent writers (other replicas) on
 // PostgreSQL wait for each other. SQLite has one writer at a time anyway.
-func (s *Store) forUpdate() string {
+func (s *db) forUpdate() string {
 	if s.pg {
 		return " FOR UPDATE"
 	}
@@ -93,7 +93,7 @@ func (t *wtx) share() string {
 // bumpSequence keeps an identity column's sequence above explicitly
 // inserted ids (PostgreSQL; SQLite's rowid takes the largest id + 1 by
 // itself).
-func (s *Store) bumpSequence(tx *wtx, table, column string) error {
+func (s *db) bumpSequence(tx *wtx, table, column string) error {
 	if !s.pg {
 		return nil
 	}

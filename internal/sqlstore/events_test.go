@@ -24,7 +24,7 @@ func TestEventConformance(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			runeventstest.RunStoreTests(t, func(t *testing.T) runeventstest.Harness {
 				s := b.open(t, sqlstore.Options{Synchronous: "NORMAL"})
-				tr := tracking.NewService(s, tracking.Options{})
+				tr := tracking.NewService(s.Tracking(), tracking.Options{})
 				ctx := context.Background()
 				if err := tr.Init(ctx); err != nil {
 					t.Fatal(err)

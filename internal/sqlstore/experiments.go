@@ -29,7 +29,7 @@ func notFoundExperiment(id string) error {
 
 // EnsureDefaultExperiment creates e with id 0 unless an experiment with id
 // 0 exists.
-func (s *Store) EnsureDefaultExperiment(ctx context.Context, e *tracking.Experiment) error {
+func (s *TrackingStore) EnsureDefaultExperiment(ctx context.Context, e *tracking.Experiment) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO experiments
 			(experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time)
@@ -39,7 +39,7 @@ func (s *Store) EnsureDefaultExperiment(ctx context.Context, e *tracking.Experim
 }
 
 // CreateExperiment implements tracking.ExperimentStore.
-func (s *Store) CreateExperiment(ctx context.Context, e *tracking.Experiment, location func(id string) string) error {
+func (s *TrackingStore) CreateExperiment(ctx context.Context, e *tracking.Experiment, location func(id string) string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var stage string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE name = ?`, e.Name).Scan(&stage)
@@ -111,7 +111,7 @@ func scanExperiment(sc interface{ Scan(...any) error }) (*tracking.Experiment, e
 }
 
 // GetExperiment implements tracking.ExperimentStore.
-func (s *Store) GetExperiment(ctx context.Context, id string) (*tracking.Experiment, error) {
+func (s *TrackingStore) GetExperiment(ctx context.Context, id string) (*tracking.Experiment, error) {
 	n, err := parseExperimentID(id)
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (s *Store) GetExperiment(ctx context.Context, id string) (*tracking.Experim
 }
 
 // GetExperimentByName implements tracking.ExperimentStore.
-func (s *Store) GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error) {
+func (s *TrackingStore) GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error) {
 	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "Could not find experiment with name '%s'", name)
@@ -144,7 +144,7 @@ func (s *Store) GetExperimentByName(ctx context.Context, name string) (*tracking
 	return e, nil
 }
 
-func (s *Store) loadExperimentTags(ctx context.Context, exps []*tracking.Experiment) error {
+func (s *db) loadExperimentTags(ctx context.Context, exps []*tracking.Experiment) error {
 	if len(exps) == 0 {
 		return nil
 	}
@@ -180,7 +180,7 @@ func placeholders(n int) string {
 }
 
 // RenameExperiment implements tracking.ExperimentStore.
-func (s *Store) RenameExperiment(ctx context.Context, id, name string, nowMs int64) error {
+func (s *TrackingStore) RenameExperiment(ctx context.Context, id, name string, nowMs int64) error {
 	n, err := parseExperimentID(id)
 	if err != nil {
 		return err
@@ -206,7 +206,7 @@ func (s *Store) RenameExperiment(ctx context.Context, id, name string, nowMs int
 }
 
 // SetExperimentLifecycle implements tracking.ExperimentStore.
-func (s *Store) SetExperimentLifecycle(ctx context.Context, id string, stage tracking.LifecycleStage, nowMs int64) error {
+func (s *TrackingStore) SetExperimentLifecycle(ctx context.Context, id string, stage tracking.LifecycleStage, nowMs int64) error {
 	n, err := parseExperimentID(id)
 	if err != nil {
 		return err
@@ -240,7 +240,7 @@ func (s *Store) SetExperimentLifecycle(ctx context.Context, id string, stage tra
 }
 
 // SetExperimentTag implements tracking.ExperimentStore.
-func (s *Store) SetExperimentTag(ctx context.Context, id string, tag tracking.Tag) error {
+func (s *TrackingStore) SetExperimentTag(ctx context.Context, id string, tag tracking.Tag) error {
 	n, err := parseExperimentID(id)
 	if err != nil {
 		return err
@@ -264,7 +264,7 @@ func (s *Store) SetExperimentTag(ctx context.Context, id string, tag tracking.Ta
 }
 
 // DeleteExperimentTag implements tracking.ExperimentStore.
-func (s *Store) DeleteExperimentTag(ctx context.Context, id, key string) error {
+func (s *TrackingStore) DeleteExperimentTag(ctx context.Context, id, key string) error {
 	n, err := parseExperimentID(id)
 	if err != nil {
 		return err
@@ -300,7 +300,7 @@ type experimentToken struct {
 }
 
 // SearchExperiments implements tracking.ExperimentStore.
-func (s *Store) SearchExperiments(ctx context.Context, q tracking.ExperimentQuery) (tracking.ExperimentPage, error) {
+func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.ExperimentQuery) (tracking.ExperimentPage, error) {
 	var where []string
 	var args []any
 	switch q.ViewType {

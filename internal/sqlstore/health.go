@@ -41,7 +41,9 @@ type healthState struct {
 }
 
 // Health returns the store's state.
-func (s *Store) Health() Health {
+func (s *Store) Health() Health { return s.state() }
+
+func (s *db) state() Health {
 	s.health.mu.Lock()
 	defer s.health.mu.Unlock()
 	return s.health.h
@@ -49,7 +51,7 @@ func (s *Store) Health() Health {
 
 // noteFull records a write that failed for lack of space: the store is
 // read-only until a probe write succeeds.
-func (s *Store) noteFull(err error) {
+func (s *db) noteFull(err error) {
 	s.health.mu.Lock()
 	was := s.health.h.Writable
 	if was {
@@ -64,7 +66,7 @@ func (s *Store) noteFull(err error) {
 }
 
 // noteWritable records a successful probe write.
-func (s *Store) noteWritable() {
+func (s *db) noteWritable() {
 	s.health.mu.Lock()
 	was := s.health.h.Writable
 	if !was {
@@ -86,7 +88,7 @@ func hintOf(err error) string {
 
 // probe writes one row (settings.write_probe), which needs space in the
 // database's journal. It returns the write's error.
-func (s *Store) probe(ctx context.Context) error {
+func (s *db) probe(ctx context.Context) error {
 	now := time.Now().UnixMilli()
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.exec(`INSERT INTO settings (key, value) VALUES ('write_probe', ?)
@@ -97,7 +99,7 @@ func (s *Store) probe(ctx context.Context) error {
 
 // probeLoop tries a write every probeEvery while the store is read-only,
 // until ctx is done.
-func (s *Store) probeLoop(ctx context.Context) {
+func (s *db) probeLoop(ctx context.Context) {
 	defer s.probeWG.Done()
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
@@ -107,7 +109,7 @@ func (s *Store) probeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.Health().Writable {
+		if s.state().Writable {
 			continue
 		}
 		if err := s.probe(ctx); err == nil {

@@ -32,7 +32,7 @@ func TestReadConnectionsWriteNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	svc := tracking.NewService(s, tracking.Options{})
+	svc := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := svc.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestFullDisk(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
-		svc := tracking.NewService(s, tracking.Options{})
+		svc := tracking.NewService(s.Tracking(), tracking.Options{})
 		return s, svc
 	}
 	s, svc := open()

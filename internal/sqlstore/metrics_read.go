@@ -25,7 +25,7 @@ const chunkListCols = `chunk_id, min_step, max_step, min_ts, max_ts, count, mode
 const chunkOrder = `ORDER BY min_step, max_step, chunk_id`
 
 // SeriesChunks implements tracking.MetricReader.
-func (s *Store) SeriesChunks(ctx context.Context, runID, key string, fromStep, toStep int64) ([]tracking.ChunkInfo, error) {
+func (s *TrackingStore) SeriesChunks(ctx context.Context, runID, key string, fromStep, toStep int64) ([]tracking.ChunkInfo, error) {
 	var out []tracking.ChunkInfo
 	err := s.ReadSeries(ctx, runID, key, fromStep, toStep, func(ss tracking.SeriesSnapshot) error {
 		out = ss.Chunks
@@ -35,9 +35,9 @@ func (s *Store) SeriesChunks(ctx context.Context, runID, key string, fromStep, t
 }
 
 // ReadSeries implements tracking.MetricReader.
-func (s *Store) ReadSeries(ctx context.Context, runID, key string, fromStep, toStep int64, fn func(tracking.SeriesSnapshot) error) error {
+func (s *TrackingStore) ReadSeries(ctx context.Context, runID, key string, fromStep, toStep int64, fn func(tracking.SeriesSnapshot) error) error {
 	return s.readSeries(ctx, runID, key, func(tx *sql.Tx, seriesID int64) error {
-		sn := seriesSnapshot{s: s, ctx: ctx, tx: tx, seriesID: seriesID}
+		sn := seriesSnapshot{s: s.db, ctx: ctx, tx: tx, seriesID: seriesID}
 		if seriesID != 0 {
 			var err error
 			if sn.chunks, err = s.listChunkInfo(ctx, tx, seriesID, fromStep, toStep, false); err != nil {
@@ -55,9 +55,9 @@ func (s *Store) ReadSeries(ctx context.Context, runID, key string, fromStep, toS
 // No chunk overlaps an overview's steps but its own (see overview.go), so
 // every chunk of a gap starts inside it, but the first gap's, which may
 // start before the range.
-func (s *Store) ReadSeriesCoarse(ctx context.Context, runID, key string, fromStep, toStep int64, fn func([]tracking.Overview, tracking.SeriesSnapshot) error) error {
+func (s *TrackingStore) ReadSeriesCoarse(ctx context.Context, runID, key string, fromStep, toStep int64, fn func([]tracking.Overview, tracking.SeriesSnapshot) error) error {
 	return s.readSeries(ctx, runID, key, func(tx *sql.Tx, seriesID int64) error {
-		sn := seriesSnapshot{s: s, ctx: ctx, tx: tx, seriesID: seriesID}
+		sn := seriesSnapshot{s: s.db, ctx: ctx, tx: tx, seriesID: seriesID}
 		if seriesID == 0 {
 			return fn(nil, sn.snapshot())
 		}
@@ -99,7 +99,7 @@ func (s *Store) ReadSeriesCoarse(ctx context.Context, runID, key string, fromSte
 
 // readSeries calls fn inside a read transaction with the id of the series
 // (runID, key), 0 when the run has no such metric.
-func (s *Store) readSeries(ctx context.Context, runID, key string, fn func(tx *sql.Tx, seriesID int64) error) error {
+func (s *db) readSeries(ctx context.Context, runID, key string, fn func(tx *sql.Tx, seriesID int64) error) error {
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return sqlError(err, "read metric series")
@@ -119,7 +119,7 @@ func (s *Store) readSeries(ctx context.Context, runID, key string, fn func(tx *s
 
 // listChunkInfo lists the chunks of a series with steps in [lo, hi], or,
 // with startInside, those that start in it.
-func (s *Store) listChunkInfo(ctx context.Context, tx *sql.Tx, seriesID, lo, hi int64, startInside bool) ([]tracking.ChunkInfo, error) {
+func (s *db) listChunkInfo(ctx context.Context, tx *sql.Tx, seriesID, lo, hi int64, startInside bool) ([]tracking.ChunkInfo, error) {
 	where := `min_step <= ? AND max_step >= ?`
 	args := []any{seriesID, hi, lo}
 	if startInside {
@@ -152,7 +152,7 @@ func (s *Store) listChunkInfo(ctx context.Context, tx *sql.Tx, seriesID, lo, hi 
 // encodings queries each segment on its own, so as not to step over the
 // rows of the chunks between them.
 type seriesSnapshot struct {
-	s        *Store
+	s        *db
 	ctx      context.Context
 	tx       *sql.Tx
 	seriesID int64
@@ -236,7 +236,7 @@ func scanChunkInfo(rows *sql.Rows) (tracking.ChunkInfo, error) {
 // chunks[first]'s place in chunkOrder to chunks[end-1]'s; rows that are
 // not in the listing (chunks whose steps end before the listing's range,
 // which only overlapping chunks can interleave) are skipped.
-func (s *Store) readChunkData(ctx context.Context, tx *sql.Tx, seriesID int64, chunks []tracking.ChunkInfo, first, end int, column string, fn func(int, []byte) (bool, error)) error {
+func (s *db) readChunkData(ctx context.Context, tx *sql.Tx, seriesID int64, chunks []tracking.ChunkInfo, first, end int, column string, fn func(int, []byte) (bool, error)) error {
 	rows, err := tx.QueryContext(ctx, `SELECT chunk_id, `+column+` FROM metric_chunks`+s.indexedBy("metric_chunks_span")+`
 		WHERE series_id = ? AND min_step >= ? AND min_step <= ? `+chunkOrder,
 		seriesID, chunks[first].MinStep, chunks[end-1].MinStep)

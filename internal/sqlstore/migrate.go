@@ -33,7 +33,7 @@ var components = []struct {
 // together take, so that one of them migrates and the others wait.
 const migrationLock = 0x5e7a47
 
-func (s *Store) migrate(ctx context.Context) error {
+func (s *db) migrate(ctx context.Context) error {
 	if s.pg {
 		conn, err := s.rdb.Conn(ctx)
 		if err != nil {
@@ -77,7 +77,7 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // appliedVersions reads the applied version of each part of the schema
 // on the write connection (which sees its own migrations at once).
-func (s *Store) appliedVersions(ctx context.Context) (map[string]int, error) {
+func (s *db) appliedVersions(ctx context.Context) (map[string]int, error) {
 	rows, err := s.wdb.QueryContext(ctx, `SELECT component, MAX(version) FROM schema_migrations GROUP BY component`)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (s *Store) appliedVersions(ctx context.Context) (map[string]int, error) {
 	return have, rows.Err()
 }
 
-func (s *Store) applyMigration(ctx context.Context, component string, v int, sqlText string) error {
+func (s *db) applyMigration(ctx context.Context, component string, v int, sqlText string) error {
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("apply %s migration %d: %w", component, v, sqlError(err, "begin"))

@@ -22,7 +22,7 @@ func notFoundModel(id string) error {
 }
 
 // CreateLoggedModel implements tracking.LoggedModelStore.
-func (s *Store) CreateLoggedModel(ctx context.Context, m *tracking.LoggedModel) error {
+func (s *TrackingStore) CreateLoggedModel(ctx context.Context, m *tracking.LoggedModel) error {
 	expID, err := parseExperimentID(m.ExperimentID)
 	if err != nil {
 		return err
@@ -76,7 +76,7 @@ func scanLoggedModel(sc interface{ Scan(...any) error }) (int64, *tracking.Logge
 }
 
 // GetLoggedModel implements tracking.LoggedModelStore.
-func (s *Store) GetLoggedModel(ctx context.Context, id string, allowDeleted bool) (*tracking.LoggedModel, error) {
+func (s *TrackingStore) GetLoggedModel(ctx context.Context, id string, allowDeleted bool) (*tracking.LoggedModel, error) {
 	pk, m, err := scanLoggedModel(s.rdb.QueryRowContext(ctx, `SELECT `+loggedModelCols+` FROM logged_models lm WHERE lm.model_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !allowDeleted && m.LifecycleStage != tracking.Active) {
 		return nil, notFoundModel(id)
@@ -91,7 +91,7 @@ func (s *Store) GetLoggedModel(ctx context.Context, id string, allowDeleted bool
 }
 
 // loadLoggedModelData fills tags, params, metrics and registrations.
-func (s *Store) loadLoggedModelData(ctx context.Context, pks []int64, models []*tracking.LoggedModel) error {
+func (s *db) loadLoggedModelData(ctx context.Context, pks []int64, models []*tracking.LoggedModel) error {
 	if len(pks) == 0 {
 		return nil
 	}
@@ -174,7 +174,7 @@ func touchModel(tx *wtx, pk, nowMs int64) error {
 }
 
 // UpdateLoggedModelStatus implements tracking.LoggedModelStore.
-func (s *Store) UpdateLoggedModelStatus(ctx context.Context, id string, status tracking.LoggedModelStatus, nowMs int64) error {
+func (s *TrackingStore) UpdateLoggedModelStatus(ctx context.Context, id string, status tracking.LoggedModelStatus, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := activeModel(tx, id)
 		if err != nil {
@@ -186,7 +186,7 @@ func (s *Store) UpdateLoggedModelStatus(ctx context.Context, id string, status t
 }
 
 // DeleteLoggedModel implements tracking.LoggedModelStore.
-func (s *Store) DeleteLoggedModel(ctx context.Context, id string, nowMs int64) error {
+func (s *TrackingStore) DeleteLoggedModel(ctx context.Context, id string, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := activeModel(tx, id)
 		if err != nil {
@@ -198,7 +198,7 @@ func (s *Store) DeleteLoggedModel(ctx context.Context, id string, nowMs int64) e
 }
 
 // SetLoggedModelTags implements tracking.LoggedModelStore.
-func (s *Store) SetLoggedModelTags(ctx context.Context, id string, tags []tracking.Tag, nowMs int64) error {
+func (s *TrackingStore) SetLoggedModelTags(ctx context.Context, id string, tags []tracking.Tag, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := activeModel(tx, id)
 		if err != nil {
@@ -215,7 +215,7 @@ func (s *Store) SetLoggedModelTags(ctx context.Context, id string, tags []tracki
 }
 
 // DeleteLoggedModelTag implements tracking.LoggedModelStore.
-func (s *Store) DeleteLoggedModelTag(ctx context.Context, id, key string, nowMs int64) error {
+func (s *TrackingStore) DeleteLoggedModelTag(ctx context.Context, id, key string, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := activeModel(tx, id)
 		if err != nil {
@@ -233,7 +233,7 @@ func (s *Store) DeleteLoggedModelTag(ctx context.Context, id, key string, nowMs 
 }
 
 // LogLoggedModelParams implements tracking.LoggedModelStore.
-func (s *Store) LogLoggedModelParams(ctx context.Context, id string, params []tracking.Param, nowMs int64) error {
+func (s *TrackingStore) LogLoggedModelParams(ctx context.Context, id string, params []tracking.Param, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := activeModel(tx, id)
 		if err != nil {
@@ -306,7 +306,7 @@ var loggedModelAttrCols = map[string]string{
 const modelStatusExpr = `(CASE lm.status WHEN 1 THEN 'LOGGED_MODEL_PENDING' WHEN 2 THEN 'LOGGED_MODEL_READY' WHEN 3 THEN 'LOGGED_MODEL_UPLOAD_FAILED' ELSE 'LOGGED_MODEL_STATUS_UNSPECIFIED' END)`
 
 // SearchLoggedModels implements tracking.LoggedModelStore.
-func (s *Store) SearchLoggedModels(ctx context.Context, q tracking.LoggedModelQuery) (tracking.LoggedModelPage, error) {
+func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.LoggedModelQuery) (tracking.LoggedModelPage, error) {
 	var exps []any
 	for _, id := range q.ExperimentIDs {
 		if n, err := strconv.ParseInt(id, 10, 64); err == nil {

@@ -79,7 +79,7 @@ type newOverview struct {
 // since the last one), finds runs of OverviewChunks settled chunks, and
 // inserts an overview of each in a write that checks, under the run's
 // lock, that the chunks in its steps are still exactly those.
-func (s *Store) buildOverviews(ctx context.Context, seriesID int64) error {
+func (s *db) buildOverviews(ctx context.Context, seriesID int64) error {
 	news, err := s.findOverviews(ctx, seriesID)
 	if err != nil || len(news) == 0 {
 		return err
@@ -138,7 +138,7 @@ func overviewStillHolds(tx *wtx, seriesID int64, n newOverview) (bool, error) {
 }
 
 // findOverviews reads, from one snapshot, the overviews a series lacks.
-func (s *Store) findOverviews(ctx context.Context, seriesID int64) ([]newOverview, error) {
+func (s *db) findOverviews(ctx context.Context, seriesID int64) ([]newOverview, error) {
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return nil, sqlError(err, "overviews: begin read")
@@ -185,7 +185,7 @@ func (s *Store) findOverviews(ctx context.Context, seriesID int64) ([]newOvervie
 
 // overviewRuns cuts a gap's listing into runs of OverviewChunks settled
 // chunks and makes an overview of each.
-func (s *Store) overviewRuns(cs []tracking.ChunkInfo) ([]newOverview, error) {
+func (s *db) overviewRuns(cs []tracking.ChunkInfo) ([]newOverview, error) {
 	k := s.opts.OverviewChunks
 	var out []newOverview
 	start := 0 // the current run is cs[start:i]

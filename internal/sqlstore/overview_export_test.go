@@ -23,7 +23,7 @@ func (s *Store) HoldCompaction() (release func()) {
 // highest and last points are its points. It returns the overviews.
 func (s *Store) CheckOverviews(ctx context.Context, runID, key string) ([]tracking.Overview, error) {
 	var ovs []tracking.Overview
-	err := s.ReadSeriesCoarse(ctx, runID, key, math.MinInt64, math.MaxInt64, func(o []tracking.Overview, _ tracking.SeriesSnapshot) error {
+	err := s.Tracking().ReadSeriesCoarse(ctx, runID, key, math.MinInt64, math.MaxInt64, func(o []tracking.Overview, _ tracking.SeriesSnapshot) error {
 		ovs = o
 		return nil
 	})
@@ -31,7 +31,7 @@ func (s *Store) CheckOverviews(ctx context.Context, runID, key string) ([]tracki
 		return nil, err
 	}
 	for _, o := range ovs {
-		chunks, err := s.SeriesChunks(ctx, runID, key, o.MinStep, o.MaxStep)
+		chunks, err := s.Tracking().SeriesChunks(ctx, runID, key, o.MinStep, o.MaxStep)
 		if err != nil {
 			return nil, err
 		}

@@ -24,7 +24,7 @@ func TestOverviews(t *testing.T) {
 			release := s.HoldCompaction()
 			defer release()
 			ctx := t.Context()
-			svc := tracking.NewService(s, tracking.Options{})
+			svc := tracking.NewService(s.Tracking(), tracking.Options{})
 			if err := svc.Init(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestOverviews(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
-				err = s.ReadSeriesCoarse(ctx, id, "m", math.MinInt64, math.MaxInt64, func(o []tracking.Overview, ss tracking.SeriesSnapshot) error {
+				err = s.Tracking().ReadSeriesCoarse(ctx, id, "m", math.MinInt64, math.MaxInt64, func(o []tracking.Overview, ss tracking.SeriesSnapshot) error {
 					n := 0
 					for _, o := range o {
 						n += o.Count

@@ -34,7 +34,7 @@ const gpuReportingWindow = 2 * time.Minute
 // scrapeTimeout bounds the queries one scrape runs.
 const scrapeTimeout = 5 * time.Second
 
-func newStoreMetrics(s *Store, r prometheus.Registerer) *storeMetrics {
+func newStoreMetrics(s *db, r prometheus.Registerer) *storeMetrics {
 	m := &storeMetrics{
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sextant_db_commit_duration_seconds",
@@ -71,7 +71,7 @@ func newStoreMetrics(s *Store, r prometheus.Registerer) *storeMetrics {
 // dbCollector reads what it reports from the database at each scrape: the
 // database's size, active runs and GPU nodes. On several replicas each
 // reports the same shared values.
-type dbCollector struct{ s *Store }
+type dbCollector struct{ s *db }
 
 var (
 	dbSizeDesc = prometheus.NewDesc("sextant_db_size_bytes",
@@ -118,7 +118,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 
 // sizeBytes returns the size of the database: on SQLite the file and its
 // write-ahead log, on PostgreSQL pg_database_size.
-func (s *Store) sizeBytes(ctx context.Context) (int64, error) {
+func (s *db) sizeBytes(ctx context.Context) (int64, error) {
 	if s.pg {
 		var n int64
 		err := s.rdb.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)

@@ -39,7 +39,7 @@ func touchRegistered(tx *wtx, pk, nowMs int64) error {
 }
 
 // CreateRegisteredModel implements tracking.RegistryStore.
-func (s *Store) CreateRegisteredModel(ctx context.Context, m *tracking.RegisteredModel) error {
+func (s *TrackingStore) CreateRegisteredModel(ctx context.Context, m *tracking.RegisteredModel) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var pk int64
 		err := tx.QueryRowContext(ctx, `INSERT INTO registered_models (name, description, user_id, creation_time, last_updated_time) VALUES (?, ?, ?, ?, ?) RETURNING rm_pk`,
@@ -66,7 +66,7 @@ func scanRegistered(sc interface{ Scan(...any) error }) (int64, *tracking.Regist
 }
 
 // GetRegisteredModel implements tracking.RegistryStore.
-func (s *Store) GetRegisteredModel(ctx context.Context, name string) (*tracking.RegisteredModel, error) {
+func (s *TrackingStore) GetRegisteredModel(ctx context.Context, name string) (*tracking.RegisteredModel, error) {
 	pk, m, err := scanRegistered(s.rdb.QueryRowContext(ctx, `SELECT `+registeredCols+` FROM registered_models rm WHERE rm.name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFoundRegistered(name)
@@ -81,7 +81,7 @@ func (s *Store) GetRegisteredModel(ctx context.Context, name string) (*tracking.
 }
 
 // loadRegisteredData fills tags, aliases and the latest version per stage.
-func (s *Store) loadRegisteredData(ctx context.Context, pks []int64, models []*tracking.RegisteredModel) error {
+func (s *db) loadRegisteredData(ctx context.Context, pks []int64, models []*tracking.RegisteredModel) error {
 	if len(pks) == 0 {
 		return nil
 	}
@@ -146,7 +146,7 @@ func scanVersion(sc interface{ Scan(...any) error }) (int64, *tracking.ModelVers
 
 // loadVersionData fills tags and aliases of versions (rmPKs[i] is the
 // registered model of versions[i]).
-func (s *Store) loadVersionData(ctx context.Context, rmPKs []int64, versions []*tracking.ModelVersion) error {
+func (s *db) loadVersionData(ctx context.Context, rmPKs []int64, versions []*tracking.ModelVersion) error {
 	if len(versions) == 0 {
 		return nil
 	}
@@ -192,7 +192,7 @@ func (s *Store) loadVersionData(ctx context.Context, rmPKs []int64, versions []*
 }
 
 // UpdateRegisteredModel implements tracking.RegistryStore.
-func (s *Store) UpdateRegisteredModel(ctx context.Context, name string, description *string, nowMs int64) error {
+func (s *TrackingStore) UpdateRegisteredModel(ctx context.Context, name string, description *string, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -208,7 +208,7 @@ func (s *Store) UpdateRegisteredModel(ctx context.Context, name string, descript
 }
 
 // RenameRegisteredModel implements tracking.RegistryStore.
-func (s *Store) RenameRegisteredModel(ctx context.Context, name, newName string, nowMs int64) error {
+func (s *TrackingStore) RenameRegisteredModel(ctx context.Context, name, newName string, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -222,7 +222,7 @@ func (s *Store) RenameRegisteredModel(ctx context.Context, name, newName string,
 }
 
 // DeleteRegisteredModel implements tracking.RegistryStore.
-func (s *Store) DeleteRegisteredModel(ctx context.Context, name string) error {
+func (s *TrackingStore) DeleteRegisteredModel(ctx context.Context, name string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -242,7 +242,7 @@ func (s *Store) DeleteRegisteredModel(ctx context.Context, name string) error {
 }
 
 // SetRegisteredModelTag implements tracking.RegistryStore.
-func (s *Store) SetRegisteredModelTag(ctx context.Context, name string, t tracking.Tag, nowMs int64) error {
+func (s *TrackingStore) SetRegisteredModelTag(ctx context.Context, name string, t tracking.Tag, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -257,7 +257,7 @@ func (s *Store) SetRegisteredModelTag(ctx context.Context, name string, t tracki
 }
 
 // DeleteRegisteredModelTag implements tracking.RegistryStore.
-func (s *Store) DeleteRegisteredModelTag(ctx context.Context, name, key string) error {
+func (s *TrackingStore) DeleteRegisteredModelTag(ctx context.Context, name, key string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -284,7 +284,7 @@ func versionExists(tx *wtx, pk int64, name, version string) error {
 }
 
 // SetModelAlias implements tracking.RegistryStore.
-func (s *Store) SetModelAlias(ctx context.Context, name, alias, version string, nowMs int64) error {
+func (s *TrackingStore) SetModelAlias(ctx context.Context, name, alias, version string, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -302,7 +302,7 @@ func (s *Store) SetModelAlias(ctx context.Context, name, alias, version string, 
 }
 
 // DeleteModelAlias implements tracking.RegistryStore.
-func (s *Store) DeleteModelAlias(ctx context.Context, name, alias string) error {
+func (s *TrackingStore) DeleteModelAlias(ctx context.Context, name, alias string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -314,7 +314,7 @@ func (s *Store) DeleteModelAlias(ctx context.Context, name, alias string) error 
 }
 
 // CreateModelVersion implements tracking.RegistryStore.
-func (s *Store) CreateModelVersion(ctx context.Context, v *tracking.ModelVersion) error {
+func (s *TrackingStore) CreateModelVersion(ctx context.Context, v *tracking.ModelVersion) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, v.Name)
 		if err != nil {
@@ -346,7 +346,7 @@ func (s *Store) CreateModelVersion(ctx context.Context, v *tracking.ModelVersion
 }
 
 // GetModelVersion implements tracking.RegistryStore.
-func (s *Store) GetModelVersion(ctx context.Context, name, version string) (*tracking.ModelVersion, error) {
+func (s *TrackingStore) GetModelVersion(ctx context.Context, name, version string) (*tracking.ModelVersion, error) {
 	pk, v, err := scanVersion(s.rdb.QueryRowContext(ctx, `SELECT `+versionCols+` FROM model_versions v JOIN registered_models r ON r.rm_pk = v.rm_pk WHERE r.name = ? AND v.version = ?`, name, version))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFoundVersion(name, version)
@@ -361,7 +361,7 @@ func (s *Store) GetModelVersion(ctx context.Context, name, version string) (*tra
 }
 
 // GetModelVersionByAlias implements tracking.RegistryStore.
-func (s *Store) GetModelVersionByAlias(ctx context.Context, name, alias string) (*tracking.ModelVersion, error) {
+func (s *TrackingStore) GetModelVersionByAlias(ctx context.Context, name, alias string) (*tracking.ModelVersion, error) {
 	var version string
 	err := s.rdb.QueryRowContext(ctx, `SELECT a.version FROM registered_model_aliases a JOIN registered_models r ON r.rm_pk = a.rm_pk WHERE r.name = ? AND a.alias = ?`, name, alias).Scan(&version)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -374,7 +374,7 @@ func (s *Store) GetModelVersionByAlias(ctx context.Context, name, alias string) 
 }
 
 // UpdateModelVersion implements tracking.RegistryStore.
-func (s *Store) UpdateModelVersion(ctx context.Context, name, version string, description, stage *string, archiveOthers bool, nowMs int64) error {
+func (s *TrackingStore) UpdateModelVersion(ctx context.Context, name, version string, description, stage *string, archiveOthers bool, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -403,7 +403,7 @@ func (s *Store) UpdateModelVersion(ctx context.Context, name, version string, de
 }
 
 // DeleteModelVersion implements tracking.RegistryStore.
-func (s *Store) DeleteModelVersion(ctx context.Context, name, version string) error {
+func (s *TrackingStore) DeleteModelVersion(ctx context.Context, name, version string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -426,7 +426,7 @@ func (s *Store) DeleteModelVersion(ctx context.Context, name, version string) er
 }
 
 // SetModelVersionTag implements tracking.RegistryStore.
-func (s *Store) SetModelVersionTag(ctx context.Context, name, version string, t tracking.Tag, nowMs int64) error {
+func (s *TrackingStore) SetModelVersionTag(ctx context.Context, name, version string, t tracking.Tag, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -442,7 +442,7 @@ func (s *Store) SetModelVersionTag(ctx context.Context, name, version string, t 
 }
 
 // DeleteModelVersionTag implements tracking.RegistryStore.
-func (s *Store) DeleteModelVersionTag(ctx context.Context, name, version, key string) error {
+func (s *TrackingStore) DeleteModelVersionTag(ctx context.Context, name, version, key string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		pk, err := registeredPK(tx, name)
 		if err != nil {
@@ -535,7 +535,7 @@ func registryOrder(keys []search.OrderKey, cols map[string]string, def []string)
 }
 
 // SearchRegisteredModels implements tracking.RegistryStore.
-func (s *Store) SearchRegisteredModels(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.RegisteredModel, string, error) {
+func (s *TrackingStore) SearchRegisteredModels(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.RegisteredModel, string, error) {
 	cols := map[string]string{search.AttrName: "rm.name", search.AttrCreationTimestamp: "rm.creation_time", search.AttrLastUpdatedTimestamp: "rm.last_updated_time"}
 	numeric := map[string]bool{search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true}
 	where, args, err := registryWhere(q.Filter, cols, numeric, "SELECT t.value FROM registered_model_tags t WHERE t.rm_pk = rm.rm_pk AND t.key = ?")
@@ -577,7 +577,7 @@ func (s *Store) SearchRegisteredModels(ctx context.Context, q tracking.RegistryQ
 }
 
 // SearchModelVersions implements tracking.RegistryStore.
-func (s *Store) SearchModelVersions(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.ModelVersion, string, error) {
+func (s *TrackingStore) SearchModelVersions(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.ModelVersion, string, error) {
 	cols := map[string]string{
 		search.AttrName: "r.name", search.AttrRunID: "v.run_id", search.AttrSourcePath: "v.source",
 		search.AttrVersionNumber: "v.version", search.AttrModelID: "v.model_id",

@@ -33,7 +33,7 @@ func mustOpenLogsOn(tb testing.TB, open func(testing.TB, sqlstore.Options) *sqls
 			tb.Errorf("close log store: %v", err)
 		}
 	})
-	tr := tracking.NewService(s, tracking.Options{})
+	tr := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := tr.Init(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestLogsSurviveReopen(t *testing.T) {
 		return s, l
 	}
 	s, l := open()
-	tr := tracking.NewService(s, tracking.Options{})
+	tr := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func activeRun(tx *wtx, id string) (runState, error) {
 }
 
 // CreateRun implements tracking.RunStore.
-func (s *Store) CreateRun(ctx context.Context, r *tracking.Run) error {
+func (s *TrackingStore) CreateRun(ctx context.Context, r *tracking.Run) error {
 	expID, err := parseExperimentID(r.Info.ExperimentID)
 	if err != nil {
 		return err
@@ -111,7 +111,7 @@ func scanRun(sc interface{ Scan(...any) error }) (int64, *tracking.Run, error) {
 }
 
 // GetRun implements tracking.RunStore.
-func (s *Store) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
+func (s *TrackingStore) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
 	pk, r, err := scanRun(s.rdb.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs r WHERE r.run_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFoundRun(id)
@@ -127,14 +127,14 @@ func (s *Store) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
 
 // loadRunData fills Data, Inputs and Outputs of runs (pks[i] is runs[i]'s
 // key) with one query per table.
-func (s *Store) loadRunData(ctx context.Context, pks []int64, runs []*tracking.Run) error {
+func (s *db) loadRunData(ctx context.Context, pks []int64, runs []*tracking.Run) error {
 	return s.loadRunDataIO(ctx, pks, runs, pks)
 }
 
 // loadRunDataIO is loadRunData looking for inputs and outputs only for the
 // runs of ioPKs (those whose io_count is not 0): most runs have none, and
 // each run looked for costs an index lookup in each of three tables.
-func (s *Store) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking.Run, ioPKs []int64) error {
+func (s *db) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking.Run, ioPKs []int64) error {
 	if len(pks) == 0 {
 		return nil
 	}
@@ -234,7 +234,7 @@ func (s *Store) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking
 const parallelLoad = 64
 
 // loadRunIO loads dataset inputs, model inputs and model outputs.
-func (s *Store) loadRunIO(ctx context.Context, in string, args []any, byPK map[int64]*tracking.Run) error {
+func (s *db) loadRunIO(ctx context.Context, in string, args []any, byPK map[int64]*tracking.Run) error {
 	type key struct{ run, ds int64 }
 	inputs := map[key]*tracking.DatasetInput{}
 	if err := s.queryEach(ctx, `SELECT i.run_pk, d.dataset_pk, d.name, d.digest, d.source_type, d.source, d.schema, d.profile
@@ -311,7 +311,7 @@ func (in interner) get(b []byte) string {
 }
 
 // queryEach runs a read query and calls fn for each row.
-func (s *Store) queryEach(ctx context.Context, q string, args []any, fn func(*sql.Rows) error) error {
+func (s *db) queryEach(ctx context.Context, q string, args []any, fn func(*sql.Rows) error) error {
 	rows, err := s.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return sqlError(err, "query")
@@ -326,7 +326,7 @@ func (s *Store) queryEach(ctx context.Context, q string, args []any, fn func(*sq
 }
 
 // UpdateRun implements tracking.RunStore.
-func (s *Store) UpdateRun(ctx context.Context, id string, u tracking.RunUpdate) (*tracking.RunInfo, error) {
+func (s *TrackingStore) UpdateRun(ctx context.Context, id string, u tracking.RunUpdate) (*tracking.RunInfo, error) {
 	var info *tracking.RunInfo
 	err := s.w.do(ctx, func(tx *wtx) error {
 		st, err := activeRun(tx, id)
@@ -359,7 +359,7 @@ func (s *Store) UpdateRun(ctx context.Context, id string, u tracking.RunUpdate) 
 }
 
 // SetRunLifecycle implements tracking.RunStore.
-func (s *Store) SetRunLifecycle(ctx context.Context, id string, stage tracking.LifecycleStage, nowMs int64) error {
+func (s *TrackingStore) SetRunLifecycle(ctx context.Context, id string, stage tracking.LifecycleStage, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var pk int64
 		var cur string
@@ -380,7 +380,7 @@ func (s *Store) SetRunLifecycle(ctx context.Context, id string, stage tracking.L
 }
 
 // DeleteTag implements tracking.RunStore.
-func (s *Store) DeleteTag(ctx context.Context, runID, key string) error {
+func (s *TrackingStore) DeleteTag(ctx context.Context, runID, key string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		st, err := activeRun(tx, runID)
 		if err != nil {
@@ -426,7 +426,7 @@ func setRunTag(tx *wtx, st *runState, t tracking.Tag, limit int) error {
 }
 
 // LogInputs implements tracking.RunStore.
-func (s *Store) LogInputs(ctx context.Context, runID string, datasets []tracking.DatasetInput, models []tracking.ModelInput) error {
+func (s *TrackingStore) LogInputs(ctx context.Context, runID string, datasets []tracking.DatasetInput, models []tracking.ModelInput) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		st, err := activeRun(tx, runID)
 		if err != nil {
@@ -466,7 +466,7 @@ func (s *Store) LogInputs(ctx context.Context, runID string, datasets []tracking
 }
 
 // LogOutputs implements tracking.RunStore.
-func (s *Store) LogOutputs(ctx context.Context, runID string, models []tracking.ModelOutput) error {
+func (s *TrackingStore) LogOutputs(ctx context.Context, runID string, models []tracking.ModelOutput) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		st, err := activeRun(tx, runID)
 		if err != nil {

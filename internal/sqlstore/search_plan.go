@@ -118,7 +118,7 @@ func (p searchPlan) clauseOrder(n int) []int {
 }
 
 // planSearch chooses how to find a page of limit runs.
-func (s *Store) planSearch(ctx context.Context, exps []any, clauses []search.Comparison, limit int) (searchPlan, error) {
+func (s *db) planSearch(ctx context.Context, exps []any, clauses []search.Comparison, limit int) (searchPlan, error) {
 	var drivers []searchDriver
 	for i, c := range clauses {
 		if d, ok := clauseDriver(i, c, exps); ok {
@@ -182,7 +182,7 @@ type runCount struct {
 // runCountTTL is how long a count is used before it is counted again.
 const runCountTTL = 10 * time.Second
 
-func (c *runCounts) runs(ctx context.Context, s *Store, exps []any) (int64, error) {
+func (c *runCounts) runs(ctx context.Context, s *db, exps []any) (int64, error) {
 	key := fmt.Sprint(exps...)
 	c.mu.Lock()
 	e, ok := c.m[key]
@@ -206,7 +206,7 @@ func (c *runCounts) runs(ctx context.Context, s *Store, exps []any) (int64, erro
 // drivenPhase is the one phase of a search driven by d: the runs d selects
 // (materialized first, so that both databases start from them), joined to
 // their runs and to the order keys, sorted in full.
-func (s *Store) drivenPhase(d *searchDriver, joins []string, joinArgs []any, terms []sortTerm) runPhase {
+func (s *db) drivenPhase(d *searchDriver, joins []string, joinArgs []any, terms []sortTerm) runPhase {
 	join := "CROSS JOIN"
 	if s.pg {
 		join = "JOIN"

@@ -121,7 +121,7 @@ func TestSearchPlans(t *testing.T) {
 						return
 					}
 					// And the search itself returns what the filter selects.
-					page, err := s.SearchRuns(ctx, q)
+					page, err := s.Tracking().SearchRuns(ctx, q)
 					if err != nil {
 						t.Fatal(err)
 					}

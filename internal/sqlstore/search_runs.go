@@ -234,7 +234,7 @@ type runSearch struct {
 
 // prepareRunSearch parses the page token, renders the filter and the order
 // and plans the search. A search of no experiment returns nil.
-func (s *Store) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSearch, error) {
+func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSearch, error) {
 	var where []string
 	var args []any
 	exps := make([]any, 0, len(q.ExperimentIDs))
@@ -307,7 +307,7 @@ func (s *Store) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*run
 }
 
 // SearchRuns implements tracking.RunStore.
-func (s *Store) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
 	rs, err := s.prepareRunSearch(ctx, q)
 	if err != nil || rs == nil {
 		return tracking.RunPage{}, err

@@ -65,13 +65,13 @@ func (s *Store) SharedSecret(ctx context.Context) ([]byte, error) {
 // while the store is read-only (see Health). A
 // lease outlives three missed periods, so that a replica that stops
 // renewing hands the job over within three periods.
-func (s *Store) leader(ctx context.Context, job string, period time.Duration) bool {
-	if !s.Health().Writable {
+func (s *db) leader(ctx context.Context, job string, period time.Duration) bool {
+	if !s.state().Writable {
 		// Background jobs write; they wait for space (and would log a
 		// failed lease every period meanwhile).
 		return false
 	}
-	ok, err := s.AcquireLease(ctx, job, s.instance, 3*period)
+	ok, err := s.acquireLease(ctx, job, s.instance, 3*period)
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("background job lease", "job", job, "err", err)
 	}
@@ -87,7 +87,7 @@ func (s *Store) Leader(ctx context.Context, job string, period time.Duration) bo
 
 // releaseLeases gives up this instance's leases, so that another replica
 // (or this server, restarted) takes its jobs over at once.
-func (s *Store) releaseLeases(ctx context.Context) error {
+func (s *db) releaseLeases(ctx context.Context) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE holder = ?`, s.instance)
 		return sqlError(err, "release leases")
@@ -98,6 +98,10 @@ func (s *Store) releaseLeases(ctx context.Context) error {
 // another holder has it and its lease has not expired. It returns whether
 // holder has the lease now; the holder renews by calling again.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	return s.acquireLease(ctx, name, holder, ttl)
+}
+
+func (s *db) acquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
 	now := time.Now()
 	var got string
 	err := s.w.do(ctx, func(tx *wtx) error {

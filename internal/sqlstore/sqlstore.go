@@ -75,8 +75,44 @@ func DefaultOptions() Options {
 	}
 }
 
-// Store is the SQL implementation of tracking.Store and the other stores.
+// Store is the SQL database: its connections, the writer, compaction,
+// migrations and health. What it stores is reached through one store per
+// domain, each the implementation of that domain's storage interface:
+// Tracking (tracking.Store), Workspace (workspace.Store), Volumes
+// (volumes.Store), and OpenLogs, OpenGPU and OpenEvents for run logs, GPU
+// samples and run events. They share the connections (db); the rules of
+// each domain (limits, immutability, the texts of its errors) are its
+// package's, and the stores only keep what they are given.
 type Store struct {
+	*db
+	tracking  *TrackingStore
+	workspace *WorkspaceStore
+	volumes   *VolumeStore
+}
+
+// TrackingStore is tracking.Store: experiments, runs, metrics, logged
+// models and the model registry.
+type TrackingStore struct{ *db }
+
+// WorkspaceStore is workspace.Store: users, tokens, sessions, groups,
+// folders, grants, comments and the audit log.
+type WorkspaceStore struct{ *db }
+
+// VolumeStore is volumes.Store: catalogs, schemas, volumes, upload claims
+// and server instances.
+type VolumeStore struct{ *db }
+
+// Tracking returns the store of experiments, runs, metrics and models.
+func (s *Store) Tracking() *TrackingStore { return s.tracking }
+
+// Workspace returns the store of users, folders, grants and comments.
+func (s *Store) Workspace() *WorkspaceStore { return s.workspace }
+
+// Volumes returns the store of catalogs, schemas, volumes and uploads.
+func (s *Store) Volumes() *VolumeStore { return s.volumes }
+
+// db is what every domain store shares: the connections and the writer.
+type db struct {
 	rdb *sql.DB
 	wdb *sql.DB
 	cdb *sql.DB // SQLite only: checkpoints
@@ -101,7 +137,7 @@ type Store struct {
 	probeWG     sync.WaitGroup
 }
 
-var _ tracking.Store = (*Store)(nil)
+var _ tracking.Store = (*TrackingStore)(nil)
 
 // Open opens the store at target: a SQLite database file (created if
 // needed) or a PostgreSQL URL (postgres://...). It applies pending
@@ -133,7 +169,8 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{limits: opts.Limits.WithDefaults(), log: log.With("component", "sqlstore"), instance: newInstanceID()}
+	core := &db{limits: opts.Limits.WithDefaults(), log: log.With("component", "sqlstore"), instance: newInstanceID()}
+	s := &Store{db: core, tracking: &TrackingStore{core}, workspace: &WorkspaceStore{core}, volumes: &VolumeStore{core}}
 	s.health.h = Health{Writable: true, SinceMs: time.Now().UnixMilli()}
 	var err error
 	if isPostgresURL(target) {
@@ -147,13 +184,13 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.opts = opts
-	s.metrics = newStoreMetrics(s, opts.Metrics)
+	s.metrics = newStoreMetrics(s.db, opts.Metrics)
 	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
 	s.w.m = s.metrics
 	s.w.retryable = retryable
 	s.w.pg = s.pg
 	s.w.full = s.noteFull
-	s.c = newCompactor(s, s.log)
+	s.c = newCompactor(s.db, s.log)
 	s.w.committed = s.c.request
 	s.w.start()
 	s.c.start()
@@ -175,7 +212,7 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) openSQLite(ctx context.Context, path string, opts *Options) error {
+func (s *db) openSQLite(ctx context.Context, path string, opts *Options) error {
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4 * runtime.GOMAXPROCS(0)
 	}
@@ -279,7 +316,7 @@ func createSQLite(path string) error {
 	return db.Close()
 }
 
-func (s *Store) openPostgres(ctx context.Context, dsn string, opts *Options) error {
+func (s *db) openPostgres(ctx context.Context, dsn string, opts *Options) error {
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 16
 	}
@@ -397,7 +434,7 @@ const walRestartBytes = 64 << 20
 // checkpointLoop copies the WAL into the database every half second on
 // its own connection (PASSIVE: it never blocks the writer or readers), and
 // restarts the WAL when it has grown past walRestartBytes.
-func (s *Store) checkpointLoop(walPath string) {
+func (s *db) checkpointLoop(walPath string) {
 	defer close(s.ckptDone)
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -437,8 +474,8 @@ func (s *Store) checkpointLoop(walPath string) {
 // vacuumSome returns free pages to the file system once they make up more
 // than a tenth of the file (and 4 MiB), a bounded number per call. It
 // reports whether it did any work.
-func (s *Store) vacuumSome(ctx context.Context) bool {
-	if !s.Health().Writable {
+func (s *db) vacuumSome(ctx context.Context) bool {
+	if !s.state().Writable {
 		return false // moving pages needs space in the WAL
 	}
 	var free, total int64

@@ -68,7 +68,7 @@ func TestConformance(t *testing.T) {
 				// Small chunks, an eager compaction threshold and short
 				// overviews, so the suite crosses chunk boundaries, compacts
 				// and builds overviews while it runs.
-				return b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4, OverviewChunks: 4})
+				return b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4, OverviewChunks: 4}).Tracking()
 			})
 		})
 	}
@@ -81,7 +81,7 @@ func TestReopenKeepsDataAndSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := tracking.NewService(s, tracking.Options{})
+	svc := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := svc.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestReopenKeepsDataAndSchema(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer s.Close(ctx)
-	svc = tracking.NewService(s, tracking.Options{})
+	svc = tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := svc.Init(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/sextant/sextant/internal/workspace"
 )
 
-var _ volumes.Store = (*Store)(nil)
+var _ volumes.Store = (*VolumeStore)(nil)
 
 // CreateCatalog implements volumes.Store.
-func (s *Store) CreateCatalog(ctx context.Context, c *volumes.Catalog) error {
+func (s *VolumeStore) CreateCatalog(ctx context.Context, c *volumes.Catalog) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO uc_catalogs (name, comment, owner_id, owner, created_time, updated_time) VALUES (?, ?, ?, ?, ?, ?)`,
 			c.Name, c.Comment, c.OwnerID, c.Owner, c.CreatedMs, c.UpdatedMs)
@@ -29,7 +29,7 @@ func scanCatalog(sc interface{ Scan(...any) error }) (*volumes.Catalog, error) {
 }
 
 // GetCatalog implements volumes.Store.
-func (s *Store) GetCatalog(ctx context.Context, name string) (*volumes.Catalog, error) {
+func (s *VolumeStore) GetCatalog(ctx context.Context, name string) (*volumes.Catalog, error) {
 	c, err := scanCatalog(s.rdb.QueryRowContext(ctx, `SELECT `+catalogCols+` FROM uc_catalogs WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
@@ -38,7 +38,7 @@ func (s *Store) GetCatalog(ctx context.Context, name string) (*volumes.Catalog, 
 }
 
 // ListCatalogs implements volumes.Store.
-func (s *Store) ListCatalogs(ctx context.Context) ([]*volumes.Catalog, error) {
+func (s *VolumeStore) ListCatalogs(ctx context.Context) ([]*volumes.Catalog, error) {
 	var out []*volumes.Catalog
 	err := s.queryEach(ctx, `SELECT `+catalogCols+` FROM uc_catalogs ORDER BY name`, nil, func(rows *sql.Rows) error {
 		c, err := scanCatalog(rows)
@@ -49,7 +49,7 @@ func (s *Store) ListCatalogs(ctx context.Context) ([]*volumes.Catalog, error) {
 }
 
 // DeleteCatalog implements volumes.Store.
-func (s *Store) DeleteCatalog(ctx context.Context, name string) error {
+func (s *VolumeStore) DeleteCatalog(ctx context.Context, name string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		// The catalog's row is locked first, as CreateSchema locks it: no
 		// schema can appear between the count and the delete.
@@ -85,7 +85,7 @@ func deleteGrants(ctx context.Context, tx *wtx, kind workspace.ResourceKind, key
 }
 
 // CreateSchema implements volumes.Store.
-func (s *Store) CreateSchema(ctx context.Context, sc *volumes.Schema) error {
+func (s *VolumeStore) CreateSchema(ctx context.Context, sc *volumes.Schema) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_catalogs WHERE name = ?`+tx.lock(), sc.Catalog).Scan(&one)
@@ -109,7 +109,7 @@ func scanSchema(sc interface{ Scan(...any) error }) (*volumes.Schema, error) {
 }
 
 // GetSchema implements volumes.Store.
-func (s *Store) GetSchema(ctx context.Context, catalog, name string) (*volumes.Schema, error) {
+func (s *VolumeStore) GetSchema(ctx context.Context, catalog, name string) (*volumes.Schema, error) {
 	sc, err := scanSchema(s.rdb.QueryRowContext(ctx, `SELECT `+schemaCols+` FROM uc_schemas WHERE catalog = ? AND name = ?`, catalog, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
@@ -118,7 +118,7 @@ func (s *Store) GetSchema(ctx context.Context, catalog, name string) (*volumes.S
 }
 
 // ListSchemas implements volumes.Store.
-func (s *Store) ListSchemas(ctx context.Context, catalog string) ([]*volumes.Schema, error) {
+func (s *VolumeStore) ListSchemas(ctx context.Context, catalog string) ([]*volumes.Schema, error) {
 	var out []*volumes.Schema
 	err := s.queryEach(ctx, `SELECT `+schemaCols+` FROM uc_schemas WHERE catalog = ? ORDER BY name`, []any{catalog}, func(rows *sql.Rows) error {
 		sc, err := scanSchema(rows)
@@ -129,7 +129,7 @@ func (s *Store) ListSchemas(ctx context.Context, catalog string) ([]*volumes.Sch
 }
 
 // DeleteSchema implements volumes.Store.
-func (s *Store) DeleteSchema(ctx context.Context, catalog, name string) error {
+func (s *VolumeStore) DeleteSchema(ctx context.Context, catalog, name string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_schemas WHERE catalog = ? AND name = ?`+tx.lock(), catalog, name).Scan(&one)
@@ -158,7 +158,7 @@ func (s *Store) DeleteSchema(ctx context.Context, catalog, name string) error {
 }
 
 // CreateVolume implements volumes.Store.
-func (s *Store) CreateVolume(ctx context.Context, v *volumes.Volume) error {
+func (s *VolumeStore) CreateVolume(ctx context.Context, v *volumes.Volume) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_schemas WHERE catalog = ? AND name = ?`+tx.lock(), v.Catalog, v.Schema).Scan(&one)
@@ -182,7 +182,7 @@ func scanVolume(sc interface{ Scan(...any) error }) (*volumes.Volume, error) {
 }
 
 // GetVolume implements volumes.Store.
-func (s *Store) GetVolume(ctx context.Context, catalog, schema, name string) (*volumes.Volume, error) {
+func (s *VolumeStore) GetVolume(ctx context.Context, catalog, schema, name string) (*volumes.Volume, error) {
 	v, err := scanVolume(s.rdb.QueryRowContext(ctx, `SELECT `+volumeCols+` FROM uc_volumes WHERE catalog = ? AND schema_name = ? AND name = ?`, catalog, schema, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errs.Errorf(errs.NotFound, "volume %s.%s.%s does not exist", catalog, schema, name)
@@ -191,7 +191,7 @@ func (s *Store) GetVolume(ctx context.Context, catalog, schema, name string) (*v
 }
 
 // ListVolumes implements volumes.Store.
-func (s *Store) ListVolumes(ctx context.Context, catalog, schema string) ([]*volumes.Volume, error) {
+func (s *VolumeStore) ListVolumes(ctx context.Context, catalog, schema string) ([]*volumes.Volume, error) {
 	q, args := `SELECT `+volumeCols+` FROM uc_volumes WHERE catalog = ? AND schema_name = ? ORDER BY name`, []any{catalog, schema}
 	if schema == "" {
 		q, args = `SELECT `+volumeCols+` FROM uc_volumes WHERE catalog = ? ORDER BY schema_name, name`, []any{catalog}
@@ -206,7 +206,7 @@ func (s *Store) ListVolumes(ctx context.Context, catalog, schema string) ([]*vol
 }
 
 // DeleteVolume implements volumes.Store.
-func (s *Store) DeleteVolume(ctx context.Context, id string) error {
+func (s *VolumeStore) DeleteVolume(ctx context.Context, id string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var full string
 		err := tx.QueryRowContext(ctx, `SELECT catalog || '.' || schema_name || '.' || name FROM uc_volumes WHERE volume_id = ?`, id).Scan(&full)
@@ -227,7 +227,7 @@ func (s *Store) DeleteVolume(ctx context.Context, id string) error {
 }
 
 // VolumeIDs implements volumes.Store.
-func (s *Store) VolumeIDs(ctx context.Context) (map[string]bool, error) {
+func (s *VolumeStore) VolumeIDs(ctx context.Context) (map[string]bool, error) {
 	out := map[string]bool{}
 	err := s.queryEach(ctx, `SELECT volume_id FROM uc_volumes`, nil, func(rows *sql.Rows) error {
 		var id string
@@ -241,7 +241,7 @@ func (s *Store) VolumeIDs(ctx context.Context) (map[string]bool, error) {
 // ClaimUpload implements volumes.Store. The volume's row is locked first
 // (on PostgreSQL; SQLite has one writer), so claims into one volume from
 // every replica are checked and recorded one at a time.
-func (s *Store) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs int64, check func(inFlight []volumes.Upload) error) error {
+func (s *VolumeStore) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs int64, check func(inFlight []volumes.Upload) error) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_volumes WHERE volume_id = ?`+tx.lock(), u.VolumeID).Scan(&one)
@@ -281,7 +281,7 @@ func (s *Store) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs int64,
 }
 
 // RenewUpload implements volumes.Store.
-func (s *Store) RenewUpload(ctx context.Context, id, expiresMs int64) error {
+func (s *VolumeStore) RenewUpload(ctx context.Context, id, expiresMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE uc_volume_uploads SET expires = ? WHERE id = ?`, expiresMs, id)
 		return sqlError(err, "renew upload claim")
@@ -290,7 +290,7 @@ func (s *Store) RenewUpload(ctx context.Context, id, expiresMs int64) error {
 
 // ReleaseUpload implements volumes.Store. The claim is matched by its file
 // too: SQLite may give a released claim's id to a new one.
-func (s *Store) ReleaseUpload(ctx context.Context, u *volumes.Upload, landed bool) error {
+func (s *VolumeStore) ReleaseUpload(ctx context.Context, u *volumes.Upload, landed bool) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		q := `DELETE FROM uc_volume_uploads WHERE volume_id = ? AND dir = ? AND name = ? AND id = ?`
 		if landed {
@@ -309,7 +309,7 @@ const instanceLeasePrefix = "volume-uploads:"
 // server process (docs/deploy.md), so every other instance is gone; on
 // PostgreSQL the instance's liveness is a lease, and an instance without a
 // live lease is gone.
-func (s *Store) StartInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
+func (s *VolumeStore) StartInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
 	if !s.pg {
 		var n int64
 		err := s.w.do(ctx, func(tx *wtx) error {
@@ -327,7 +327,7 @@ func (s *Store) StartInstance(ctx context.Context, id string, nowMs, expiresMs i
 
 // KeepInstance implements volumes.Store; on SQLite it does nothing (no
 // other process shares the database).
-func (s *Store) KeepInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
+func (s *VolumeStore) KeepInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
 	if !s.pg {
 		return 0, nil
 	}
@@ -337,7 +337,7 @@ func (s *Store) KeepInstance(ctx context.Context, id string, nowMs, expiresMs in
 // keepInstance records id's lease until expiresMs and removes the claims
 // of instances whose lease expired before nowMs, and with unrecorded also
 // those of instances that have no lease.
-func (s *Store) keepInstance(ctx context.Context, id string, nowMs, expiresMs int64, unrecorded bool) (int64, error) {
+func (s *db) keepInstance(ctx context.Context, id string, nowMs, expiresMs int64, unrecorded bool) (int64, error) {
 	var n int64
 	err := s.w.do(ctx, func(tx *wtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO leases (name, holder, expires) VALUES (?, ?, ?)
@@ -364,7 +364,7 @@ func (s *Store) keepInstance(ctx context.Context, id string, nowMs, expiresMs in
 }
 
 // StopInstance implements volumes.Store.
-func (s *Store) StopInstance(ctx context.Context, id string) error {
+func (s *VolumeStore) StopInstance(ctx context.Context, id string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE instance = ?`, id); err != nil {
 			return sqlError(err, "release the instance's upload claims")
@@ -375,24 +375,24 @@ func (s *Store) StopInstance(ctx context.Context, id string) error {
 }
 
 // UpdateCatalog implements volumes.Store.
-func (s *Store) UpdateCatalog(ctx context.Context, c *volumes.Catalog) error {
+func (s *VolumeStore) UpdateCatalog(ctx context.Context, c *volumes.Catalog) error {
 	return s.updateSecurable(ctx, "catalog "+c.Name, `UPDATE uc_catalogs SET comment = ?, owner_id = ?, owner = ?, updated_time = ? WHERE name = ?`,
 		c.Comment, c.OwnerID, c.Owner, c.UpdatedMs, c.Name)
 }
 
 // UpdateSchema implements volumes.Store.
-func (s *Store) UpdateSchema(ctx context.Context, sc *volumes.Schema) error {
+func (s *VolumeStore) UpdateSchema(ctx context.Context, sc *volumes.Schema) error {
 	return s.updateSecurable(ctx, "schema "+sc.FullName(), `UPDATE uc_schemas SET comment = ?, owner_id = ?, owner = ?, updated_time = ? WHERE catalog = ? AND name = ?`,
 		sc.Comment, sc.OwnerID, sc.Owner, sc.UpdatedMs, sc.Catalog, sc.Name)
 }
 
 // UpdateVolume implements volumes.Store.
-func (s *Store) UpdateVolume(ctx context.Context, v *volumes.Volume) error {
+func (s *VolumeStore) UpdateVolume(ctx context.Context, v *volumes.Volume) error {
 	return s.updateSecurable(ctx, "volume "+v.FullName(), `UPDATE uc_volumes SET comment = ?, owner_id = ?, owner = ?, updated_time = ? WHERE volume_id = ?`,
 		v.Comment, v.OwnerID, v.Owner, v.UpdatedMs, v.ID)
 }
 
-func (s *Store) updateSecurable(ctx context.Context, what, query string, args ...any) error {
+func (s *db) updateSecurable(ctx context.Context, what, query string, args ...any) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
@@ -403,4 +403,14 @@ func (s *Store) updateSecurable(ctx context.Context, what, query string, args ..
 		}
 		return nil
 	})
+}
+
+// GetUserByEmail is the workspace's (volumes name owners by email).
+func (s *VolumeStore) GetUserByEmail(ctx context.Context, email string) (*workspace.User, string, error) {
+	return (&WorkspaceStore{s.db}).GetUserByEmail(ctx, email)
+}
+
+// Grants is the workspace's (volumes are securables of the workspace).
+func (s *VolumeStore) Grants(ctx context.Context, rs []workspace.Resource) (map[workspace.Resource][]workspace.Grant, error) {
+	return (&WorkspaceStore{s.db}).Grants(ctx, rs)
 }

@@ -1,10 +1,12 @@
 package sqlstore_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/volumes/volumestest"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 func TestVolumesConformance(t *testing.T) {
@@ -12,8 +14,20 @@ func TestVolumesConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			volumestest.RunStoreTests(t, sharing[b.name], func(t *testing.T) volumestest.Store {
-				return b.open(t, sqlstore.Options{Synchronous: "NORMAL"})
+				s := b.open(t, sqlstore.Options{Synchronous: "NORMAL"})
+				return volumesHarness{s.Volumes(), s.Workspace()}
 			})
 		})
 	}
+}
+
+// volumesHarness is the volume store with the workspace's grants, which
+// the suite sets.
+type volumesHarness struct {
+	*sqlstore.VolumeStore
+	ws *sqlstore.WorkspaceStore
+}
+
+func (h volumesHarness) SetGrant(ctx context.Context, g workspace.Grant) error {
+	return h.ws.SetGrant(ctx, g)
 }

@@ -11,12 +11,12 @@ import (
 	"github.com/sextant/sextant/internal/workspace"
 )
 
-var _ workspace.Store = (*Store)(nil)
+var _ workspace.Store = (*WorkspaceStore)(nil)
 
 func notFound(what string) error { return errs.Errorf(errs.NotFound, "%s not found", what) }
 
 // CreateUser implements workspace.Store.
-func (s *Store) CreateUser(ctx context.Context, u *workspace.User, passwordHash string) error {
+func (s *WorkspaceStore) CreateUser(ctx context.Context, u *workspace.User, passwordHash string) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO users (email, display_name, password_hash, is_admin, disabled, created_time) VALUES (?, ?, ?, ?, 0, ?) RETURNING user_id`,
 			u.Email, u.DisplayName, passwordHash, u.Admin, u.CreatedMs).Scan(&u.ID), "user "+u.Email+" already exists")
@@ -32,7 +32,7 @@ func scanUser(sc interface{ Scan(...any) error }, extra ...any) (*workspace.User
 }
 
 // GetUser implements workspace.Store.
-func (s *Store) GetUser(ctx context.Context, id int64) (*workspace.User, error) {
+func (s *WorkspaceStore) GetUser(ctx context.Context, id int64) (*workspace.User, error) {
 	u, err := scanUser(s.rdb.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE user_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("user " + strconv.FormatInt(id, 10))
@@ -41,7 +41,7 @@ func (s *Store) GetUser(ctx context.Context, id int64) (*workspace.User, error) 
 }
 
 // GetUserByEmail implements workspace.Store.
-func (s *Store) GetUserByEmail(ctx context.Context, email string) (*workspace.User, string, error) {
+func (s *WorkspaceStore) GetUserByEmail(ctx context.Context, email string) (*workspace.User, string, error) {
 	var hash string
 	u, err := scanUser(s.rdb.QueryRowContext(ctx, `SELECT `+userCols+`, password_hash FROM users WHERE email = ?`, email), &hash)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -51,7 +51,7 @@ func (s *Store) GetUserByEmail(ctx context.Context, email string) (*workspace.Us
 }
 
 // ListUsers implements workspace.Store.
-func (s *Store) ListUsers(ctx context.Context) ([]*workspace.User, error) {
+func (s *WorkspaceStore) ListUsers(ctx context.Context) ([]*workspace.User, error) {
 	var out []*workspace.User
 	err := s.queryEach(ctx, `SELECT `+userCols+` FROM users ORDER BY email`, nil, func(rows *sql.Rows) error {
 		u, err := scanUser(rows)
@@ -62,14 +62,14 @@ func (s *Store) ListUsers(ctx context.Context) ([]*workspace.User, error) {
 }
 
 // CountUsers implements workspace.Store.
-func (s *Store) CountUsers(ctx context.Context) (int, error) {
+func (s *WorkspaceStore) CountUsers(ctx context.Context) (int, error) {
 	var n int
 	err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n)
 	return n, sqlError(err, "count users")
 }
 
 // UpdateUser implements workspace.Store.
-func (s *Store) UpdateUser(ctx context.Context, id int64, u workspace.UserUpdate) error {
+func (s *WorkspaceStore) UpdateUser(ctx context.Context, id int64, u workspace.UserUpdate) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		var sets []string
 		var args []any
@@ -100,7 +100,7 @@ func (s *Store) UpdateUser(ctx context.Context, id int64, u workspace.UserUpdate
 }
 
 // CreateToken implements workspace.Store.
-func (s *Store) CreateToken(ctx context.Context, t *workspace.Token, hash []byte) error {
+func (s *WorkspaceStore) CreateToken(ctx context.Context, t *workspace.Token, hash []byte) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_time, expires_time, last_used_time, revoked_time) VALUES (?, ?, ?, ?, ?, 0, 0) RETURNING token_id`,
 			t.UserID, t.Name, hash, t.CreatedMs, t.ExpiresMs).Scan(&t.ID), "create token")
@@ -116,7 +116,7 @@ func scanToken(sc interface{ Scan(...any) error }) (*workspace.Token, error) {
 }
 
 // LookupToken implements workspace.Store.
-func (s *Store) LookupToken(ctx context.Context, hash []byte) (*workspace.Token, error) {
+func (s *WorkspaceStore) LookupToken(ctx context.Context, hash []byte) (*workspace.Token, error) {
 	t, err := scanToken(s.rdb.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("token")
@@ -125,7 +125,7 @@ func (s *Store) LookupToken(ctx context.Context, hash []byte) (*workspace.Token,
 }
 
 // ListTokens implements workspace.Store.
-func (s *Store) ListTokens(ctx context.Context, userID int64) ([]*workspace.Token, error) {
+func (s *WorkspaceStore) ListTokens(ctx context.Context, userID int64) ([]*workspace.Token, error) {
 	var out []*workspace.Token
 	err := s.queryEach(ctx, `SELECT `+tokenCols+` FROM tokens WHERE user_id = ? ORDER BY token_id`, []any{userID}, func(rows *sql.Rows) error {
 		t, err := scanToken(rows)
@@ -136,7 +136,7 @@ func (s *Store) ListTokens(ctx context.Context, userID int64) ([]*workspace.Toke
 }
 
 // RevokeToken implements workspace.Store.
-func (s *Store) RevokeToken(ctx context.Context, userID, tokenID, nowMs int64) error {
+func (s *WorkspaceStore) RevokeToken(ctx context.Context, userID, tokenID, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_time = ? WHERE token_id = ? AND user_id = ? AND revoked_time = 0`, nowMs, tokenID, userID)
 		if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) RevokeToken(ctx context.Context, userID, tokenID, nowMs int64) e
 }
 
 // TouchToken implements workspace.Store.
-func (s *Store) TouchToken(ctx context.Context, tokenID, nowMs int64) error {
+func (s *WorkspaceStore) TouchToken(ctx context.Context, tokenID, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE tokens SET last_used_time = ? WHERE token_id = ?`, nowMs, tokenID)
 		return sqlError(err, "touch token")
@@ -158,7 +158,7 @@ func (s *Store) TouchToken(ctx context.Context, tokenID, nowMs int64) error {
 }
 
 // CreateSession implements workspace.Store.
-func (s *Store) CreateSession(ctx context.Context, sess *workspace.Session, hash []byte) error {
+func (s *WorkspaceStore) CreateSession(ctx context.Context, sess *workspace.Session, hash []byte) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (hash, user_id, created_time, expires_time, csrf) VALUES (?, ?, ?, ?, ?)`,
 			hash, sess.UserID, sess.CreatedMs, sess.ExpiresMs, sess.CSRF)
@@ -167,7 +167,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *workspace.Session, hash
 }
 
 // LookupSession implements workspace.Store.
-func (s *Store) LookupSession(ctx context.Context, hash []byte) (*workspace.Session, error) {
+func (s *WorkspaceStore) LookupSession(ctx context.Context, hash []byte) (*workspace.Session, error) {
 	sess := &workspace.Session{}
 	err := s.rdb.QueryRowContext(ctx, `SELECT user_id, created_time, expires_time, csrf FROM sessions WHERE hash = ?`, hash).
 		Scan(&sess.UserID, &sess.CreatedMs, &sess.ExpiresMs, &sess.CSRF)
@@ -178,7 +178,7 @@ func (s *Store) LookupSession(ctx context.Context, hash []byte) (*workspace.Sess
 }
 
 // DeleteSession implements workspace.Store.
-func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+func (s *WorkspaceStore) DeleteSession(ctx context.Context, hash []byte) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash)
 		return sqlError(err, "delete session")
@@ -186,7 +186,7 @@ func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
 }
 
 // DeleteUserSessions implements workspace.Store.
-func (s *Store) DeleteUserSessions(ctx context.Context, userID int64) error {
+func (s *WorkspaceStore) DeleteUserSessions(ctx context.Context, userID int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, userID)
 		return sqlError(err, "delete sessions")
@@ -194,7 +194,7 @@ func (s *Store) DeleteUserSessions(ctx context.Context, userID int64) error {
 }
 
 // CreateGroup implements workspace.Store.
-func (s *Store) CreateGroup(ctx context.Context, name string) (int64, error) {
+func (s *WorkspaceStore) CreateGroup(ctx context.Context, name string) (int64, error) {
 	var id int64
 	err := s.w.do(ctx, func(tx *wtx) error {
 		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO user_groups (name) VALUES (?) RETURNING group_id`, name).Scan(&id), "group "+name+" already exists")
@@ -203,7 +203,7 @@ func (s *Store) CreateGroup(ctx context.Context, name string) (int64, error) {
 }
 
 // GetGroupByName implements workspace.Store.
-func (s *Store) GetGroupByName(ctx context.Context, name string) (int64, error) {
+func (s *WorkspaceStore) GetGroupByName(ctx context.Context, name string) (int64, error) {
 	var id int64
 	err := s.rdb.QueryRowContext(ctx, `SELECT group_id FROM user_groups WHERE name = ?`, name).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -213,7 +213,7 @@ func (s *Store) GetGroupByName(ctx context.Context, name string) (int64, error) 
 }
 
 // ListGroups implements workspace.Store.
-func (s *Store) ListGroups(ctx context.Context) ([]workspace.Group, error) {
+func (s *WorkspaceStore) ListGroups(ctx context.Context) ([]workspace.Group, error) {
 	var out []workspace.Group
 	idx := map[int64]int{}
 	err := s.queryEach(ctx, `SELECT g.group_id, g.name, COALESCE(u.email, '') FROM user_groups g
@@ -238,7 +238,7 @@ func (s *Store) ListGroups(ctx context.Context) ([]workspace.Group, error) {
 }
 
 // AddGroupMember implements workspace.Store.
-func (s *Store) AddGroupMember(ctx context.Context, groupID, userID int64) error {
+func (s *WorkspaceStore) AddGroupMember(ctx context.Context, groupID, userID int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO group_members (group_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING`, groupID, userID)
 		return sqlError(err, "add group member")
@@ -246,7 +246,7 @@ func (s *Store) AddGroupMember(ctx context.Context, groupID, userID int64) error
 }
 
 // RemoveGroupMember implements workspace.Store.
-func (s *Store) RemoveGroupMember(ctx context.Context, groupID, userID int64) error {
+func (s *WorkspaceStore) RemoveGroupMember(ctx context.Context, groupID, userID int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM group_members WHERE group_id = ? AND user_id = ?`, groupID, userID)
 		return sqlError(err, "remove group member")
@@ -254,7 +254,7 @@ func (s *Store) RemoveGroupMember(ctx context.Context, groupID, userID int64) er
 }
 
 // GroupsOf implements workspace.Store.
-func (s *Store) GroupsOf(ctx context.Context, userID int64) ([]int64, error) {
+func (s *WorkspaceStore) GroupsOf(ctx context.Context, userID int64) ([]int64, error) {
 	var out []int64
 	err := s.queryEach(ctx, `SELECT group_id FROM group_members WHERE user_id = ?`, []any{userID}, func(rows *sql.Rows) error {
 		var id int64
@@ -266,7 +266,7 @@ func (s *Store) GroupsOf(ctx context.Context, userID int64) ([]int64, error) {
 }
 
 // CreateFolder implements workspace.Store.
-func (s *Store) CreateFolder(ctx context.Context, f *workspace.Folder) error {
+func (s *WorkspaceStore) CreateFolder(ctx context.Context, f *workspace.Folder) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO folders (path, parent, owner_id, created_time) VALUES (?, ?, ?, ?) RETURNING folder_id`,
 			f.Path, workspace.Parent(f.Path), f.OwnerID, f.CreatedMs).Scan(&f.ID), "folder "+f.Path+" already exists")
@@ -274,7 +274,7 @@ func (s *Store) CreateFolder(ctx context.Context, f *workspace.Folder) error {
 }
 
 // GetFolder implements workspace.Store.
-func (s *Store) GetFolder(ctx context.Context, path string) (*workspace.Folder, error) {
+func (s *WorkspaceStore) GetFolder(ctx context.Context, path string) (*workspace.Folder, error) {
 	f := &workspace.Folder{}
 	err := s.rdb.QueryRowContext(ctx, `SELECT folder_id, path, owner_id, created_time FROM folders WHERE path = ?`, path).
 		Scan(&f.ID, &f.Path, &f.OwnerID, &f.CreatedMs)
@@ -285,7 +285,7 @@ func (s *Store) GetFolder(ctx context.Context, path string) (*workspace.Folder, 
 }
 
 // ListFolders implements workspace.Store.
-func (s *Store) ListFolders(ctx context.Context, parent string) ([]*workspace.Folder, error) {
+func (s *WorkspaceStore) ListFolders(ctx context.Context, parent string) ([]*workspace.Folder, error) {
 	var out []*workspace.Folder
 	err := s.queryEach(ctx, `SELECT folder_id, path, owner_id, created_time FROM folders WHERE parent = ? AND path != '/' ORDER BY path`, []any{parent}, func(rows *sql.Rows) error {
 		f := &workspace.Folder{}
@@ -297,7 +297,7 @@ func (s *Store) ListFolders(ctx context.Context, parent string) ([]*workspace.Fo
 }
 
 // SetGrant implements workspace.Store.
-func (s *Store) SetGrant(ctx context.Context, g workspace.Grant) error {
+func (s *WorkspaceStore) SetGrant(ctx context.Context, g workspace.Grant) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		if g.Level == workspace.NoAccess {
 			_, err := tx.ExecContext(ctx, `DELETE FROM grants WHERE resource_kind = ? AND resource_key = ? AND principal_kind = ? AND principal_id = ?`,
@@ -312,7 +312,7 @@ func (s *Store) SetGrant(ctx context.Context, g workspace.Grant) error {
 }
 
 // Grants implements workspace.Store.
-func (s *Store) Grants(ctx context.Context, rs []workspace.Resource) (map[workspace.Resource][]workspace.Grant, error) {
+func (s *WorkspaceStore) Grants(ctx context.Context, rs []workspace.Resource) (map[workspace.Resource][]workspace.Grant, error) {
 	out := make(map[workspace.Resource][]workspace.Grant, len(rs))
 	if len(rs) == 0 {
 		return out, nil
@@ -345,7 +345,7 @@ func (s *Store) Grants(ctx context.Context, rs []workspace.Resource) (map[worksp
 }
 
 // ExperimentPath implements workspace.Store.
-func (s *Store) ExperimentPath(ctx context.Context, id string) (string, error) {
+func (s *WorkspaceStore) ExperimentPath(ctx context.Context, id string) (string, error) {
 	n, err := parseExperimentID(id)
 	if err != nil {
 		return "", err
@@ -359,7 +359,7 @@ func (s *Store) ExperimentPath(ctx context.Context, id string) (string, error) {
 }
 
 // ExperimentNames implements workspace.Store.
-func (s *Store) ExperimentNames(ctx context.Context) (map[string]string, error) {
+func (s *WorkspaceStore) ExperimentNames(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	err := s.queryEach(ctx, `SELECT experiment_id, name FROM experiments`, nil, func(rows *sql.Rows) error {
 		var id int64
@@ -374,7 +374,7 @@ func (s *Store) ExperimentNames(ctx context.Context) (map[string]string, error) 
 }
 
 // GrantsTo implements workspace.Store.
-func (s *Store) GrantsTo(ctx context.Context, ps []workspace.Principal) ([]workspace.Grant, error) {
+func (s *WorkspaceStore) GrantsTo(ctx context.Context, ps []workspace.Principal) ([]workspace.Grant, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
@@ -399,7 +399,7 @@ func (s *Store) GrantsTo(ctx context.Context, ps []workspace.Principal) ([]works
 }
 
 // AddComment implements workspace.Store.
-func (s *Store) AddComment(ctx context.Context, c *workspace.Comment) error {
+func (s *WorkspaceStore) AddComment(ctx context.Context, c *workspace.Comment) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO comments (target_kind, target_id, author_id, body, created_time, updated_time) VALUES (?, ?, ?, ?, ?, ?) RETURNING comment_id`,
 			c.Target.Kind, c.Target.ID, c.AuthorID, c.Body, c.CreatedMs, c.UpdatedMs).Scan(&c.ID), "add comment")
@@ -415,7 +415,7 @@ func scanComment(sc interface{ Scan(...any) error }) (*workspace.Comment, error)
 }
 
 // GetComment implements workspace.Store.
-func (s *Store) GetComment(ctx context.Context, id int64) (*workspace.Comment, error) {
+func (s *WorkspaceStore) GetComment(ctx context.Context, id int64) (*workspace.Comment, error) {
 	c, err := scanComment(s.rdb.QueryRowContext(ctx, `SELECT `+commentCols+` FROM comments c LEFT JOIN users u ON u.user_id = c.author_id WHERE c.comment_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("comment " + strconv.FormatInt(id, 10))
@@ -424,7 +424,7 @@ func (s *Store) GetComment(ctx context.Context, id int64) (*workspace.Comment, e
 }
 
 // UpdateComment implements workspace.Store.
-func (s *Store) UpdateComment(ctx context.Context, id int64, body string, nowMs int64) error {
+func (s *WorkspaceStore) UpdateComment(ctx context.Context, id int64, body string, nowMs int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE comments SET body = ?, updated_time = ? WHERE comment_id = ?`, body, nowMs, id)
 		if err != nil {
@@ -438,7 +438,7 @@ func (s *Store) UpdateComment(ctx context.Context, id int64, body string, nowMs 
 }
 
 // DeleteComment implements workspace.Store.
-func (s *Store) DeleteComment(ctx context.Context, id int64) error {
+func (s *WorkspaceStore) DeleteComment(ctx context.Context, id int64) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM comments WHERE comment_id = ?`, id)
 		return sqlError(err, "delete comment")
@@ -446,7 +446,7 @@ func (s *Store) DeleteComment(ctx context.Context, id int64) error {
 }
 
 // ListComments implements workspace.Store.
-func (s *Store) ListComments(ctx context.Context, target workspace.CommentTarget) ([]*workspace.Comment, error) {
+func (s *WorkspaceStore) ListComments(ctx context.Context, target workspace.CommentTarget) ([]*workspace.Comment, error) {
 	var out []*workspace.Comment
 	err := s.queryEach(ctx, `SELECT `+commentCols+` FROM comments c LEFT JOIN users u ON u.user_id = c.author_id
 		WHERE c.target_kind = ? AND c.target_id = ? ORDER BY c.created_time, c.comment_id`, []any{target.Kind, target.ID}, func(rows *sql.Rows) error {
@@ -458,7 +458,7 @@ func (s *Store) ListComments(ctx context.Context, target workspace.CommentTarget
 }
 
 // Audit implements workspace.Store.
-func (s *Store) Audit(ctx context.Context, e *workspace.AuditEvent) error {
+func (s *WorkspaceStore) Audit(ctx context.Context, e *workspace.AuditEvent) error {
 	return s.w.do(ctx, func(tx *wtx) error {
 		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO audit_log (time, actor_id, actor, action, target, detail) VALUES (?, ?, ?, ?, ?, ?) RETURNING event_id`,
 			e.TimeMs, e.ActorID, e.Actor, e.Action, e.Target, e.Detail).Scan(&e.ID), "write audit log")
@@ -466,7 +466,7 @@ func (s *Store) Audit(ctx context.Context, e *workspace.AuditEvent) error {
 }
 
 // ListAudit implements workspace.Store.
-func (s *Store) ListAudit(ctx context.Context, afterID int64, limit int) ([]*workspace.AuditEvent, error) {
+func (s *WorkspaceStore) ListAudit(ctx context.Context, afterID int64, limit int) ([]*workspace.AuditEvent, error) {
 	var out []*workspace.AuditEvent
 	err := s.queryEach(ctx, `SELECT event_id, time, actor_id, actor, action, target, detail FROM audit_log WHERE event_id > ? ORDER BY event_id LIMIT ?`,
 		[]any{afterID, limit}, func(rows *sql.Rows) error {

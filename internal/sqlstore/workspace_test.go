@@ -14,11 +14,11 @@ func TestWorkspaceConformance(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			workspacetest.RunStoreTests(t, func(t *testing.T) workspacetest.Harness {
 				s := b.open(t, sqlstore.Options{Synchronous: "NORMAL"})
-				tr := tracking.NewService(s, tracking.Options{})
+				tr := tracking.NewService(s.Tracking(), tracking.Options{})
 				if err := tr.Init(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				return workspacetest.Harness{Store: s, CreateExperiment: func(ctx context.Context, name string) (string, error) {
+				return workspacetest.Harness{Store: s.Workspace(), CreateExperiment: func(ctx context.Context, name string) (string, error) {
 					return tr.CreateExperiment(ctx, name, "", nil)
 				}}
 			})

@@ -37,8 +37,8 @@ func mustEnv(t *testing.T, blobs blob.Store) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close(context.Background()) })
-	svc := volumes.NewService(store, blobs, volumes.Options{})
-	ws := workspace.NewService(store, workspace.Options{BcryptCost: 4, Resources: svc})
+	svc := volumes.NewService(store.Volumes(), blobs, volumes.Options{})
+	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4, Resources: svc})
 	if err := ws.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestRestartReleasesClaimsOfTheKilledServer(t *testing.T) {
 	e := mustEnv(t, mustDir(t))
 	e.world(t)
 	const dir = "/Volumes/main/team/ckpt/step_1"
-	killed := volumes.NewService(e.store, e.blobs, volumes.Options{Instance: "killed"})
+	killed := volumes.NewService(e.store.Volumes(), e.blobs, volumes.Options{Instance: "killed"})
 	must(t, "start the first server", killed.Start(t.Context()))
 	t.Cleanup(func() { killed.Close(context.Background()) })
 	body := newBlockingBody("part of a shard")
@@ -382,7 +382,7 @@ func TestRestartReleasesClaimsOfTheKilledServer(t *testing.T) {
 	<-body.sent
 	wantCode(t, ".metadata while the shard uploads", e.put(t, "alice", dir+"/.metadata", "meta", true), errs.Conflict)
 
-	restarted := volumes.NewService(e.store, e.blobs, volumes.Options{Instance: "restarted"})
+	restarted := volumes.NewService(e.store.Volumes(), e.blobs, volumes.Options{Instance: "restarted"})
 	must(t, "restart", restarted.Start(t.Context()))
 	t.Cleanup(func() { restarted.Close(context.Background()) })
 	_, err := restarted.PutFile(t.Context(), e.users["alice"], path(t, dir+"/__0_0.distcp"), strings.NewReader("shard"), 5, true)

@@ -109,7 +109,7 @@ func TestIdleAndStalledRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close(ctx)
-	tr := tracking.NewService(st, tracking.Options{})
+	tr := tracking.NewService(st.Tracking(), tracking.Options{})
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
