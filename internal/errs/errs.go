@@ -80,6 +80,15 @@ func (e *Error) Unwrap() error { return e.Err }
 // E returns an *Error with the given code and message.
 func E(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
 
+// RunLimit returns the LimitExceeded error for a write that would take a
+// run past a per-run limit (of metrics, params, log lines, events...). The
+// message names the limit, what the run holds, what the write adds and the
+// maximum, so that a user reading the client's exception knows what to
+// change; hint says what to do about it.
+func RunLimit(limit string, have, adding, max int64, hint string) *Error {
+	return &Error{Code: LimitExceeded, Msg: fmt.Sprintf("limit exceeded: %s: the run has %d, this request adds %d, the maximum is %d", limit, have, adding, max), Hint: hint}
+}
+
 // Errorf returns an *Error with the given code and a formatted message.
 // Unlike fmt.Errorf it does not wrap: use Wrap to keep a cause.
 func Errorf(code Code, format string, args ...any) *Error {

@@ -18,7 +18,6 @@ package runevents
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -327,13 +326,19 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// CheckEvents decides whether adding events to a run that holds have
+// stays within max (Limits.EventsPerRun); a store calls it inside the
+// transaction that appends, with the count it read there.
+func CheckEvents(have, adding, max int) error {
+	if have+adding > max {
+		return LimitError(have, adding, max)
+	}
+	return nil
+}
+
 // LimitError is the error for a run that would hold more than max events.
 func LimitError(have, adding, max int) error {
-	return &errs.Error{
-		Code: errs.LimitExceeded,
-		Msg:  fmt.Sprintf("limit exceeded: events per run: the run has %d, this request adds %d, the maximum is %d", have, adding, max),
-		Hint: "report fewer events (a span replaced in place by its key counts once)",
-	}
+	return errs.RunLimit("events per run", int64(have), int64(adding), int64(max), "report fewer events (a span replaced in place by its key counts once)")
 }
 
 func invalidf(format string, args ...any) error { return errs.Errorf(errs.Invalid, format, args...) }

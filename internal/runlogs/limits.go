@@ -1,8 +1,6 @@
 package runlogs
 
 import (
-	"fmt"
-
 	"github.com/sextant/sextant/internal/errs"
 )
 
@@ -72,12 +70,21 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// CheckRun decides whether storing addLines lines of addBytes bytes on a
+// run that holds haveLines lines of haveBytes bytes stays within the
+// per-run limits; a store calls it inside the transaction that appends.
+func (l Limits) CheckRun(haveLines, addLines, haveBytes, addBytes int64) error {
+	if haveLines+addLines > l.LinesPerRun {
+		return LimitError("log lines per run", haveLines, addLines, l.LinesPerRun)
+	}
+	if haveBytes+addBytes > l.BytesPerRun {
+		return LimitError("log bytes per run", haveBytes, addBytes, l.BytesPerRun)
+	}
+	return nil
+}
+
 // LimitError returns the error for a breached per-run log limit. The
 // message names the limit, the current amount and the maximum.
 func LimitError(limit string, current, adding, max int64) error {
-	return &errs.Error{
-		Code: errs.LimitExceeded,
-		Msg:  fmt.Sprintf("limit exceeded: %s: the run has %d, this request adds %d, the maximum is %d", limit, current, adding, max),
-		Hint: "the launcher keeps showing the output but stores no more of it; print less, or start a new run",
-	}
+	return errs.RunLimit(limit, current, adding, max, "the launcher keeps showing the output but stores no more of it; print less, or start a new run")
 }

@@ -132,7 +132,7 @@ func (s *TrackingStore) LogBatch(ctx context.Context, runID string, b tracking.B
 			return err
 		}
 		for _, t := range b.Tags {
-			if err := setRunTag(tx, &st, t, s.limits.TagsPerRun); err != nil {
+			if err := setRunTag(tx, &st, t, s.limits); err != nil {
 				return err
 			}
 		}
@@ -153,32 +153,35 @@ func (s *TrackingStore) LogBatch(ctx context.Context, runID string, b tracking.B
 }
 
 func (s *db) logParams(tx *wtx, st *runState, runID string, params []tracking.Param) error {
-	added := int64(0)
+	var fresh []tracking.Param
 	for _, p := range params {
 		var old string
 		err := tx.queryRow(`SELECT value FROM params WHERE run_pk = ? AND key = ?`, st.pk, p.Key).Scan(&old)
 		switch {
 		case err == nil:
-			if old != p.Value {
-				return errs.Errorf(errs.Invalid, "Changing param values is not allowed. Param with key='%s' was already logged with value='%s' for run ID='%s'. Attempted logging new value '%s'.", p.Key, errs.Truncate(old, 200), runID, errs.Truncate(p.Value, 200))
+			if err := tracking.CheckParam(runID, p.Key, old, p.Value); err != nil {
+				return err
 			}
 			continue
 		case !errors.Is(err, sql.ErrNoRows):
 			return sqlError(err, "read param")
 		}
-		if st.params+added+1 > int64(s.limits.ParamsPerRun) {
-			return tracking.LimitError("params per run", st.params, int64(len(params)), int64(s.limits.ParamsPerRun), "")
-		}
+		fresh = append(fresh, p)
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	if err := s.limits.CheckRun(tracking.RunUsage{Params: st.params}, tracking.RunUsage{Params: int64(len(fresh))}); err != nil {
+		return err
+	}
+	for _, p := range fresh {
 		if _, err := tx.exec(`INSERT INTO params (run_pk, key, value) VALUES (?, ?, ?)`, st.pk, p.Key, p.Value); err != nil {
 			return sqlError(err, "log param")
 		}
-		added++
 	}
-	if added > 0 {
-		st.params += added
-		if _, err := tx.exec(`UPDATE runs SET param_count = ? WHERE run_pk = ?`, st.params, st.pk); err != nil {
-			return sqlError(err, "log param")
-		}
+	st.params += int64(len(fresh))
+	if _, err := tx.exec(`UPDATE runs SET param_count = ? WHERE run_pk = ?`, st.params, st.pk); err != nil {
+		return sqlError(err, "log param")
 	}
 	return nil
 }
@@ -215,11 +218,8 @@ func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 		}
 		newPoints += int64(len(sl.pts))
 	}
-	if st.keys+newKeys > int64(s.limits.MetricKeysPerRun) {
-		return tracking.LimitError("metric keys per run", st.keys, newKeys, int64(s.limits.MetricKeysPerRun), "")
-	}
-	if st.points+newPoints > s.limits.MetricStepsPerRun {
-		return tracking.LimitError("metric steps per run", st.points, newPoints, s.limits.MetricStepsPerRun, tracking.StepsHint)
+	if err := s.limits.CheckRun(tracking.RunUsage{MetricKeys: st.keys, MetricSteps: st.points}, tracking.RunUsage{MetricKeys: newKeys, MetricSteps: newPoints}); err != nil {
+		return err
 	}
 	if newPoints == 0 {
 		return nil // every point was already stored: a client retry

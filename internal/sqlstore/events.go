@@ -52,7 +52,7 @@ func (e *EventStore) AppendEvents(ctx context.Context, runID string, evs []runev
 		var stage string
 		err := tx.queryRow(`SELECT run_pk, lifecycle_stage FROM runs WHERE run_id = ?`, runID).Scan(&runPK, &stage)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundRun(runID)
+			return tracking.RunNotFound(runID)
 		}
 		if err != nil {
 			return sqlError(err, "get run")
@@ -92,8 +92,8 @@ func (e *EventStore) AppendEvents(ctx context.Context, runID string, evs []runev
 				stored[k] = true
 			}
 		}
-		if count+int64(adding) > int64(maxEvents) {
-			return runevents.LimitError(int(count), adding, maxEvents)
+		if err := runevents.CheckEvents(int(count), adding, maxEvents); err != nil {
+			return err
 		}
 		for i := range evs {
 			ev := &evs[i]
@@ -141,7 +141,7 @@ func (e *EventStore) ListEvents(ctx context.Context, q runevents.Query, nowMs in
 	var stage string
 	err = tx.QueryRowContext(ctx, `SELECT run_pk, lifecycle_stage FROM runs WHERE run_id = ?`, q.RunID).Scan(&pk, &stage)
 	if errors.Is(err, sql.ErrNoRows) {
-		return runevents.Page{}, notFoundRun(q.RunID)
+		return runevents.Page{}, tracking.RunNotFound(q.RunID)
 	}
 	if err != nil {
 		return runevents.Page{}, sqlError(err, "list events")

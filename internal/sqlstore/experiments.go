@@ -18,13 +18,9 @@ import (
 func parseExperimentID(id string) (int64, error) {
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil || n < 0 {
-		return 0, errs.Errorf(errs.NotFound, "No Experiment with id=%s exists", id)
+		return 0, tracking.ExperimentNotFound(id)
 	}
 	return n, nil
-}
-
-func notFoundExperiment(id string) error {
-	return errs.Errorf(errs.NotFound, "No Experiment with id=%s exists", id)
 }
 
 // EnsureDefaultExperiment creates e with id 0 unless an experiment with id
@@ -44,10 +40,8 @@ func (s *TrackingStore) CreateExperiment(ctx context.Context, e *tracking.Experi
 		var stage string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE name = ?`, e.Name).Scan(&stage)
 		switch {
-		case err == nil && stage == string(tracking.Deleted):
-			return errs.Errorf(errs.AlreadyExists, "Experiment '%s' already exists in deleted state. You can restore the experiment, or permanently delete the experiment to create a new one.", e.Name)
 		case err == nil:
-			return errs.Errorf(errs.AlreadyExists, "Experiment '%s' already exists.", e.Name)
+			return tracking.ExperimentExists(e.Name, stage == string(tracking.Deleted))
 		case !errors.Is(err, sql.ErrNoRows):
 			return sqlError(err, "look up experiment")
 		}
@@ -60,7 +54,7 @@ func (s *TrackingStore) CreateExperiment(ctx context.Context, e *tracking.Experi
 			var one int
 			switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM experiments WHERE experiment_id = ?`, n).Scan(&one); {
 			case err == nil:
-				return errs.Errorf(errs.AlreadyExists, "Experiment with id %s already exists.", e.ID)
+				return tracking.ExperimentIDExists(e.ID)
 			case !errors.Is(err, sql.ErrNoRows):
 				return sqlError(err, "look up experiment")
 			}
@@ -118,7 +112,7 @@ func (s *TrackingStore) GetExperiment(ctx context.Context, id string) (*tracking
 	}
 	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE experiment_id = ?`, n))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFoundExperiment(id)
+		return nil, tracking.ExperimentNotFound(id)
 	}
 	if err != nil {
 		return nil, sqlError(err, "get experiment")
@@ -133,7 +127,7 @@ func (s *TrackingStore) GetExperiment(ctx context.Context, id string) (*tracking
 func (s *TrackingStore) GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error) {
 	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "Could not find experiment with name '%s'", name)
+		return nil, tracking.ExperimentNameNotFound(name)
 	}
 	if err != nil {
 		return nil, sqlError(err, "get experiment by name")
@@ -189,13 +183,13 @@ func (s *TrackingStore) RenameExperiment(ctx context.Context, id, name string, n
 		var stage, old string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage, name FROM experiments WHERE experiment_id = ?`+tx.lock(), n).Scan(&stage, &old)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundExperiment(id)
+			return tracking.ExperimentNotFound(id)
 		}
 		if err != nil {
 			return sqlError(err, "get experiment")
 		}
-		if stage != string(tracking.Active) {
-			return errs.Errorf(errs.Invalid, "Cannot rename a non-active experiment. Experiment %s is %s.", id, stage)
+		if err := tracking.CheckExperimentRename(id, tracking.LifecycleStage(stage)); err != nil {
+			return err
 		}
 		if old == name {
 			return nil
@@ -215,16 +209,13 @@ func (s *TrackingStore) SetExperimentLifecycle(ctx context.Context, id string, s
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.lock(), n).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundExperiment(id)
+			return tracking.ExperimentNotFound(id)
 		}
 		if err != nil {
 			return sqlError(err, "get experiment")
 		}
-		if stage == tracking.Active && cur == string(tracking.Active) {
-			return errs.Errorf(errs.Invalid, "Cannot restore an active experiment. Experiment %s is active.", id)
-		}
-		if stage == tracking.Deleted && cur == string(tracking.Deleted) {
-			return errs.Errorf(errs.Invalid, "Experiment %s is already deleted.", id)
+		if err := tracking.CheckExperimentLifecycle(id, tracking.LifecycleStage(cur), stage); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE experiments SET lifecycle_stage = ?, last_update_time = ? WHERE experiment_id = ?`, string(stage), nowMs, n); err != nil {
 			return sqlError(err, "update experiment")
@@ -249,13 +240,13 @@ func (s *TrackingStore) SetExperimentTag(ctx context.Context, id string, tag tra
 		var stage string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundExperiment(id)
+			return tracking.ExperimentNotFound(id)
 		}
 		if err != nil {
 			return sqlError(err, "get experiment")
 		}
-		if stage != string(tracking.Active) {
-			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", id, stage)
+		if err := tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage)); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)
 			ON CONFLICT (experiment_id, key) DO UPDATE SET value = excluded.value`, n, tag.Key, tag.Value)
@@ -273,20 +264,20 @@ func (s *TrackingStore) DeleteExperimentTag(ctx context.Context, id, key string)
 		var stage string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundExperiment(id)
+			return tracking.ExperimentNotFound(id)
 		}
 		if err != nil {
 			return sqlError(err, "get experiment")
 		}
-		if stage != string(tracking.Active) {
-			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", id, stage)
+		if err := tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage)); err != nil {
+			return err
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM experiment_tags WHERE experiment_id = ? AND key = ?`, n, key)
 		if err != nil {
 			return sqlError(err, "delete experiment tag")
 		}
 		if k, _ := res.RowsAffected(); k == 0 {
-			return errs.Errorf(errs.NotFound, "No tag with name: %s in experiment with id %s", key, id)
+			return tracking.ExperimentTagNotFound(id, key)
 		}
 		return nil
 	})
@@ -364,7 +355,7 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 			err = json.Unmarshal(b, &tok)
 		}
 		if err != nil || tok.Offset < 0 {
-			return tracking.ExperimentPage{}, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", errs.Truncate(q.PageToken, 40))
+			return tracking.ExperimentPage{}, tracking.BadPageToken(q.PageToken, "")
 		}
 		if tok.Query != "" && tok.Query != fingerprint {
 			return tracking.ExperimentPage{}, errs.E(errs.Invalid, "page_token belongs to a different search (filter, order_by or view_type changed)")

@@ -109,7 +109,7 @@ func (s *db) readSeries(ctx context.Context, runID, key string, fn func(tx *sql.
 	err = tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT m.series_id FROM metric_series m WHERE m.run_pk = r.run_pk AND m.key = ?), 0)
 		FROM runs r WHERE r.run_id = ?`, key, runID).Scan(&seriesID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return notFoundRun(runID)
+		return tracking.RunNotFound(runID)
 	}
 	if err != nil {
 		return sqlError(err, "read metric series")

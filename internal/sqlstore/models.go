@@ -17,10 +17,6 @@ import (
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
-func notFoundModel(id string) error {
-	return errs.Errorf(errs.NotFound, "Logged model with ID '%s' not found.", id)
-}
-
 // CreateLoggedModel implements tracking.LoggedModelStore.
 func (s *TrackingStore) CreateLoggedModel(ctx context.Context, m *tracking.LoggedModel) error {
 	expID, err := parseExperimentID(m.ExperimentID)
@@ -31,13 +27,13 @@ func (s *TrackingStore) CreateLoggedModel(ctx context.Context, m *tracking.Logge
 		var stage string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.share(), expID).Scan(&stage)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundExperiment(m.ExperimentID)
+			return tracking.ExperimentNotFound(m.ExperimentID)
 		}
 		if err != nil {
 			return sqlError(err, "get experiment")
 		}
-		if stage != string(tracking.Active) {
-			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", m.ExperimentID, stage)
+		if err := tracking.CheckExperimentActive(m.ExperimentID, tracking.LifecycleStage(stage)); err != nil {
+			return err
 		}
 		var pk int64
 		err = tx.QueryRowContext(ctx, `INSERT INTO logged_models
@@ -79,7 +75,7 @@ func scanLoggedModel(sc interface{ Scan(...any) error }) (int64, *tracking.Logge
 func (s *TrackingStore) GetLoggedModel(ctx context.Context, id string, allowDeleted bool) (*tracking.LoggedModel, error) {
 	pk, m, err := scanLoggedModel(s.rdb.QueryRowContext(ctx, `SELECT `+loggedModelCols+` FROM logged_models lm WHERE lm.model_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !allowDeleted && m.LifecycleStage != tracking.Active) {
-		return nil, notFoundModel(id)
+		return nil, tracking.LoggedModelNotFound(id)
 	}
 	if err != nil {
 		return nil, sqlError(err, "get logged model")
@@ -163,7 +159,7 @@ func activeModel(tx *wtx, id string) (int64, error) {
 	var stage string
 	err := tx.QueryRowContext(tx.ctx, `SELECT model_pk, lifecycle_stage FROM logged_models WHERE model_id = ?`+tx.lock(), id).Scan(&pk, &stage)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && stage != string(tracking.Active)) {
-		return 0, notFoundModel(id)
+		return 0, tracking.LoggedModelNotFound(id)
 	}
 	return pk, sqlError(err, "get logged model")
 }
@@ -226,7 +222,7 @@ func (s *TrackingStore) DeleteLoggedModelTag(ctx context.Context, id, key string
 			return sqlError(err, "delete logged model tag")
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return errs.Errorf(errs.NotFound, "No tag with key '%s' found for logged model '%s'.", key, id)
+			return tracking.LoggedModelTagNotFound(id, key)
 		}
 		return touchModel(tx, pk, nowMs)
 	})
@@ -243,9 +239,10 @@ func (s *TrackingStore) LogLoggedModelParams(ctx context.Context, id string, par
 			var old string
 			err := tx.QueryRowContext(ctx, `SELECT value FROM logged_model_params WHERE model_pk = ? AND key = ?`, pk, p.Key).Scan(&old)
 			switch {
-			case err == nil && old != p.Value:
-				return errs.Errorf(errs.Invalid, "Changing param values is not allowed. Param with key='%s' was already logged with value='%s' for logged model '%s'.", p.Key, errs.Truncate(old, 200), id)
 			case err == nil:
+				if err := tracking.CheckModelParam(id, p.Key, old, p.Value); err != nil {
+					return err
+				}
 				continue
 			case !errors.Is(err, sql.ErrNoRows):
 				return sqlError(err, "read logged model param")
@@ -408,7 +405,7 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 			err = json.Unmarshal(b, &tok)
 		}
 		if err != nil || tok.Offset < 0 {
-			return tracking.LoggedModelPage{}, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", errs.Truncate(q.PageToken, 40))
+			return tracking.LoggedModelPage{}, tracking.BadPageToken(q.PageToken, "")
 		}
 		if tok.Query != fingerprint {
 			return tracking.LoggedModelPage{}, errs.E(errs.Invalid, "page_token belongs to a different search (experiment_ids, filter, datasets or order_by changed)")

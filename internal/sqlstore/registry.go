@@ -15,20 +15,12 @@ import (
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
-func notFoundRegistered(name string) error {
-	return errs.Errorf(errs.NotFound, "Registered Model with name=%s not found", name)
-}
-
-func notFoundVersion(name, version string) error {
-	return errs.Errorf(errs.NotFound, "Model Version (name=%s, version=%s) not found", name, version)
-}
-
 // registeredPK returns the key of a registered model.
 func registeredPK(tx *wtx, name string) (int64, error) {
 	var pk int64
 	err := tx.QueryRowContext(tx.ctx, `SELECT rm_pk FROM registered_models WHERE name = ?`+tx.lock(), name).Scan(&pk)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, notFoundRegistered(name)
+		return 0, tracking.RegisteredModelNotFound(name)
 	}
 	return pk, sqlError(err, "get registered model")
 }
@@ -69,7 +61,7 @@ func scanRegistered(sc interface{ Scan(...any) error }) (int64, *tracking.Regist
 func (s *TrackingStore) GetRegisteredModel(ctx context.Context, name string) (*tracking.RegisteredModel, error) {
 	pk, m, err := scanRegistered(s.rdb.QueryRowContext(ctx, `SELECT `+registeredCols+` FROM registered_models rm WHERE rm.name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFoundRegistered(name)
+		return nil, tracking.RegisteredModelNotFound(name)
 	}
 	if err != nil {
 		return nil, sqlError(err, "get registered model")
@@ -268,7 +260,7 @@ func (s *TrackingStore) DeleteRegisteredModelTag(ctx context.Context, name, key 
 			return sqlError(err, "delete registered model tag")
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return errs.Errorf(errs.NotFound, "No tag with key '%s' on registered model '%s'", key, name)
+			return tracking.RegisteredModelTagNotFound(name, key)
 		}
 		return nil
 	})
@@ -278,7 +270,7 @@ func versionExists(tx *wtx, pk int64, name, version string) error {
 	var one int
 	err := tx.QueryRowContext(tx.ctx, `SELECT 1 FROM model_versions WHERE rm_pk = ? AND version = ?`, pk, version).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return notFoundVersion(name, version)
+		return tracking.ModelVersionNotFound(name, version)
 	}
 	return sqlError(err, "get model version")
 }
@@ -349,7 +341,7 @@ func (s *TrackingStore) CreateModelVersion(ctx context.Context, v *tracking.Mode
 func (s *TrackingStore) GetModelVersion(ctx context.Context, name, version string) (*tracking.ModelVersion, error) {
 	pk, v, err := scanVersion(s.rdb.QueryRowContext(ctx, `SELECT `+versionCols+` FROM model_versions v JOIN registered_models r ON r.rm_pk = v.rm_pk WHERE r.name = ? AND v.version = ?`, name, version))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFoundVersion(name, version)
+		return nil, tracking.ModelVersionNotFound(name, version)
 	}
 	if err != nil {
 		return nil, sqlError(err, "get model version")
@@ -365,7 +357,7 @@ func (s *TrackingStore) GetModelVersionByAlias(ctx context.Context, name, alias 
 	var version string
 	err := s.rdb.QueryRowContext(ctx, `SELECT a.version FROM registered_model_aliases a JOIN registered_models r ON r.rm_pk = a.rm_pk WHERE r.name = ? AND a.alias = ?`, name, alias).Scan(&version)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "Registered model alias %s not found.", alias)
+		return nil, tracking.ModelAliasNotFound(alias)
 	}
 	if err != nil {
 		return nil, sqlError(err, "get alias")
@@ -453,7 +445,7 @@ func (s *TrackingStore) DeleteModelVersionTag(ctx context.Context, name, version
 			return sqlError(err, "delete model version tag")
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return errs.Errorf(errs.NotFound, "No tag with key '%s' on model version %s/%s", key, name, version)
+			return tracking.ModelVersionTagNotFound(name, version, key)
 		}
 		return nil
 	})
@@ -474,7 +466,7 @@ func decodeOffsetToken(tok, fingerprint string) (int, error) {
 		err = json.Unmarshal(b, &t)
 	}
 	if err != nil || t.Offset < 0 {
-		return 0, errs.Errorf(errs.Invalid, "invalid page_token %q: pass back the next_page_token of the previous page unchanged", errs.Truncate(tok, 40))
+		return 0, tracking.BadPageToken(tok, "")
 	}
 	if t.Query != fingerprint {
 		return 0, errs.E(errs.Invalid, "page_token belongs to a different search (filter or order_by changed)")

@@ -149,13 +149,13 @@ func (l *LogStore) AppendLines(ctx context.Context, runID string, b runlogs.Batc
 		var stage string
 		err := tx.queryRow(`SELECT run_pk, lifecycle_stage FROM runs WHERE run_id = ?`, runID).Scan(&runPK, &stage)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundRun(runID)
+			return tracking.RunNotFound(runID)
 		}
 		if err != nil {
 			return sqlError(err, "get run")
 		}
-		if stage != "active" {
-			return notActiveRun(runID, stage)
+		if err := tracking.CheckRunActive(runID, tracking.LifecycleStage(stage)); err != nil {
+			return err
 		}
 		// The state row exists from the first append on, and is locked on
 		// PostgreSQL so that replicas appending to one run take turns.
@@ -188,11 +188,8 @@ func (l *LogStore) AppendLines(ctx context.Context, runID string, b runlogs.Batc
 			}
 		}
 		stored := n - skip
-		if have := next - 1; have+stored > l.limits.LinesPerRun {
-			return runlogs.LimitError("log lines per run", have, stored, l.limits.LinesPerRun)
-		}
-		if bytes+add > l.limits.BytesPerRun {
-			return runlogs.LimitError("log bytes per run", bytes, add, l.limits.BytesPerRun)
+		if err := l.limits.CheckRun(next-1, stored, bytes, add); err != nil {
+			return err
 		}
 		res.FirstLine, res.Stored = next, int(stored)
 		for i := range cs {
@@ -244,7 +241,7 @@ func (l *LogStore) Spans(ctx context.Context, runID string) (runlogs.Head, []run
 		FROM runs r LEFT JOIN run_log_state s ON s.run_pk = r.run_pk WHERE r.run_id = ?`, runID).
 		Scan(&pk, &status, &stage, &head.NextLine, &head.Bytes)
 	if errors.Is(err, sql.ErrNoRows) {
-		return runlogs.Head{}, nil, notFoundRun(runID)
+		return runlogs.Head{}, nil, tracking.RunNotFound(runID)
 	}
 	if err != nil {
 		return runlogs.Head{}, nil, sqlError(err, "read log")
@@ -289,7 +286,7 @@ func (l *LogStore) ReadChunks(ctx context.Context, runID string, q runlogs.Chunk
 		FROM runs r LEFT JOIN run_log_state s ON s.run_pk = r.run_pk WHERE r.run_id = ?`, runID).
 		Scan(&pk, &status, &stage, &head.NextLine, &head.Bytes)
 	if errors.Is(err, sql.ErrNoRows) {
-		return runlogs.Head{}, nil, notFoundRun(runID)
+		return runlogs.Head{}, nil, tracking.RunNotFound(runID)
 	}
 	if err != nil {
 		return runlogs.Head{}, nil, sqlError(err, "read log")

@@ -7,18 +7,9 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
 )
-
-func notFoundRun(id string) error {
-	return errs.Errorf(errs.NotFound, "Run with id=%s not found", id)
-}
-
-func notActiveRun(id, stage string) error {
-	return errs.Errorf(errs.Invalid, "The run %s must be in the 'active' state. Current state is %s.", id, stage)
-}
 
 // runState is what a write needs to know about a run.
 type runState struct {
@@ -37,15 +28,12 @@ func activeRun(tx *wtx, id string) (runState, error) {
 	err := tx.QueryRowContext(tx.ctx, `SELECT run_pk, experiment_id, lifecycle_stage, metric_points, metric_keys, param_count, tag_count FROM runs WHERE run_id = ?`+tx.lock(), id).
 		Scan(&st.pk, &st.experimentID, &st.stage, &st.points, &st.keys, &st.params, &st.tags)
 	if errors.Is(err, sql.ErrNoRows) {
-		return st, notFoundRun(id)
+		return st, tracking.RunNotFound(id)
 	}
 	if err != nil {
 		return st, sqlError(err, "get run")
 	}
-	if st.stage != string(tracking.Active) {
-		return st, notActiveRun(id, st.stage)
-	}
-	return st, nil
+	return st, tracking.CheckRunActive(id, tracking.LifecycleStage(st.stage))
 }
 
 // CreateRun implements tracking.RunStore.
@@ -58,13 +46,13 @@ func (s *TrackingStore) CreateRun(ctx context.Context, r *tracking.Run) error {
 		var stage string
 		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.share(), expID).Scan(&stage)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundExperiment(r.Info.ExperimentID)
+			return tracking.ExperimentNotFound(r.Info.ExperimentID)
 		}
 		if err != nil {
 			return sqlError(err, "get experiment")
 		}
-		if stage != string(tracking.Active) {
-			return errs.Errorf(errs.Invalid, "The experiment %s must be in the 'active' state. Current state is %s.", r.Info.ExperimentID, stage)
+		if err := tracking.CheckExperimentActive(r.Info.ExperimentID, tracking.LifecycleStage(stage)); err != nil {
+			return err
 		}
 		i := r.Info
 		var pk int64
@@ -114,7 +102,7 @@ func scanRun(sc interface{ Scan(...any) error }) (int64, *tracking.Run, error) {
 func (s *TrackingStore) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
 	pk, r, err := scanRun(s.rdb.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs r WHERE r.run_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFoundRun(id)
+		return nil, tracking.RunNotFound(id)
 	}
 	if err != nil {
 		return nil, sqlError(err, "get run")
@@ -344,7 +332,7 @@ func (s *TrackingStore) UpdateRun(ctx context.Context, id string, u tracking.Run
 			}
 		}
 		if u.Name != nil {
-			if err := setRunTag(tx, &st, tracking.Tag{Key: tracking.TagRunName, Value: *u.Name}, 0); err != nil {
+			if err := setRunTag(tx, &st, tracking.Tag{Key: tracking.TagRunName, Value: *u.Name}, tracking.Limits{}); err != nil {
 				return err
 			}
 		}
@@ -365,7 +353,7 @@ func (s *TrackingStore) SetRunLifecycle(ctx context.Context, id string, stage tr
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT run_pk, lifecycle_stage FROM runs WHERE run_id = ?`+tx.lock(), id).Scan(&pk, &cur)
 		if errors.Is(err, sql.ErrNoRows) {
-			return notFoundRun(id)
+			return tracking.RunNotFound(id)
 		}
 		if err != nil {
 			return sqlError(err, "get run")
@@ -391,7 +379,7 @@ func (s *TrackingStore) DeleteTag(ctx context.Context, runID, key string) error 
 			return sqlError(err, "delete tag")
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return errs.Errorf(errs.NotFound, "No tag with name: %s in run with id %s", key, runID)
+			return tracking.RunTagNotFound(runID, key)
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE runs SET tag_count = tag_count - 1 WHERE run_pk = ?`, st.pk)
 		return sqlError(err, "delete tag")
@@ -399,15 +387,15 @@ func (s *TrackingStore) DeleteTag(ctx context.Context, runID, key string) error 
 }
 
 // setRunTag upserts a tag, keeps the run's name in step with
-// mlflow.runName and enforces TagsPerRun (limit 0 skips the check).
-func setRunTag(tx *wtx, st *runState, t tracking.Tag, limit int) error {
+// mlflow.runName and keeps TagsPerRun (zero limits check nothing).
+func setRunTag(tx *wtx, st *runState, t tracking.Tag, limits tracking.Limits) error {
 	res, err := tx.ExecContext(tx.ctx, `UPDATE tags SET value = ? WHERE run_pk = ? AND key = ?`, t.Value, st.pk, t.Key)
 	if err != nil {
 		return sqlError(err, "set tag")
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		if limit > 0 && st.tags+1 > int64(limit) {
-			return tracking.LimitError("tags per run", st.tags, 1, int64(limit), "")
+		if err := limits.CheckRun(tracking.RunUsage{Tags: st.tags}, tracking.RunUsage{Tags: 1}); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(tx.ctx, `INSERT INTO tags (run_pk, key, value) VALUES (?, ?, ?)`, st.pk, t.Key, t.Value); err != nil {
 			return sqlError(err, "set tag")

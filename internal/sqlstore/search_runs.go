@@ -576,7 +576,7 @@ func termValues(dest []any, terms []sortTerm) []any {
 }
 
 func decodeRunToken(tok, fingerprint string, terms []sortTerm) ([]any, error) {
-	bad := errs.Errorf(errs.Invalid, "invalid page_token %q for runs/search: pass back the next_page_token of the previous page unchanged", errs.Truncate(tok, 40))
+	bad := tracking.BadPageToken(tok, "runs/search")
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
 		return nil, bad

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -353,7 +354,7 @@ func (s *WorkspaceStore) ExperimentPath(ctx context.Context, id string) (string,
 	var name string
 	err = s.rdb.QueryRowContext(ctx, `SELECT name FROM experiments WHERE experiment_id = ?`, n).Scan(&name)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", notFoundExperiment(id)
+		return "", tracking.ExperimentNotFound(id)
 	}
 	return name, sqlError(err, "get experiment")
 }

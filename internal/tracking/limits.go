@@ -1,8 +1,6 @@
 package tracking
 
 import (
-	"fmt"
-
 	"github.com/sextant/sextant/internal/errs"
 )
 
@@ -112,11 +110,12 @@ func (l Limits) WithDefaults() Limits {
 // limit, the current count and the maximum, so that a user reading the
 // client's exception knows what to change.
 func LimitError(limit string, current, adding, max int64, hint string) error {
-	msg := fmt.Sprintf("limit exceeded: %s: the run has %d, this request adds %d, the maximum is %d", limit, current, adding, max)
+	e := errs.RunLimit(limit, current, adding, max, "")
 	if hint != "" {
-		msg += ". " + hint
+		// In the message: the mlflow client shows the message only.
+		e.Msg += ". " + hint
 	}
-	return &errs.Error{Code: errs.LimitExceeded, Msg: msg}
+	return e
 }
 
 // StepsHint is the advice attached to a breach of MetricStepsPerRun.
