@@ -148,29 +148,11 @@ func (s *db) loadExperimentTags(ctx context.Context, exps []*tracking.Experiment
 		byID[e.ID] = e
 		args[i] = e.ID
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT experiment_id, key, value FROM experiment_tags WHERE experiment_id IN (`+placeholders(len(args))+`) ORDER BY experiment_id, key`, args...)
-	if err != nil {
-		return sqlError(err, "load experiment tags")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var t tracking.Tag
-		if err := rows.Scan(&id, &t.Key, &t.Value); err != nil {
-			return sqlError(err, "scan experiment tag")
-		}
+	return s.loadPairs(ctx, "experiment_tags", "experiment_id", placeholders(len(args)), args, func(id int64, key, value string) {
 		if e := byID[strconv.FormatInt(id, 10)]; e != nil {
-			e.Tags = append(e.Tags, t)
+			e.Tags = append(e.Tags, tracking.Tag{Key: key, Value: value})
 		}
-	}
-	return sqlError(rows.Err(), "load experiment tags")
-}
-
-func placeholders(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return strings.Repeat("?,", n-1) + "?"
+	})
 }
 
 // RenameExperiment implements tracking.ExperimentStore.

@@ -102,25 +102,13 @@ func (s *db) loadLoggedModelData(ctx context.Context, pks []int64, models []*tra
 		ids[i] = models[i].ID
 	}
 	in := placeholders(len(args))
-	if err := s.queryEach(ctx, `SELECT model_pk, key, value FROM logged_model_tags WHERE model_pk IN (`+in+`) ORDER BY model_pk, key`, args, func(rows *sql.Rows) error {
-		var pk int64
-		var t tracking.Tag
-		if err := rows.Scan(&pk, &t.Key, &t.Value); err != nil {
-			return err
-		}
-		byPK[pk].Tags = append(byPK[pk].Tags, t)
-		return nil
+	if err := s.loadPairs(ctx, "logged_model_tags", "model_pk", in, args, func(pk int64, key, value string) {
+		byPK[pk].Tags = append(byPK[pk].Tags, tracking.Tag{Key: key, Value: value})
 	}); err != nil {
 		return err
 	}
-	if err := s.queryEach(ctx, `SELECT model_pk, key, value FROM logged_model_params WHERE model_pk IN (`+in+`) ORDER BY model_pk, key`, args, func(rows *sql.Rows) error {
-		var pk int64
-		var p tracking.Param
-		if err := rows.Scan(&pk, &p.Key, &p.Value); err != nil {
-			return err
-		}
-		byPK[pk].Params = append(byPK[pk].Params, p)
-		return nil
+	if err := s.loadPairs(ctx, "logged_model_params", "model_pk", in, args, func(pk int64, key, value string) {
+		byPK[pk].Params = append(byPK[pk].Params, tracking.Param{Key: key, Value: value})
 	}); err != nil {
 		return err
 	}

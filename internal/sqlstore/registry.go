@@ -84,14 +84,8 @@ func (s *db) loadRegisteredData(ctx context.Context, pks []int64, models []*trac
 		args[i] = pk
 	}
 	in := placeholders(len(args))
-	if err := s.queryEach(ctx, `SELECT rm_pk, key, value FROM registered_model_tags WHERE rm_pk IN (`+in+`) ORDER BY rm_pk, key`, args, func(rows *sql.Rows) error {
-		var pk int64
-		var t tracking.Tag
-		if err := rows.Scan(&pk, &t.Key, &t.Value); err != nil {
-			return err
-		}
-		byPK[pk].Tags = append(byPK[pk].Tags, t)
-		return nil
+	if err := s.loadPairs(ctx, "registered_model_tags", "rm_pk", in, args, func(pk int64, key, value string) {
+		byPK[pk].Tags = append(byPK[pk].Tags, tracking.Tag{Key: key, Value: value})
 	}); err != nil {
 		return err
 	}

@@ -146,29 +146,15 @@ func (s *db) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking.Ru
 	// 3,000 index lookups in each table.
 	parts := []func() error{
 		func() error {
-			strs := interner{}
-			var key, value sql.RawBytes
-			return s.queryEach(ctx, `SELECT run_pk, key, value FROM params WHERE run_pk IN (`+in+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
-				var pk int64
-				if err := rows.Scan(&pk, &key, &value); err != nil {
-					return err
-				}
+			return s.loadPairs(ctx, "params", "run_pk", in, args, func(pk int64, key, value string) {
 				r := byPK[pk]
-				r.Data.Params = append(r.Data.Params, tracking.Param{Key: strs.get(key), Value: strs.get(value)})
-				return nil
+				r.Data.Params = append(r.Data.Params, tracking.Param{Key: key, Value: value})
 			})
 		},
 		func() error {
-			strs := interner{}
-			var key, value sql.RawBytes
-			return s.queryEach(ctx, `SELECT run_pk, key, value FROM tags WHERE run_pk IN (`+in+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
-				var pk int64
-				if err := rows.Scan(&pk, &key, &value); err != nil {
-					return err
-				}
+			return s.loadPairs(ctx, "tags", "run_pk", in, args, func(pk int64, key, value string) {
 				r := byPK[pk]
-				r.Data.Tags = append(r.Data.Tags, tracking.Tag{Key: strs.get(key), Value: strs.get(value)})
-				return nil
+				r.Data.Tags = append(r.Data.Tags, tracking.Tag{Key: key, Value: value})
 			})
 		},
 		func() error {
@@ -278,39 +264,6 @@ func (s *db) loadRunIO(ctx context.Context, in string, args []any, byPK map[int6
 		r.Outputs.Models = append(r.Outputs.Models, m)
 		return nil
 	})
-}
-
-// interner returns one string for equal byte strings, so that the keys and
-// repeated values of a page of runs cost an allocation each, not one per
-// run. It stops remembering after internLimit strings.
-type interner map[string]string
-
-const internLimit = 4096
-
-func (in interner) get(b []byte) string {
-	if s, ok := in[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if len(in) < internLimit {
-		in[s] = s
-	}
-	return s
-}
-
-// queryEach runs a read query and calls fn for each row.
-func (s *db) queryEach(ctx context.Context, q string, args []any, fn func(*sql.Rows) error) error {
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
-	if err != nil {
-		return sqlError(err, "query")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return sqlError(err, "scan")
-		}
-	}
-	return sqlError(rows.Err(), "query")
 }
 
 // UpdateRun implements tracking.RunStore.

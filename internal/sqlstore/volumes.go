@@ -32,7 +32,7 @@ func scanCatalog(sc interface{ Scan(...any) error }) (*volumes.Catalog, error) {
 func (s *VolumeStore) GetCatalog(ctx context.Context, name string) (*volumes.Catalog, error) {
 	c, err := scanCatalog(s.rdb.QueryRowContext(ctx, `SELECT `+catalogCols+` FROM uc_catalogs WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
+		return nil, volumes.CatalogNotFound(name)
 	}
 	return c, sqlError(err, "get catalog")
 }
@@ -56,7 +56,7 @@ func (s *VolumeStore) DeleteCatalog(ctx context.Context, name string) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_catalogs WHERE name = ?`+tx.lock(), name).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
+			return volumes.CatalogNotFound(name)
 		}
 		if err != nil {
 			return sqlError(err, "get catalog")
@@ -66,14 +66,14 @@ func (s *VolumeStore) DeleteCatalog(ctx context.Context, name string) error {
 			return sqlError(err, "count schemas")
 		}
 		if n > 0 {
-			return errs.Errorf(errs.Conflict, "catalog %s is not empty: it holds %d schema(s)", name, n)
+			return volumes.CatalogNotEmpty(name, n)
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM uc_catalogs WHERE name = ?`, name)
 		if err != nil {
 			return sqlError(err, "delete catalog")
 		}
 		if k, _ := res.RowsAffected(); k == 0 {
-			return errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
+			return volumes.CatalogNotFound(name)
 		}
 		return deleteGrants(ctx, tx, workspace.ResourceCatalog, name)
 	})
@@ -90,7 +90,7 @@ func (s *VolumeStore) CreateSchema(ctx context.Context, sc *volumes.Schema) erro
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_catalogs WHERE name = ?`+tx.lock(), sc.Catalog).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "catalog %s does not exist", sc.Catalog)
+			return volumes.CatalogNotFound(sc.Catalog)
 		}
 		if err != nil {
 			return sqlError(err, "get catalog")
@@ -112,7 +112,7 @@ func scanSchema(sc interface{ Scan(...any) error }) (*volumes.Schema, error) {
 func (s *VolumeStore) GetSchema(ctx context.Context, catalog, name string) (*volumes.Schema, error) {
 	sc, err := scanSchema(s.rdb.QueryRowContext(ctx, `SELECT `+schemaCols+` FROM uc_schemas WHERE catalog = ? AND name = ?`, catalog, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
+		return nil, volumes.SchemaNotFound(catalog, name)
 	}
 	return sc, sqlError(err, "get schema")
 }
@@ -134,7 +134,7 @@ func (s *VolumeStore) DeleteSchema(ctx context.Context, catalog, name string) er
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_schemas WHERE catalog = ? AND name = ?`+tx.lock(), catalog, name).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
+			return volumes.SchemaNotFound(catalog, name)
 		}
 		if err != nil {
 			return sqlError(err, "get schema")
@@ -144,14 +144,14 @@ func (s *VolumeStore) DeleteSchema(ctx context.Context, catalog, name string) er
 			return sqlError(err, "count volumes")
 		}
 		if n > 0 {
-			return errs.Errorf(errs.Conflict, "schema %s.%s is not empty: it holds %d volume(s)", catalog, name, n)
+			return volumes.SchemaNotEmpty(catalog, name, n)
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM uc_schemas WHERE catalog = ? AND name = ?`, catalog, name)
 		if err != nil {
 			return sqlError(err, "delete schema")
 		}
 		if k, _ := res.RowsAffected(); k == 0 {
-			return errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
+			return volumes.SchemaNotFound(catalog, name)
 		}
 		return deleteGrants(ctx, tx, workspace.ResourceSchema, catalog+"."+name)
 	})
@@ -163,7 +163,7 @@ func (s *VolumeStore) CreateVolume(ctx context.Context, v *volumes.Volume) error
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_schemas WHERE catalog = ? AND name = ?`+tx.lock(), v.Catalog, v.Schema).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "schema %s.%s does not exist", v.Catalog, v.Schema)
+			return volumes.SchemaNotFound(v.Catalog, v.Schema)
 		}
 		if err != nil {
 			return sqlError(err, "get schema")
@@ -185,7 +185,7 @@ func scanVolume(sc interface{ Scan(...any) error }) (*volumes.Volume, error) {
 func (s *VolumeStore) GetVolume(ctx context.Context, catalog, schema, name string) (*volumes.Volume, error) {
 	v, err := scanVolume(s.rdb.QueryRowContext(ctx, `SELECT `+volumeCols+` FROM uc_volumes WHERE catalog = ? AND schema_name = ? AND name = ?`, catalog, schema, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "volume %s.%s.%s does not exist", catalog, schema, name)
+		return nil, volumes.VolumeNotFound(catalog + "." + schema + "." + name)
 	}
 	return v, sqlError(err, "get volume")
 }
@@ -211,7 +211,7 @@ func (s *VolumeStore) DeleteVolume(ctx context.Context, id string) error {
 		var full string
 		err := tx.QueryRowContext(ctx, `SELECT catalog || '.' || schema_name || '.' || name FROM uc_volumes WHERE volume_id = ?`, id).Scan(&full)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "volume %s does not exist", id)
+			return volumes.VolumeNotFound(id)
 		}
 		if err != nil {
 			return sqlError(err, "get volume")
@@ -246,7 +246,7 @@ func (s *VolumeStore) ClaimUpload(ctx context.Context, u *volumes.Upload, nowMs 
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM uc_volumes WHERE volume_id = ?`+tx.lock(), u.VolumeID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return errs.Errorf(errs.NotFound, "volume %s does not exist", u.VolumeID)
+			return volumes.VolumeNotFound(u.VolumeID)
 		}
 		if err != nil {
 			return sqlError(err, "claim upload")
