@@ -382,26 +382,6 @@ func updateSeriesRows(tx *wtx, rows []*seriesRow) error {
 // updateSeriesRows.
 var seriesUpdateTypes = []string{"BIGINT", "BIGINT", "BIGINT", "DOUBLE PRECISION", "BIGINT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "BIGINT"}
 
-// typedRows returns placeholders for n rows of a VALUES list with the
-// given column types. PostgreSQL needs the types spelled out (it takes an
-// untyped VALUES parameter for text); SQLite takes the values as they come.
-func (t *wtx) typedRows(n int, types []string) string {
-	if !t.w.pg {
-		return rowPlaceholders(n, len(types))
-	}
-	var b strings.Builder
-	b.WriteString("(")
-	for i, ty := range types {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("CAST(? AS " + ty + ")")
-	}
-	b.WriteString(")")
-	row := b.String()
-	return strings.Repeat(row+",", n-1) + row
-}
-
 // rowPlaceholders returns "(?,...,?),(...)" for n rows of k columns.
 func rowPlaceholders(n, k int) string {
 	row := "(" + placeholders(k) + ")"

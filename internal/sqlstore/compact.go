@@ -258,22 +258,6 @@ func (s *db) swapCompacted(ctx context.Context, seriesID int64, groups []*compac
 	return err
 }
 
-// lockSeriesRun locks, on PostgreSQL, the row of the run a series belongs
-// to, as every write to its metrics does first (activeRun), so that
-// replicas changing the series' chunks or overviews take turns. SQLite has
-// one writer anyway.
-func lockSeriesRun(tx *wtx, seriesID int64) error {
-	if !tx.w.pg {
-		return nil
-	}
-	var pk int64
-	err := tx.QueryRowContext(tx.ctx, `SELECT run_pk FROM runs WHERE run_pk = (SELECT run_pk FROM metric_series WHERE series_id = ?)`+tx.lock(), seriesID).Scan(&pk)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	return sqlError(err, "lock run")
-}
-
 // listedChunk is a chunk of a listing made for compaction or overviews.
 type listedChunk struct {
 	id, minStep, maxStep, count int64

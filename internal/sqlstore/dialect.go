@@ -1,6 +1,11 @@
 package sqlstore
 
 import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
 	"regexp"
 	"strings"
 )
@@ -8,8 +13,11 @@ import (
 // The store speaks one SQL that SQLite (3.35 and later) and PostgreSQL
 // both run: INSERT ... ON CONFLICT, RETURNING, ? placeholders (rewritten
 // for PostgreSQL by its connections, see pgdriver.go), booleans stored as
-// integers. What still differs is here: the schema's types, index hints,
-// row locks, and sequence upkeep after explicit ids.
+// integers. What still differs is here, and only here: the schema's types,
+// index hints, join order, row locks, typed VALUES lists, triggers, the
+// migration lock, sequence upkeep after explicit ids, the database's size,
+// and whether other processes share the database. (Opening and closing
+// differ too, in sqlstore.go: a file and its checkpoints, or a server.)
 
 // isPostgresURL reports whether target names a PostgreSQL database.
 func isPostgresURL(target string) bool {
@@ -90,6 +98,64 @@ func (t *wtx) share() string {
 	return ""
 }
 
+// joinInOrder joins a driving row set to the rows it drives, in that
+// order: SQLite's planner keeps the order of a CROSS JOIN, PostgreSQL's
+// finds it for a plain JOIN (and takes CROSS JOIN as a cartesian product
+// without an ON).
+func (s *db) joinInOrder() string {
+	if s.pg {
+		return "JOIN"
+	}
+	return "CROSS JOIN"
+}
+
+// shared reports whether other processes (replicas) may share the
+// database: a PostgreSQL database may be, a SQLite file is this process's
+// alone (its lock keeps a second server out).
+func (s *db) shared() bool { return s.pg }
+
+// createTrigger creates a SQLite trigger (a purge of child rows when a
+// run is deleted); on PostgreSQL the same is done by the schema's ON
+// DELETE CASCADE foreign keys, and there is nothing to create.
+func (s *db) createTrigger(ctx context.Context, what, ddl string) error {
+	if s.pg {
+		return nil
+	}
+	err := s.w.exclusive(ctx, func() error {
+		_, err := s.wdb.ExecContext(ctx, ddl)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create the %s trigger: %w", what, err)
+	}
+	return nil
+}
+
+// lockMigrations makes replicas that start together migrate one at a
+// time, on PostgreSQL (an advisory lock, held by one connection until
+// unlock). A SQLite database has one server.
+func (s *db) lockMigrations(ctx context.Context) (unlock func(), err error) {
+	if !s.pg {
+		return func() {}, nil
+	}
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, migrationLock); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("migrate: take the migration lock: %w", err)
+	}
+	return func() {
+		conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, migrationLock) //nolint:errcheck // released with the session anyway
+		conn.Close()
+	}, nil
+}
+
+// migrationLock is the PostgreSQL advisory lock that replicas starting
+// together take, so that one of them migrates and the others wait.
+const migrationLock = 0x5e7a47
+
 // bumpSequence keeps an identity column's sequence above explicitly
 // inserted ids (PostgreSQL; SQLite's rowid takes the largest id + 1 by
 // itself).
@@ -100,4 +166,62 @@ func (s *db) bumpSequence(tx *wtx, table, column string) error {
 	_, err := tx.ExecContext(tx.ctx, `SELECT setval(pg_get_serial_sequence('`+table+`', '`+column+`'),
 		GREATEST((SELECT COALESCE(MAX(`+column+`), 0) FROM `+table+`), 1))`)
 	return sqlError(err, "advance id sequence")
+}
+
+// sizeBytes returns the size of the database: on SQLite the file and its
+// write-ahead log, on PostgreSQL pg_database_size.
+func (s *db) sizeBytes(ctx context.Context) (int64, error) {
+	if s.pg {
+		var n int64
+		err := s.rdb.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
+		return n, err
+	}
+	var n int64
+	for _, p := range []string{s.path, s.path + "-wal"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return 0, err
+		}
+		n += fi.Size()
+	}
+	return n, nil
+}
+
+// typedRows returns placeholders for n rows of a VALUES list with the
+// given column types. PostgreSQL needs the types spelled out (it takes an
+// untyped VALUES parameter for text); SQLite takes the values as they come.
+func (t *wtx) typedRows(n int, types []string) string {
+	if !t.w.pg {
+		return rowPlaceholders(n, len(types))
+	}
+	var b strings.Builder
+	b.WriteString("(")
+	for i, ty := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("CAST(? AS " + ty + ")")
+	}
+	b.WriteString(")")
+	row := b.String()
+	return strings.Repeat(row+",", n-1) + row
+}
+
+// lockSeriesRun locks, on PostgreSQL, the row of the run a series belongs
+// to, as every write to its metrics does first (activeRun), so that
+// replicas changing the series' chunks or overviews take turns. SQLite has
+// one writer anyway.
+func lockSeriesRun(tx *wtx, seriesID int64) error {
+	if !tx.w.pg {
+		return nil
+	}
+	var pk int64
+	err := tx.QueryRowContext(tx.ctx, `SELECT run_pk FROM runs WHERE run_pk = (SELECT run_pk FROM metric_series WHERE series_id = ?)`+tx.lock(), seriesID).Scan(&pk)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return sqlError(err, "lock run")
 }

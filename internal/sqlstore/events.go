@@ -23,14 +23,8 @@ var _ runevents.Store = (*EventStore)(nil)
 
 // OpenEvents returns the run-event part of s.
 func OpenEvents(ctx context.Context, s *Store) (*EventStore, error) {
-	if !s.pg {
-		err := s.w.exclusive(ctx, func() error {
-			_, err := s.wdb.ExecContext(ctx, eventPurgeTrigger)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("create the run event purge trigger: %w", err)
-		}
+	if err := s.createTrigger(ctx, "run event purge", eventPurgeTrigger); err != nil {
+		return nil, err
 	}
 	return &EventStore{s: s}, nil
 }

@@ -29,22 +29,12 @@ var components = []struct {
 	{"events", eventMigrations},
 }
 
-// migrationLock is the PostgreSQL advisory lock that replicas starting
-// together take, so that one of them migrates and the others wait.
-const migrationLock = 0x5e7a47
-
 func (s *db) migrate(ctx context.Context) error {
-	if s.pg {
-		conn, err := s.rdb.Conn(ctx)
-		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		defer conn.Close()
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(?)`, migrationLock); err != nil {
-			return fmt.Errorf("migrate: take the migration lock: %w", err)
-		}
-		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(?)`, migrationLock) //nolint:errcheck // released with the session anyway
+	unlock, err := s.lockMigrations(ctx)
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	// Read the versions first and write only when a migration is pending:
 	// a server restarted on a full disk must open its up-to-date database
 	// without writing.

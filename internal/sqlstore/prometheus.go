@@ -2,8 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"errors"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -114,26 +112,4 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		time.Now().Add(-gpuReportingWindow).UnixMilli()).Scan(&nodes, &reporting)
 	gauge(gpuNodesDesc, nodes, err)
 	gauge(gpuReportingDesc, reporting, err)
-}
-
-// sizeBytes returns the size of the database: on SQLite the file and its
-// write-ahead log, on PostgreSQL pg_database_size.
-func (s *db) sizeBytes(ctx context.Context) (int64, error) {
-	if s.pg {
-		var n int64
-		err := s.rdb.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
-		return n, err
-	}
-	var n int64
-	for _, p := range []string{s.path, s.path + "-wal"} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			return 0, err
-		}
-		n += fi.Size()
-	}
-	return n, nil
 }

@@ -62,14 +62,8 @@ var _ runlogs.Store = (*LogStore)(nil)
 // OpenLogs returns the run-log part of s and starts its compaction loop.
 // Close it before s.
 func OpenLogs(ctx context.Context, s *Store, opts LogOptions) (*LogStore, error) {
-	if !s.pg {
-		err := s.w.exclusive(ctx, func() error {
-			_, err := s.wdb.ExecContext(ctx, purgeTrigger)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("create the run log purge trigger: %w", err)
-		}
+	if err := s.createTrigger(ctx, "run log purge", purgeTrigger); err != nil {
+		return nil, err
 	}
 	if opts.CompactAfter <= 1 {
 		opts.CompactAfter = 32

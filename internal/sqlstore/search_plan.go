@@ -207,10 +207,7 @@ func (c *runCounts) runs(ctx context.Context, s *db, exps []any) (int64, error) 
 // (materialized first, so that both databases start from them), joined to
 // their runs and to the order keys, sorted in full.
 func (s *db) drivenPhase(d *searchDriver, joins []string, joinArgs []any, terms []sortTerm) runPhase {
-	join := "CROSS JOIN"
-	if s.pg {
-		join = "JOIN"
-	}
+	join := s.joinInOrder()
 	return runPhase{
 		with:     "WITH drv AS MATERIALIZED (" + d.sel + ") ",
 		withArgs: d.args,

@@ -295,11 +295,7 @@ func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSea
 	case plan.drive != nil:
 		phases = []runPhase{s.drivenPhase(plan.drive, joins, joinArgs, terms)}
 	case len(q.OrderBy) > 0 && q.OrderBy[0].Entity == search.Metric:
-		drive := "CROSS JOIN"
-		if s.pg {
-			drive = "JOIN"
-		}
-		phases = metricPhases(q.OrderBy[0], drive, exps)
+		phases = metricPhases(q.OrderBy[0], s.joinInOrder(), exps)
 	default:
 		phases = []runPhase{{from: "runs r " + strings.Join(joins, " "), fromArgs: joinArgs, order: terms}}
 	}

@@ -310,7 +310,7 @@ const instanceLeasePrefix = "volume-uploads:"
 // PostgreSQL the instance's liveness is a lease, and an instance without a
 // live lease is gone.
 func (s *VolumeStore) StartInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
-	if !s.pg {
+	if !s.shared() {
 		var n int64
 		err := s.w.do(ctx, func(tx *wtx) error {
 			res, err := tx.ExecContext(ctx, `DELETE FROM uc_volume_uploads WHERE instance <> '' AND instance <> ?`, id)
@@ -328,7 +328,7 @@ func (s *VolumeStore) StartInstance(ctx context.Context, id string, nowMs, expir
 // KeepInstance implements volumes.Store; on SQLite it does nothing (no
 // other process shares the database).
 func (s *VolumeStore) KeepInstance(ctx context.Context, id string, nowMs, expiresMs int64) (int64, error) {
-	if !s.pg {
+	if !s.shared() {
 		return 0, nil
 	}
 	return s.keepInstance(ctx, id, nowMs, expiresMs, false)
