@@ -88,3 +88,8 @@ func (l Limits) CheckRun(haveLines, addLines, haveBytes, addBytes int64) error {
 func LimitError(limit string, current, adding, max int64) error {
 	return errs.RunLimit(limit, current, adding, max, "the launcher keeps showing the output but stores no more of it; print less, or start a new run")
 }
+
+// RunDeleted is the error for reading the log of a deleted run.
+func RunDeleted(runID string) error {
+	return &errs.Error{Code: errs.NotFound, Msg: "Run with id=" + runID + " is deleted: its log cannot be read", Hint: "restore the run to read its log"}
+}

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/runlogs"
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -220,6 +219,30 @@ func (l *LogStore) AppendLines(ctx context.Context, runID string, b runlogs.Batc
 	return res, nil
 }
 
+// readHead reads the head of a run's log, and the run's key, in the read
+// transaction tx, so that what the caller reads next comes from the same
+// snapshot.
+func readHead(ctx context.Context, tx *sql.Tx, runID string) (runlogs.Head, int64, error) {
+	var head runlogs.Head
+	var pk int64
+	var status int32
+	var stage string
+	err := tx.QueryRowContext(ctx, `SELECT r.run_pk, r.status, r.lifecycle_stage, COALESCE(s.next_line, 1), COALESCE(s.bytes, 0)
+		FROM runs r LEFT JOIN run_log_state s ON s.run_pk = r.run_pk WHERE r.run_id = ?`, runID).
+		Scan(&pk, &status, &stage, &head.NextLine, &head.Bytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runlogs.Head{}, 0, tracking.RunNotFound(runID)
+	}
+	if err != nil {
+		return runlogs.Head{}, 0, sqlError(err, "read log")
+	}
+	if tracking.LifecycleStage(stage) != tracking.Active {
+		return runlogs.Head{}, 0, runlogs.RunDeleted(runID)
+	}
+	head.RunStatus = tracking.RunStatus(status)
+	return head, pk, nil
+}
+
 // Spans implements runlogs.Store.
 func (l *LogStore) Spans(ctx context.Context, runID string) (runlogs.Head, []runlogs.ChunkSpan, error) {
 	tx, err := l.s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -227,23 +250,10 @@ func (l *LogStore) Spans(ctx context.Context, runID string) (runlogs.Head, []run
 		return runlogs.Head{}, nil, sqlError(err, "read log")
 	}
 	defer tx.Rollback()
-	var head runlogs.Head
-	var pk int64
-	var status int32
-	var stage string
-	err = tx.QueryRowContext(ctx, `SELECT r.run_pk, r.status, r.lifecycle_stage, COALESCE(s.next_line, 1), COALESCE(s.bytes, 0)
-		FROM runs r LEFT JOIN run_log_state s ON s.run_pk = r.run_pk WHERE r.run_id = ?`, runID).
-		Scan(&pk, &status, &stage, &head.NextLine, &head.Bytes)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runlogs.Head{}, nil, tracking.RunNotFound(runID)
-	}
+	head, pk, err := readHead(ctx, tx, runID)
 	if err != nil {
-		return runlogs.Head{}, nil, sqlError(err, "read log")
+		return runlogs.Head{}, nil, err
 	}
-	if stage != "active" {
-		return runlogs.Head{}, nil, &errs.Error{Code: errs.NotFound, Msg: fmt.Sprintf("Run with id=%s is deleted: its log cannot be read", runID), Hint: "restore the run to read its log"}
-	}
-	head.RunStatus = tracking.RunStatus(status)
 	rows, err := tx.QueryContext(ctx, `SELECT first_line, count, min_ts, max_ts FROM run_log_chunks WHERE run_pk = ? ORDER BY first_line`, pk)
 	if err != nil {
 		return runlogs.Head{}, nil, sqlError(err, "read log chunks")
@@ -272,23 +282,10 @@ func (l *LogStore) ReadChunks(ctx context.Context, runID string, q runlogs.Chunk
 		return runlogs.Head{}, nil, sqlError(err, "read log")
 	}
 	defer tx.Rollback()
-	var head runlogs.Head
-	var pk int64
-	var status int32
-	var stage string
-	err = tx.QueryRowContext(ctx, `SELECT r.run_pk, r.status, r.lifecycle_stage, COALESCE(s.next_line, 1), COALESCE(s.bytes, 0)
-		FROM runs r LEFT JOIN run_log_state s ON s.run_pk = r.run_pk WHERE r.run_id = ?`, runID).
-		Scan(&pk, &status, &stage, &head.NextLine, &head.Bytes)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runlogs.Head{}, nil, tracking.RunNotFound(runID)
-	}
+	head, pk, err := readHead(ctx, tx, runID)
 	if err != nil {
-		return runlogs.Head{}, nil, sqlError(err, "read log")
+		return runlogs.Head{}, nil, err
 	}
-	if stage != "active" {
-		return runlogs.Head{}, nil, &errs.Error{Code: errs.NotFound, Msg: fmt.Sprintf("Run with id=%s is deleted: its log cannot be read", runID), Hint: "restore the run to read its log"}
-	}
-	head.RunStatus = tracking.RunStatus(status)
 	from := max(q.FromLine, 1)
 	if from >= head.NextLine {
 		return head, nil, nil
