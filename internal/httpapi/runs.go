@@ -438,7 +438,7 @@ func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeRaw(w, wire.AppendRuns(make([]byte, 0, 1024*(len(page.Runs)+1)), page))
+	return writeRaw(w, wire.AppendRuns(make([]byte, 0, wire.RunsSizeHint(page)), page))
 }
 
 // allowParentTags checks the parent a mlflow.parentRunId tag names.

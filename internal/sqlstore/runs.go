@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"math"
+	"runtime"
 	"strconv"
 
 	"github.com/sextant/sextant/internal/metrics"
@@ -157,29 +158,17 @@ func (s *db) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking.Ru
 				r.Data.Tags = append(r.Data.Tags, tracking.Tag{Key: key, Value: value})
 			})
 		},
-		func() error {
-			strs := interner{}
-			var key sql.RawBytes
-			return s.queryEach(ctx, `SELECT run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest FROM metric_series WHERE run_pk IN (`+in+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
-				var pk int64
-				var m tracking.Metric
-				var v sql.NullFloat64
-				var isNaN bool
-				var model, dsName, dsDigest sql.NullString
-				if err := rows.Scan(&pk, &key, &m.Step, &m.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest); err != nil {
-					return err
-				}
-				m.Key = strs.get(key)
-				m.Value = v.Float64
-				if isNaN {
-					m.Value = math.NaN()
-				}
-				m.ModelID, m.DatasetName, m.DatasetDigest = model.String, dsName.String, dsDigest.String
-				r := byPK[pk]
-				r.Data.Metrics = append(r.Data.Metrics, m)
-				return nil
-			})
-		},
+	}
+	// The latest metrics are most of the rows (a run may have thousands
+	// of keys): a large page reads them in several queries at once.
+	groups := 1
+	if len(pks) >= parallelLoad {
+		groups = min(runtime.GOMAXPROCS(0), 4, len(pks)/(parallelLoad/2))
+	}
+	for g := range groups {
+		lo, hi := g*len(pks)/groups, (g+1)*len(pks)/groups
+		part := args[lo:hi]
+		parts = append(parts, func() error { return s.loadLatestMetrics(ctx, part, byPK) })
 	}
 	if len(ioPKs) > 0 {
 		parts = append(parts, func() error { return s.loadRunIO(ctx, ioIn, ioArgs, byPK) })
@@ -201,6 +190,33 @@ func (s *db) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking.Ru
 		err = errors.Join(err, <-errc)
 	}
 	return err
+}
+
+// loadLatestMetrics loads the latest value of every metric of the runs
+// whose keys are args. Calls for disjoint runs may run at once: each run
+// is appended to by one call only.
+func (s *db) loadLatestMetrics(ctx context.Context, args []any, byPK map[int64]*tracking.Run) error {
+	strs := interner{}
+	var key sql.RawBytes
+	return s.queryEach(ctx, `SELECT run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest FROM metric_series WHERE run_pk IN (`+placeholders(len(args))+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
+		var pk int64
+		var m tracking.Metric
+		var v sql.NullFloat64
+		var isNaN bool
+		var model, dsName, dsDigest sql.NullString
+		if err := rows.Scan(&pk, &key, &m.Step, &m.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest); err != nil {
+			return err
+		}
+		m.Key = strs.get(key)
+		m.Value = v.Float64
+		if isNaN {
+			m.Value = math.NaN()
+		}
+		m.ModelID, m.DatasetName, m.DatasetDigest = model.String, dsName.String, dsDigest.String
+		r := byPK[pk]
+		r.Data.Metrics = append(r.Data.Metrics, m)
+		return nil
+	})
 }
 
 // parallelLoad is the number of runs from which loadRunDataIO runs its

@@ -32,6 +32,20 @@ func AppendRuns(dst []byte, page tracking.RunPage) []byte {
 	return append(dst, '}')
 }
 
+// RunsSizeHint is about the size of AppendRuns' output for page, a little
+// more for most pages, so that a buffer made that large rarely grows (a
+// page of runs with thousands of metrics each is tens of megabytes).
+func RunsSizeHint(page tracking.RunPage) int {
+	n := 1024
+	for _, r := range page.Runs {
+		n += 1024 + 112*len(r.Data.Metrics) + 64*(len(r.Data.Params)+len(r.Data.Tags))
+		for _, t := range r.Data.Tags {
+			n += len(t.Value)
+		}
+	}
+	return n
+}
+
 // appendRun appends one run as Run encodes it.
 func appendRun(dst []byte, r *tracking.Run) []byte {
 	i := &r.Info

@@ -19,7 +19,9 @@ func testSearchPageData(t *testing.T, e *env) {
 		id := e.mustRun(exp, fmt.Sprintf("r%03d", i)).Info.RunID
 		ids[id] = i
 		e.mustLog(id, tracking.Batch{
-			Metrics: []tracking.Metric{metric("m", 1, 1, float64(i))},
+			// Two keys each: a large page reads the latest metrics in
+			// several queries at once, each run's in one of them.
+			Metrics: []tracking.Metric{metric("m", 1, 1, float64(i)), metric("n", 2, 1, -float64(i))},
 			Params:  []tracking.Param{{Key: "i", Value: fmt.Sprint(i)}},
 			Tags:    []tracking.Tag{{Key: "t", Value: fmt.Sprint(i)}},
 		})
@@ -47,7 +49,7 @@ func testSearchPageData(t *testing.T, e *env) {
 				t.Fatalf("filter %q: run %d is r%03d, want r%03d", filter, k, i, n-1-k)
 			}
 			d := r.Data
-			if len(d.Metrics) != 1 || d.Metrics[0].Value != float64(i) || len(d.Params) != 1 || d.Params[0].Value != fmt.Sprint(i) ||
+			if len(d.Metrics) != 2 || d.Metrics[0].Key != "m" || d.Metrics[0].Value != float64(i) || d.Metrics[1].Key != "n" || d.Metrics[1].Value != -float64(i) || len(d.Params) != 1 || d.Params[0].Value != fmt.Sprint(i) ||
 				!hasTagValue(d.Tags, "t", fmt.Sprint(i)) {
 				t.Fatalf("filter %q: run r%03d has data %+v", filter, i, d)
 			}
