@@ -219,41 +219,44 @@ func (l *LogStore) AppendLines(ctx context.Context, runID string, b runlogs.Batc
 	return res, nil
 }
 
-// readHead reads the head of a run's log, and the run's key, in the read
-// transaction tx, so that what the caller reads next comes from the same
-// snapshot.
-func readHead(ctx context.Context, tx *sql.Tx, runID string) (runlogs.Head, int64, error) {
+// readHead begins a read transaction and reads the head of a run's log,
+// and the run's key, in it, so that what the caller reads next comes from
+// the same snapshot. The caller rolls tx back when done.
+func (l *LogStore) readHead(ctx context.Context, runID string) (*sql.Tx, runlogs.Head, int64, error) {
+	tx, err := l.s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, runlogs.Head{}, 0, sqlError(err, "read log")
+	}
 	var head runlogs.Head
 	var pk int64
 	var status int32
 	var stage string
-	err := tx.QueryRowContext(ctx, `SELECT r.run_pk, r.status, r.lifecycle_stage, COALESCE(s.next_line, 1), COALESCE(s.bytes, 0)
+	err = tx.QueryRowContext(ctx, `SELECT r.run_pk, r.status, r.lifecycle_stage, COALESCE(s.next_line, 1), COALESCE(s.bytes, 0)
 		FROM runs r LEFT JOIN run_log_state s ON s.run_pk = r.run_pk WHERE r.run_id = ?`, runID).
 		Scan(&pk, &status, &stage, &head.NextLine, &head.Bytes)
-	if errors.Is(err, sql.ErrNoRows) {
-		return runlogs.Head{}, 0, tracking.RunNotFound(runID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		err = tracking.RunNotFound(runID)
+	case err != nil:
+		err = sqlError(err, "read log")
+	case tracking.LifecycleStage(stage) != tracking.Active:
+		err = runlogs.RunDeleted(runID)
 	}
 	if err != nil {
-		return runlogs.Head{}, 0, sqlError(err, "read log")
-	}
-	if tracking.LifecycleStage(stage) != tracking.Active {
-		return runlogs.Head{}, 0, runlogs.RunDeleted(runID)
+		tx.Rollback()
+		return nil, runlogs.Head{}, 0, err
 	}
 	head.RunStatus = tracking.RunStatus(status)
-	return head, pk, nil
+	return tx, head, pk, nil
 }
 
 // Spans implements runlogs.Store.
 func (l *LogStore) Spans(ctx context.Context, runID string) (runlogs.Head, []runlogs.ChunkSpan, error) {
-	tx, err := l.s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return runlogs.Head{}, nil, sqlError(err, "read log")
-	}
-	defer tx.Rollback()
-	head, pk, err := readHead(ctx, tx, runID)
+	tx, head, pk, err := l.readHead(ctx, runID)
 	if err != nil {
 		return runlogs.Head{}, nil, err
 	}
+	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, `SELECT first_line, count, min_ts, max_ts FROM run_log_chunks WHERE run_pk = ? ORDER BY first_line`, pk)
 	if err != nil {
 		return runlogs.Head{}, nil, sqlError(err, "read log chunks")
@@ -277,15 +280,11 @@ func (l *LogStore) Spans(ctx context.Context, runID string) (runlogs.Head, []run
 func (l *LogStore) ReadChunks(ctx context.Context, runID string, q runlogs.ChunkQuery) (runlogs.Head, []runlogs.Chunk, error) {
 	// One read transaction: the head and the chunks come from the same
 	// snapshot, even while compaction swaps chunks.
-	tx, err := l.s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return runlogs.Head{}, nil, sqlError(err, "read log")
-	}
-	defer tx.Rollback()
-	head, pk, err := readHead(ctx, tx, runID)
+	tx, head, pk, err := l.readHead(ctx, runID)
 	if err != nil {
 		return runlogs.Head{}, nil, err
 	}
+	defer tx.Rollback()
 	from := max(q.FromLine, 1)
 	if from >= head.NextLine {
 		return head, nil, nil
