@@ -152,29 +152,33 @@ func LocalAdmin() *Subject {
 
 // ---- setup ----
 
-// Init creates the /Users and /Shared folders if missing. /Shared is
-// managed by every user.
+// Init creates the /Users and /Shared folders if missing, with the grants
+// a new workspace starts with: /Shared is managed by every user, and every
+// user may use the Default experiment (CAN_EDIT), where clients that name
+// no experiment log. Those grants are made once, when the workspace is new:
+// an administrator may change them, and a restart must not undo that. Each
+// grant is written before the folder whose absence marks the workspace as
+// new, so a start cut short between the two grants again on the next start
+// instead of leaving the workspace without them.
 func (s *Service) Init(ctx context.Context) error {
+	initial := map[string]Grant{
+		UsersRoot:  {Resource: Resource{ResourceExperiment, DefaultExperimentID}, Principal: Principal{PrincipalGroup, AllUsersGroup}, Level: CanEdit},
+		SharedRoot: {Resource: Resource{ResourceFolder, SharedRoot}, Principal: Principal{PrincipalGroup, AllUsersGroup}, Level: CanManage},
+	}
 	for _, p := range []string{UsersRoot, SharedRoot} {
 		if _, err := s.store.GetFolder(ctx, p); err == nil {
 			continue
 		} else if !errs.Is(err, errs.NotFound) {
 			return err
 		}
+		if err := s.store.SetGrant(ctx, initial[p]); err != nil {
+			return err
+		}
 		if err := s.store.CreateFolder(ctx, &Folder{Path: p, CreatedMs: s.nowMs()}); err != nil && !errs.Is(err, errs.AlreadyExists) {
 			return err
 		}
-		if p == SharedRoot {
-			g := Grant{Resource: Resource{ResourceFolder, SharedRoot}, Principal: Principal{PrincipalGroup, AllUsersGroup}, Level: CanManage}
-			if err := s.store.SetGrant(ctx, g); err != nil {
-				return err
-			}
-		}
 	}
-	// The Default experiment is where clients that name no experiment log:
-	// every user may use it.
-	g := Grant{Resource: Resource{ResourceExperiment, DefaultExperimentID}, Principal: Principal{PrincipalGroup, AllUsersGroup}, Level: CanEdit}
-	return s.store.SetGrant(ctx, g)
+	return nil
 }
 
 // UserCount returns the number of users.

@@ -119,6 +119,35 @@ def test_the_default_experiment_is_the_administrators(server, creds, client, mon
         assert run.info.experiment_id == "0"
 
 
+def test_an_admins_change_to_default_survives_a_restart(start_server, use_server, monkeypatch):
+    """Every user may log into Default on a new server; an administrator who
+    narrows that keeps it narrowed after the server restarts (each start
+    sets up the workspace again, and must not grant it back)."""
+    import mlflow
+
+    srv = start_server(auth="on", admin_email=ADMIN)
+    creds = {ADMIN: admin_password(srv), BOB: "bob-password-1"}
+    r = requests.post(srv.url + "/api/2.0/sextant/users", json={"email": BOB, "password": creds[BOB]},
+                      auth=(ADMIN, creds[ADMIN]), timeout=10)
+    assert r.status_code == 200, r.text
+    use_server(srv)
+    as_user(monkeypatch, creds, BOB)
+    with mlflow.start_run() as run:
+        mlflow.log_metric("m", 1.0)
+    assert run.info.experiment_id == "0"
+    r = api(srv, creds, ADMIN, "PUT", "/api/2.0/sextant/permissions",
+            {"resource": "experiment:0", "principal": "group:users", "level": "CAN_READ"})
+    assert r.status_code == 200, r.text
+    srv.stop()
+    srv.start()
+    client = use_server(srv)
+    as_user(monkeypatch, creds, BOB)
+    denied(client.create_run, "0")
+    r = api(srv, creds, ADMIN, "GET", "/api/2.0/sextant/permissions?resource=experiment:0")
+    assert r.status_code == 200, r.text
+    assert [g["level"] for g in r.json()["grants"] if g["principal"] == "group:users"] == ["CAN_READ"], r.text
+
+
 def test_references_to_someone_elses_run_or_model(server, creds, client, monkeypatch, alices):
     import mlflow
     from mlflow.entities import LoggedModelInput, LoggedModelOutput, Metric, RunTag
