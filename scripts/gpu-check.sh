@@ -22,9 +22,23 @@
 #   - health events: an agent linked to a run gets no Xid or lost-GPU event
 #     on these healthy GPUs, and a simulated GPU on the same node, fed Xid
 #     79, a thermal slowdown and a fall off the bus (--sim-events), gets the
-#     run the matching gpu_xid, gpu_throttle and gpu_lost events.
+#     run the matching gpu_xid, gpu_throttle and gpu_lost events;
+#   - checkpoints from the GPU (scripts/gpu-check-ckpt.py, when PyTorch with
+#     CUDA is importable): a model on GPU 0 saved to a volume with
+#     dcp.async_save through VolumeWriter under `sextant run`, thread and
+#     process checkpointers, copy and pinned staging, while it trains; each
+#     save loads back bit for bit and is listed by `sextant ckpt ls --run`.
 # It exits 0 when all checks pass, 1 when one fails, and 2 (with a message)
-# when there is no NVIDIA GPU or driver here.
+# when there is no NVIDIA GPU or driver here. SEXTANT_BIN names a sextant
+# binary to use instead of building one (a GPU machine without Go);
+# SEXTANT_GPU_CHECK_OUT a directory that keeps the check's files (the
+# checkpoint JSON, `ckpt ls --run`, logs).
+#
+#   ./scripts/gpu-check.sh --record DIR
+#                                     also writes what this machine's
+#                                     nvidia-smi answers the nvidia-smi source
+#                                     (under load), as a recording for the fake
+#                                     nvidia-smi (internal/gpu/testdata/smi/).
 #
 #   ./scripts/gpu-check.sh --fake     the same checks without a GPU, against
 #                                     the fake nvidia-smi replaying a recording
@@ -40,6 +54,11 @@ SECONDS_TO_RUN=${SEXTANT_GPU_CHECK_SECONDS:-30}
 SOURCE=${SEXTANT_GPU_CHECK_SOURCE:-nvml}
 PYTHON=${PYTHON:-python3}
 FAKE=0
+RECORD=
+if [ "${1:-}" = "--record" ]; then
+	RECORD=${2:?--record needs a directory}
+	shift 2
+fi
 if [ "${1:-}" = "--fake" ]; then
 	FAKE=1
 	SOURCE=nvidia-smi
@@ -57,19 +76,27 @@ if [ "$FAKE" = 0 ] && { ! out=$(nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$ou
 	die "nvidia-smi finds no GPU: $(head -1 <<<"$out")"
 fi
 command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON is needed to compare the readings"
-command -v go >/dev/null 2>&1 || die "go is needed to build sextant"
+[ -n "${SEXTANT_BIN:-}" ] || command -v go >/dev/null 2>&1 || die "go is needed to build sextant (or set SEXTANT_BIN)"
 
 work=$(mktemp -d)
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
+	if [ -n "${SEXTANT_GPU_CHECK_OUT:-}" ]; then
+		mkdir -p "$SEXTANT_GPU_CHECK_OUT" && cp "$work"/*.log "$work"/*.json "$work"/*.txt "$SEXTANT_GPU_CHECK_OUT"/ 2>/dev/null
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-echo "== building sextant"
-go build -o "$work/sextant" ./cmd/sextant || { echo "gpu-check: build failed" >&2; exit 1; }
+if [ -n "${SEXTANT_BIN:-}" ]; then
+	echo "== sextant: $SEXTANT_BIN"
+	cp "$SEXTANT_BIN" "$work/sextant" || exit 1
+else
+	echo "== building sextant"
+	go build -o "$work/sextant" ./cmd/sextant || { echo "gpu-check: build failed" >&2; exit 1; }
+fi
 
 echo "== CUDA load on GPU 0"
 load=none
@@ -104,6 +131,26 @@ curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "gpu-check: the se
 	--spool-dir "$work/spool" >"$work/agent.log" 2>&1 &
 pids+=($!)
 start_ms=$("$PYTHON" -c 'import time; print(int(time.time()*1000))')
+
+if [ -n "$RECORD" ]; then
+	# The fields the driver knows, one query each (it refuses a whole query
+	# over one field it does not know), then the source's own two queries.
+	echo "== recording nvidia-smi into $RECORD"
+	mkdir -p "$RECORD"
+	: >"$RECORD/fields"
+	gpu_fields=$(sed -n '/^var smiQueryFields = /,/^}/p' internal/gpu/smi.go | grep -o '"[a-z_.]*"' | tr -d '"')
+	app_fields=$(sed -n 's/^var smiAppFields = \[\]string{\(.*\)}/\1/p' internal/gpu/smi.go | grep -o '"[a-z_.]*"' | tr -d '"')
+	known=()
+	for f in $gpu_fields; do
+		nvidia-smi --query-gpu="$f" --format=csv,nounits >/dev/null 2>&1 && { echo "$f" >>"$RECORD/fields"; known+=("$f"); }
+	done
+	for f in $app_fields; do
+		nvidia-smi --query-compute-apps="$f" --format=csv,nounits >/dev/null 2>&1 && echo "$f" >>"$RECORD/fields"
+	done
+	nvidia-smi --query-gpu="$(IFS=,; echo "${known[*]}")" --format=csv,nounits >"$RECORD/query-gpu.csv"
+	nvidia-smi --query-compute-apps="$(echo $app_fields | tr ' ' ',')" --format=csv,nounits >"$RECORD/compute-apps.csv"
+	nvidia-smi --version >"$RECORD/version.txt" 2>&1
+fi
 
 echo "== sampling for ${SECONDS_TO_RUN}s (agent --once and nvidia-smi, every 2 s)"
 # Read with the header, by column name: the health fields are asked for
@@ -173,14 +220,30 @@ for r in real sim; do
 	curl -sf "http://127.0.0.1:$port/api/2.0/sextant/events/list?run_id=${!id}" >"$work/events-$r.json" || { echo "gpu-check: the $r run's events failed"; exit 1; }
 done
 
+ckpt=skipped
+if [ "$load" = torch ]; then
+	echo "== checkpoints from the GPU: dcp.async_save through VolumeWriter under sextant run"
+	ckpt=failed
+	if MLFLOW_TRACKING_URI="http://127.0.0.1:$port" "$work/sextant" volumes create main.gpucheck.ckpt -p >"$work/ckpt-volume.txt" 2>&1 &&
+		CUDA_VISIBLE_DEVICES=0 MLFLOW_TRACKING_URI="http://127.0.0.1:$port" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" \
+			"$work/sextant" run --experiment /Shared/gpu-check-ckpt --gpu-source "$SOURCE" --gpu-interval 2s -- \
+			"$PYTHON" scripts/gpu-check-ckpt.py /Volumes/main/gpucheck/ckpt/run1 "$work/ckpt.json" >"$work/ckpt-job.log" 2>&1; then
+		ckpt_run=$(sed -n 's/^sextant: run \([0-9a-f]\{32\}\) .*/\1/p' "$work/ckpt-job.log" | head -1)
+		MLFLOW_TRACKING_URI="http://127.0.0.1:$port" "$work/sextant" ckpt ls --run "$ckpt_run" >"$work/ckpt-ls.txt" 2>&1 &&
+			curl -sf "http://127.0.0.1:$port/api/2.0/sextant/events/list?run_id=$ckpt_run" >"$work/events-ckpt.json" && ckpt=ran
+	fi
+	[ "$ckpt" = ran ] || { echo "gpu-check: the checkpoint job failed:"; tail -40 "$work/ckpt-volume.txt" "$work/ckpt-job.log"; }
+	cat "$work/ckpt-ls.txt" 2>/dev/null
+fi
+
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/latest?node=gpu-check" >"$work/latest.json" || { echo "gpu-check: /gpu/latest failed"; cat "$work/agent.log"; exit 1; }
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?node=gpu-check&points=0&fields=util,mem_used&from_ms=$start_ms" >"$work/series.json" || { echo "gpu-check: /gpu/series failed"; exit 1; }
 
 echo "== comparing"
-"$PYTHON" - "$work" "$load" "$SECONDS_TO_RUN" <<'EOF'
+"$PYTHON" - "$work" "$load" "$SECONDS_TO_RUN" "$ckpt" <<'EOF'
 import json, sys, time
 
-work, load, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, load, seconds, ckpt = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 failures = []
 
 def check(ok, msg):
@@ -318,6 +381,24 @@ check(len(hist) >= 5, f"the run's system/gpu_0_utilization_percentage has {len(h
 if load == "torch" and hist:
     mean = sum(m["value"] for m in hist) / len(hist)
     check(mean >= 50, f"GPU 0 under the job: mean utilisation {mean:.0f}% in the run's system metrics (>= 50%)")
+
+# Checkpoints from the GPU: every save loaded back bit for bit, and the run
+# lists them as complete saves with the staging and the time it blocked.
+if ckpt != "skipped":
+    check(ckpt == "ran", "the checkpoint job under sextant run finished")
+    if ckpt == "ran":
+        res = json.load(open(f"{work}/ckpt.json"))
+        print("      " + json.dumps(res))
+        for s in res["saves"]:
+            check(s["loaded_bit_for_bit"], f"{s['mode']}/{s['staging']} save loads back bit for bit "
+                  f"(blocked {s['blocked_s']} s, landed {s['landed_s']} s, {s['steps_during_upload']} steps during the upload)")
+        check(res["latest_complete"].endswith("/step_3"), f"latest_complete finds the last save: {res['latest_complete']}")
+        saves = [e for e in json.load(open(f"{work}/events-ckpt.json")).get("events", []) if e["kind"] == "checkpoint_save"]
+        done = sorted(e.get("step") for e in saves if e["checkpoint"].get("outcome", "complete") == "complete")
+        check(done == [1, 2, 3], f"the run records three complete saves: steps {done}")
+        staging = [(e["checkpoint"].get("mode"), e["checkpoint"].get("staging"), e["checkpoint"].get("blocked_ms")) for e in saves]
+        check(sum(1 for m, st, b in staging if st == "pinned" and b is not None) == 2,
+              f"two saves report pinned staging and the time they blocked: {staging}")
 
 print()
 if failures:
