@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +19,11 @@ import (
 // probe runs every probeEvery while the store is read-only. Writes are
 // still attempted meanwhile (each answers errs.InsufficientStorage while
 // there is no space), so that they succeed as soon as space returns.
+//
+// On SQLite the probe waits until the database's file system has
+// resumeFreeBytes free: a small write can fit into the pages a checkpoint
+// freed in the WAL file while the next larger one does not, and the state
+// would flap between read-only and writable on a disk that is still full.
 
 // Health is the store's state, for /health and the log.
 type Health struct {
@@ -34,6 +40,36 @@ type Health struct {
 
 // probeEvery is how often a read-only store tries a write.
 const probeEvery = 2 * time.Second
+
+// resumeFreeBytes is the free space the file system of a read-only SQLite
+// database needs before the store tries writing again.
+const resumeFreeBytes = 1 << 20
+
+// freeBytes returns the space free to this process on the file system
+// that holds path.
+func freeBytes(path string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// spaceToResume reports whether a read-only store may try a write: always
+// on PostgreSQL (its server says when it has space), on SQLite when the
+// database's file system has resumeFreeBytes free or its free space cannot
+// be read (a quota, which statfs does not show, is left to the probe).
+func (s *db) spaceToResume() bool {
+	if s.path == "" {
+		return true
+	}
+	free := freeBytes
+	if f := s.freeBytes.Load(); f != nil {
+		free = *f
+	}
+	n, err := free(filepath.Dir(s.path))
+	return err != nil || n >= resumeFreeBytes
+}
 
 type healthState struct {
 	mu sync.Mutex
@@ -109,12 +145,18 @@ func (s *db) probeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.state().Writable {
-			continue
-		}
-		if err := s.probe(ctx); err == nil {
-			s.noteWritable()
-		}
+		s.probeOnce(ctx)
+	}
+}
+
+// probeOnce tries a write when the store is read-only and there may be
+// space for it, and notes the store writable when it succeeds.
+func (s *db) probeOnce(ctx context.Context) {
+	if s.state().Writable || !s.spaceToResume() {
+		return
+	}
+	if err := s.probe(ctx); err == nil {
+		s.noteWritable()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -270,5 +271,35 @@ func checkHistory(t *testing.T, svc *tracking.Service, runID string, n int64) {
 	}
 	if got != n {
 		t.Fatalf("history holds %d points, %d were acknowledged", got, n)
+	}
+}
+
+// TestReadOnlyUntilSpaceReturns: a store made read-only by a full disk
+// does not call itself writable while its file system is still full, even
+// though a small probe write would fit (into pages a checkpoint freed in
+// the WAL file), so that /health does not flap; once space returns, the
+// next probe makes it writable.
+func TestReadOnlyUntilSpaceReturns(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var free atomic.Uint64
+	f := func(string) (uint64, error) { return free.Load(), nil }
+	s.freeBytes.Store(&f)
+	s.noteFull(errs.E(errs.InsufficientStorage, "the server's disk is full"))
+	for _, n := range []uint64{0, resumeFreeBytes - 1} {
+		free.Store(n)
+		s.probeOnce(ctx)
+		if h := s.Health(); h.Writable {
+			t.Fatalf("%d bytes free: the store says it is writable (%+v)", n, h)
+		}
+	}
+	free.Store(resumeFreeBytes)
+	s.probeOnce(ctx)
+	if h := s.Health(); !h.Writable {
+		t.Fatalf("space returned: the store is still read-only (%+v)", h)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -132,7 +133,10 @@ type db struct {
 
 	ckptQuit, ckptDone chan struct{}
 
-	health      healthState
+	health healthState
+	// freeBytes replaces the free space reading of a read-only SQLite
+	// database's file system, for tests; nil means freeBytes.
+	freeBytes   atomic.Pointer[func(dir string) (uint64, error)]
 	probeCancel context.CancelFunc
 	probeWG     sync.WaitGroup
 }
