@@ -28,6 +28,9 @@ type Source struct {
 	// events receives the devices' Xid errors (nil when NVML cannot make
 	// an event set); Sample drains it.
 	events nv.EventSet
+	// memV2 says the driver has nvmlDeviceGetMemoryInfo_v2 (R510 and
+	// newer): calling a function the library lacks would kill the process.
+	memV2 bool
 }
 
 var _ gpu.Source = (*Source)(nil)
@@ -68,6 +71,7 @@ func OpenWith(lib nv.Interface) (*Source, error) {
 		return nil, fmt.Errorf("nvml: no GPU")
 	}
 	s := &Source{lib: lib, names: map[int]string{}}
+	s.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
 	for i := range n {
 		d := device{index: i}
 		h, ret := lib.DeviceGetHandleByIndex(i)
@@ -104,6 +108,17 @@ func OpenWith(lib nv.Interface) (*Source, error) {
 		}
 	}
 	return s, nil
+}
+
+// memory reads a device's memory with the v2 call where the driver has
+// it, else (or when the device refuses it) with the v1 call.
+func (s *Source) memory(h nv.Device) (nv.Memory, nv.Return) {
+	if s.memV2 {
+		if m, ret := h.GetMemoryInfo_v2(); ret == nv.SUCCESS {
+			return nv.Memory{Total: m.Total, Free: m.Free, Used: m.Used}, ret
+		}
+	}
+	return h.GetMemoryInfo()
 }
 
 // xids drains the Xid events that arrived since the last sample and
@@ -175,7 +190,11 @@ func (s *Source) Sample(ctx context.Context) (*gpu.Sample, error) {
 			smp.GPUs = append(smp.GPUs, g)
 			continue
 		}
-		if m, ret := d.h.GetMemoryInfo(); ok(ret) {
+		// Memory used as nvidia-smi and dcgm-exporter show it: the v2
+		// reading leaves out what the driver reserves, which the v1
+		// reading counts as used (615 MiB of an H200's 143,771 with driver
+		// 580, scripts/gpu-check.sh on 2026-12-04).
+		if m, ret := s.memory(d.h); ok(ret) {
 			g.Values[gpu.FieldMemUsed] = float64(m.Used)
 			g.Values[gpu.FieldMemTotal] = float64(m.Total)
 		}

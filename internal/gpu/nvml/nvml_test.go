@@ -79,6 +79,10 @@ func TestOpenLoadsTheLibraryAtRunTime(t *testing.T) {
 	}
 }
 
+// reserve is the memory the mock's driver reserves on each GPU: the v1
+// reading counts it as used, the v2 reading does not.
+const reserve = 512 << 20
+
 // mockA100 returns go-nvml's DGX A100 mock with the readings our source
 // asks for filled in: GPU i reads utilisation 10*i %, 60+i °C and so on.
 func mockA100(t *testing.T) *dgxa100.Server {
@@ -119,10 +123,16 @@ func mockA100Events(t *testing.T) (*dgxa100.Server, *xidQueue) {
 		FreeFunc: func() nv.Return { return nv.SUCCESS },
 	}
 	s.EventSetCreateFunc = func() (nv.EventSet, nv.Return) { return set, nv.SUCCESS }
+	withSymbols(s, "nvmlDeviceGetMemoryInfo_v2")
 	s.SystemGetProcessNameFunc = func(pid int) (string, nv.Return) { return "python", nv.SUCCESS }
 	for i, d := range s.Devices {
 		dev := d.(*dgxa100.Device)
 		dev.MemoryInfo.Used = uint64(i+1) << 30
+		dev.GetMemoryInfo_v2Func = func() (nv.Memory_v2, nv.Return) {
+			// The v1 reading's used memory counts the driver's reserve.
+			m := dev.MemoryInfo
+			return nv.Memory_v2{Total: m.Total, Reserved: reserve, Free: m.Free, Used: m.Used - reserve}, nv.SUCCESS
+		}
 		dev.GetUtilizationRatesFunc = func() (nv.Utilization, nv.Return) {
 			return nv.Utilization{Gpu: uint32(10 * i), Memory: uint32(i)}, nv.SUCCESS
 		}
@@ -160,6 +170,71 @@ func mockA100Events(t *testing.T) (*dgxa100.Server, *xidQueue) {
 		}
 	}
 	return s, q
+}
+
+// withSymbols makes the mock's library have exactly the named symbols
+// among those the source looks up.
+func withSymbols(s *dgxa100.Server, names ...string) {
+	s.ExtensionsFunc = func() nv.ExtendedInterface {
+		return &mock.ExtendedInterface{LookupSymbolFunc: func(name string) error {
+			for _, n := range names {
+				if n == name {
+					return nil
+				}
+			}
+			return nv.ERROR_FUNCTION_NOT_FOUND
+		}}
+	}
+}
+
+// TestMemoryUsedAsNvidiaSMIShowsIt: memory used is the v2 reading, which
+// leaves out the driver's reserve, as nvidia-smi shows it (the v1 reading
+// was 615 MiB higher on an H200); a driver without the v2 call (before
+// R510) is never asked for it, and a device that refuses it is read with
+// the v1 call.
+func TestMemoryUsedAsNvidiaSMIShowsIt(t *testing.T) {
+	used := func(t *testing.T, s *dgxa100.Server) []float64 {
+		t.Helper()
+		src, err := nvml.OpenWith(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		smp, err := src.Sample(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []float64
+		for _, g := range smp.GPUs {
+			out = append(out, g.Values[gpu.FieldMemUsed])
+		}
+		return out
+	}
+	t.Run("V2", func(t *testing.T) {
+		s := mockA100(t)
+		s.Devices[3].(*dgxa100.Device).GetMemoryInfo_v2Func = func() (nv.Memory_v2, nv.Return) { return nv.Memory_v2{}, nv.ERROR_NOT_SUPPORTED }
+		for i, u := range used(t, s) {
+			want := float64(uint64(i+1)<<30 - reserve)
+			if i == 3 {
+				want = float64(uint64(i+1) << 30) // refused v2: v1
+			}
+			if u != want {
+				t.Errorf("GPU %d memory used %v, want %v", i, u, want)
+			}
+		}
+	})
+	t.Run("DriverWithoutV2", func(t *testing.T) {
+		s := mockA100(t)
+		withSymbols(s)
+		for _, d := range s.Devices {
+			d.(*dgxa100.Device).GetMemoryInfo_v2Func = nil // the mock panics if it is called
+		}
+		for i, u := range used(t, s) {
+			if want := float64(uint64(i+1) << 30); u != want {
+				t.Errorf("GPU %d memory used %v, want the v1 reading %v", i, u, want)
+			}
+		}
+	})
 }
 
 // TestHealthReadings: clocks, power limits, throttle reasons and ECC counts
@@ -234,7 +309,7 @@ func TestGPUFallsOffTheBus(t *testing.T) {
 			}
 		case g.Err != "":
 			t.Errorf("GPU %d has error %q", i, g.Err)
-		case g.Values[gpu.FieldUtil] != float64(10*i) || g.Values[gpu.FieldTemp] != float64(60+i) || g.Values[gpu.FieldMemUsed] != float64(uint64(i+1)<<30):
+		case g.Values[gpu.FieldUtil] != float64(10*i) || g.Values[gpu.FieldTemp] != float64(60+i) || g.Values[gpu.FieldMemUsed] != float64(uint64(i+1)<<30-reserve):
 			t.Errorf("GPU %d readings %v", i, g.Values)
 		case i == 5 && !gpu.IsMissing(g.Values[gpu.FieldPower]):
 			t.Errorf("unsupported power read as %v", g.Values[gpu.FieldPower])
