@@ -83,6 +83,19 @@ func TestSMISource(t *testing.T) {
 				{GPU: 1, PID: 3002, Name: "python", MemUsedBytes: 29900 * mib},
 			},
 		},
+		// Recorded on an H200 (driver 580.159.04) under a matmul load by
+		// scripts/gpu-check.sh --record: the header names the clocks
+		// clocks.current.*, and both throttle-reason fields by the new name.
+		"Driver580H200Recorded": {
+			gpus: []wantGPU{
+				{index: 0, uuid: "GPU-fa393abb-4123-3dd5-5b7d-99569c70acc8", vals: map[gpu.Field]float64{
+					gpu.FieldUtil: 100, gpu.FieldMemUtil: 7, gpu.FieldMemUsed: 1651 * mib, gpu.FieldMemTotal: 143771 * mib,
+					gpu.FieldTemp: 57, gpu.FieldPower: 697.23, gpu.FieldPowerLimit: 700, gpu.FieldSMClock: 1980,
+					gpu.FieldMemClock: 3201, gpu.FieldSMClockMax: 1980, gpu.FieldPowerLimitDefault: 700,
+					gpu.FieldThrottleReasons: 0, gpu.FieldECCCorrected: 0, gpu.FieldECCUncorrected: 0}},
+			},
+			procs: []gpu.Process{{GPU: 0, PID: 532, Name: "python3", MemUsedBytes: 1642 * mib}},
+		},
 		"Driver570GPULost": {
 			gpus: []wantGPU{
 				{index: 0, vals: map[gpu.Field]float64{gpu.FieldUtil: 93}},
@@ -93,7 +106,7 @@ func TestSMISource(t *testing.T) {
 	}
 	drivers := map[string]string{
 		"Driver418UnitsInValuesNoMIGField": "418-v100", "Driver535ColumnOrderAndNA": "535-h100",
-		"Driver550MIG": "550-a100-mig", "Driver570GPULost": "570-gpu-lost",
+		"Driver550MIG": "550-a100-mig", "Driver570GPULost": "570-gpu-lost", "Driver580H200Recorded": "580-h200",
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -208,7 +221,7 @@ func TestOpenSourceFallsBack(t *testing.T) {
 // panic or return readings that are not usable: every value is missing or
 // finite, byte counts are not negative, and MIG rows never become GPUs.
 func FuzzParseQueryGPU(f *testing.F) {
-	for _, d := range []string{"418-v100", "535-h100", "550-a100-mig", "570-gpu-lost", "no-driver"} {
+	for _, d := range []string{"418-v100", "535-h100", "550-a100-mig", "570-gpu-lost", "580-h200", "no-driver"} {
 		b, err := os.ReadFile(filepath.Join("testdata/smi", d, "query-gpu.csv"))
 		if err != nil {
 			f.Fatal(err)
