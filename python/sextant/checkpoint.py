@@ -221,6 +221,23 @@ _STAGERS: dict[tuple[bool, bool], Any] = {}
 _STAGERS_LOCK = threading.Lock()
 
 
+def _stage_shared(state_dict: Any, pinned: bool) -> Any:
+    """Stages state_dict into shared (and, with pinned, pinned) memory with
+    the process's stager of that kind. torch 2.11's DefaultStager closes
+    its own StateDictStager after each stage (dropping its buffers and the
+    copier table a second stage needs: the second save failed with
+    ``KeyError: <class 'type'>`` on an H200), so a stager that did is
+    dropped and the next save makes a new one."""
+    st = _stager(pinned, True)
+    out = st.stage(state_dict)
+    inner = getattr(st, "_state_dict_stager", None)
+    if inner is not None and not getattr(inner, "_deepcopy_dispatch", True):
+        with _STAGERS_LOCK:
+            if _STAGERS.get((pinned, True)) is st:
+                del _STAGERS[(pinned, True)]
+    return out
+
+
 def _stager(pinned: bool, shared: bool) -> Any:
     with _STAGERS_LOCK:
         st = _STAGERS.get((pinned, shared))
@@ -478,7 +495,7 @@ class VolumeWriter(FileSystemWriter):
         if self.staging == "copy":
             out = super().stage(state_dict)
         else:
-            out = _stager(self.staging == "pinned", True).stage(state_dict)
+            out = _stage_shared(state_dict, self.staging == "pinned")
         self._blocked_ms = int((time.perf_counter() - t) * 1000)
         self._stage_pid = os.getpid()
         return out

@@ -658,6 +658,48 @@ def test_staging_holds_at_most_max_staged_files(server, tmp_path):
     assert not list(staging.rglob("*.distcp"))
 
 
+@pytest.mark.parametrize("closes_itself", [False, True], ids=["stager-kept", "stager-closes-itself"])
+def test_consecutive_async_saves_with_shared_staging(server, tmp_path, monkeypatch, closes_itself):
+    """async_save with staging="shared" and "pinned", one save after the
+    other as training does, each loading back bit for bit. The writer keeps
+    one stager of each kind for the process; with closes_itself the stager
+    behaves as torch 2.11's DefaultStager, which closes its StateDictStager
+    after each stage: reused, the second save failed with
+    ``KeyError: <class 'type'>`` (seen on an H200 by scripts/gpu-check.sh),
+    so the writer makes a new one then."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.staging import DefaultStager
+
+    from sextant import checkpoint
+    from sextant.checkpoint import VolumeReader, VolumeWriter
+    from sextant.client import Client
+
+    if closes_itself:
+        stage = DefaultStager._stage
+
+        def stage_then_close(self, state_dict, **kwargs):
+            out = stage(self, state_dict, **kwargs)
+            self._state_dict_stager.close()
+            return out
+
+        monkeypatch.setattr(DefaultStager, "_stage", stage_then_close)
+    monkeypatch.setattr(checkpoint, "_STAGERS", {})
+    make_volume(server)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 8))
+    for i, staging in enumerate(["shared", "shared", "pinned", "pinned"], start=1):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)  # training moved on since the last save
+        expect = {k: v.clone() for k, v in model.state_dict().items()}
+        path = f"{VOL}/consecutive-{closes_itself}/step_{i}"
+        w = VolumeWriter(path, tmp_path / "staging", client=Client(server.url), staging=staging)
+        dcp.async_save({"model": model.state_dict()}, storage_writer=w, no_dist=True).result()
+        got = {"model": {k: torch.empty_like(v) for k, v in expect.items()}}
+        dcp.load(got, storage_reader=VolumeReader(path, client=Client(server.url)), no_dist=True)
+        assert all(torch.equal(got["model"][k], v) for k, v in expect.items()), f"save {i} ({staging})"
+
+
 # ---------------------------------------------------------------- resume
 
 
