@@ -232,7 +232,7 @@ if [ "$load" = torch ]; then
 		MLFLOW_TRACKING_URI="http://127.0.0.1:$port" "$work/sextant" ckpt ls --run "$ckpt_run" >"$work/ckpt-ls.txt" 2>&1 &&
 			curl -sf "http://127.0.0.1:$port/api/2.0/sextant/events/list?run_id=$ckpt_run" >"$work/events-ckpt.json" && ckpt=ran
 	fi
-	[ "$ckpt" = ran ] || { echo "gpu-check: the checkpoint job failed:"; tail -40 "$work/ckpt-volume.txt" "$work/ckpt-job.log"; }
+	[ "$ckpt" = ran ] || { echo "gpu-check: the checkpoint job failed:"; tail -n 40 "$work/ckpt-volume.txt" "$work/ckpt-job.log"; }
 	cat "$work/ckpt-ls.txt" 2>/dev/null
 fi
 
