@@ -847,15 +847,15 @@ class VolumeWriter(FileSystemWriter):
         if not self._run_id:
             return
         step = self.step if self.step is not None else _step_of(self._remote)
+        # Through Sextant's own client: a job under `sextant run` need not
+        # have the mlflow package (the tagging used to warn at every save
+        # on a machine without it).
+        tags = {"sextant.checkpoint.latest": self._remote}
+        if step is not None:
+            tags["sextant.checkpoint.latest_step"] = str(step)
+            tags[f"sextant.checkpoint.step.{step}"] = self._remote
         try:
-            from mlflow.entities import RunTag
-            from mlflow.tracking import MlflowClient
-
-            tags = [RunTag("sextant.checkpoint.latest", self._remote)]
-            if step is not None:
-                tags += [RunTag("sextant.checkpoint.latest_step", str(step)),
-                         RunTag(f"sextant.checkpoint.step.{step}", self._remote)]
-            MlflowClient().log_batch(self._run_id, tags=tags)
+            self.client.with_retries(retry_seconds=5.0, max_backoff=1.0).set_run_tags(self._run_id, tags)
         except Exception as e:  # noqa: BLE001 - the checkpoint landed; tagging is best effort
             warnings.warn(f"checkpoint {self._remote} saved, but tagging mlflow run {self._run_id} failed: {e}",
                           stacklevel=2)

@@ -570,6 +570,14 @@ class Client:
             self.delete_dir(path, missing_ok=True)
         return len(files)
 
+    # ------------------------------------------------------------ runs
+
+    def set_run_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        """Sets tags of a run through the MLflow API (``runs/log-batch``),
+        without needing the mlflow package."""
+        self._json("POST", "/api/2.0/mlflow/runs/log-batch",
+                   {"run_id": run_id, "tags": [{"key": k, "value": v} for k, v in tags.items()]})
+
     # ------------------------------------------------------------ run events
 
     def append_events(self, run_id: str, events: list[dict[str, Any]]) -> list[int]:

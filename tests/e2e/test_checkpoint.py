@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -685,6 +686,12 @@ def test_consecutive_async_saves_with_shared_staging(server, tmp_path, monkeypat
 
         monkeypatch.setattr(DefaultStager, "_stage", stage_then_close)
     monkeypatch.setattr(checkpoint, "_STAGERS", {})
+    # The saves tag their run without the mlflow package (a job under
+    # `sextant run` need not have it).
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    r = requests.post(server.url + "/api/2.0/mlflow/runs/create", json={"experiment_id": "0"}, timeout=10)
+    assert r.status_code == 200, r.text
+    run_id = r.json()["run"]["info"]["run_id"]
     make_volume(server)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 8))
     for i, staging in enumerate(["shared", "shared", "pinned", "pinned"], start=1):
@@ -693,11 +700,17 @@ def test_consecutive_async_saves_with_shared_staging(server, tmp_path, monkeypat
                 p.add_(1.0)  # training moved on since the last save
         expect = {k: v.clone() for k, v in model.state_dict().items()}
         path = f"{VOL}/consecutive-{closes_itself}/step_{i}"
-        w = VolumeWriter(path, tmp_path / "staging", client=Client(server.url), staging=staging)
-        dcp.async_save({"model": model.state_dict()}, storage_writer=w, no_dist=True).result()
+        w = VolumeWriter(path, tmp_path / "staging", client=Client(server.url), staging=staging, run_id=run_id)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dcp.async_save({"model": model.state_dict()}, storage_writer=w, no_dist=True).result()
+        assert not [x for x in caught if "tagging" in str(x.message)], [str(x.message) for x in caught]
         got = {"model": {k: torch.empty_like(v) for k, v in expect.items()}}
         dcp.load(got, storage_reader=VolumeReader(path, client=Client(server.url)), no_dist=True)
         assert all(torch.equal(got["model"][k], v) for k, v in expect.items()), f"save {i} ({staging})"
+    r = requests.get(server.url + "/api/2.0/mlflow/runs/get", params={"run_id": run_id}, timeout=10)
+    tags = {t["key"]: t["value"] for t in r.json()["run"]["data"].get("tags", [])}
+    assert tags["sextant.checkpoint.latest_step"] == "4" and tags["sextant.checkpoint.latest"] == path, tags
 
 
 # ---------------------------------------------------------------- resume
