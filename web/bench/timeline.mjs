@@ -1,13 +1,14 @@
 // The run page's time line, benchmarked: a real server built from this
 // tree, a 24-hour run seeded through the HTTP API (one GPU sample every
 // 10 s for 8 GPUs, 50 checkpoint saves, 1,000 events, 1,000,000 log lines,
-// a loss metric logged every second), the timeline opened in Debian's
-// Chromium three times. Prints one JSON object.
+// a loss and three other metrics logged every second: four metric lanes),
+// the timeline opened in Debian's Chromium three times. Prints one JSON
+// object.
 //
 //   cd web && node bench/timeline.mjs
 //
 // draw_ms is from the component's creation to its first complete drawing
-// (fetching the events, the GPU series, the log density and the metric,
+// (fetching the events, the GPU series, the log density and the metrics,
 // then drawing every lane); page_ms is the same moment from the start of
 // the page's navigation; render_ms the drawing alone; zoom_ms a redraw
 // after a zoom. Target (issue 18): drawn under 500 ms.
@@ -28,10 +29,15 @@ try {
   let t = Date.now();
   const exp = await createExperiment(srv, 'bench-timeline');
   const run = await createRun(srv, exp, 'day-long', { start });
-  // The loss, every second (86,400 points).
-  for (let s0 = 0; s0 < 86_400; s0 += 1000) {
+  // The loss and three more metrics, every second (86,400 points each):
+  // the timeline's four metric lanes by default.
+  const KEYS = ['loss', 'grad_norm', 'lr', 'tokens_per_s'];
+  for (let s0 = 0; s0 < 86_400; s0 += 250) {
     const metrics = [];
-    for (let s = s0; s < s0 + 1000; s++) metrics.push({ key: 'loss', value: 2 / Math.sqrt(s + 1), timestamp: start + s * 1000, step: s });
+    for (let s = s0; s < s0 + 250; s++) {
+      const v = [2 / Math.sqrt(s + 1), 1 + Math.sin(s / 500), 1e-3 * Math.min(1, s / 3000), 90_000 + (s % 977)];
+      KEYS.forEach((key, i) => metrics.push({ key, value: v[i], timestamp: start + s * 1000, step: s }));
+    }
     await srv.api('POST', '/api/2.0/mlflow/runs/log-batch', { run_id: run, metrics });
   }
   log(`metric in ${Date.now() - t} ms`);
@@ -92,7 +98,8 @@ try {
   await page.waitForSelector('[data-testid="timeline"][data-zoom-ms]');
   const zoom = Number(await page.getAttribute('[data-testid="timeline"]', 'data-zoom-ms'));
   const best = Math.min(...draws.map((d) => d.draw_ms));
-  out.timeline = { run_hours: 24, gpus: 8, gpu_samples: 8640, checkpoints: 50, events: events.length, log_lines: LOG_LINES, metric_points: 86_400,
+  const metricLanes = JSON.parse(await page.getAttribute('[data-testid="timeline"]', 'data-metrics'));
+  out.timeline = { run_hours: 24, gpus: 8, gpu_samples: 8640, checkpoints: 50, events: events.length, log_lines: LOG_LINES, metric_keys: KEYS.length, metric_lanes: metricLanes, metric_points: 86_400 * KEYS.length,
     rounds: draws, zoom_redraw_ms: zoom, target_draw_ms: 500, ok: Math.max(...draws.map((d) => d.draw_ms)) < 500, best_draw_ms: best };
   out.problems = br.problems;
 } finally {

@@ -1,19 +1,24 @@
 // The run's time line: what the job did, on one time axis. Lanes, top to
-// bottom: steps per second (from a metric's timestamps), the metric itself
-// against time, every checkpoint save as a span (the part training was
-// blocked, then the upload) and every load, the run's events (GPU health,
-// idle and stalled spans, resumes), GPU utilisation and memory per GPU,
-// and the log's density. Hovering shows what is under the pointer;
-// clicking opens the log at that moment; dragging zooms, a double click
-// goes back to the whole run.
+// bottom: steps per second (from the first metric's timestamps), the
+// run's metrics against wall-clock time (a lane each: a loss and the next
+// keys by default, or the ones picked), every checkpoint save as a span
+// (the part training was blocked, then the upload) and every load, the
+// run's events (GPU health, idle and stalled spans, resumes), GPU
+// utilisation and memory per GPU, and the log's density. Hovering shows
+// what is under the pointer; clicking opens the log at that moment;
+// dragging zooms every lane together (the metrics are fetched again for
+// the zoomed step range, at the lane's width), a double click goes back to
+// the whole run.
 //
 // API: events/list (docs/api.md), gpu/series (docs/gpu.md), logs/density
 // (docs/run.md), metrics/get-history-bulk-interval. Drawn on one canvas.
 
 import { get, getHistoryBulkInterval, Run, SX } from '../api';
 import { h, Scope } from '../dom';
+import { fmtMs, modeText, uploadMs } from '../lib/checkpoints';
 import { colour, fmtBytes, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
-import { bucketMax, lineAt, LogDensity, stepsPerSecond, tickLabel, ticks } from '../lib/timeline';
+import { naturalCompare } from '../lib/keys';
+import { bucketMax, defaultMetricKeys, lineAt, LogDensity, nearestIndex, stepGap, StepPoint, stepRange, stepsPerSecond, tickLabel, ticks } from '../lib/timeline';
 import { perf } from '../perf';
 
 export interface TimelineEvent {
@@ -64,11 +69,39 @@ const LEFT = 110;
 const RIGHT = 12;
 const SEV_COLOUR: Record<string, string> = { error: '#c62828', warning: '#b26a00', info: '#2563eb' };
 
-/** ms formats a short duration: "900 ms", "2.4 s", else fmtDuration's. */
-function ms(v: number): string {
-  if (v < 1000) return Math.round(v) + ' ms';
-  if (v < 60_000) return (v / 1000).toFixed(1) + ' s';
-  return fmtDuration(v);
+/** The most metric lanes: each costs a request and 56 px. */
+export const MAX_METRIC_LANES = 8;
+const METRIC_LANE_H = 56;
+/** Points of a metric fetched for the whole run (minmax: each bucket's lowest and highest). */
+const OVERVIEW_POINTS = 2000;
+
+interface MPoint extends StepPoint {
+  value: number;
+}
+
+/** A metric lane's points: the whole run, and the zoomed range at more detail. */
+interface MSeries {
+  key: string;
+  points: MPoint[];
+  ts: Float64Array;
+  detail?: { from: number; to: number; points: MPoint[]; ts: Float64Array };
+}
+
+/** The palette's colours for the metric lanes (its grey left out; 0 is steps/s). */
+const LANE_COLOURS = [1, 2, 3, 4, 5, 6, 8, 9];
+
+const tsOf = (pts: MPoint[]) => Float64Array.from(pts, (p) => p.ts);
+
+function storeKey(expId: string): string {
+  return 'sextant.timeline.metrics.' + expId;
+}
+
+/** fit cuts text to width px, with an ellipsis. */
+function fit(g: CanvasRenderingContext2D, text: string, width: number): string {
+  if (g.measureText(text).width <= width) return text;
+  let n = text.length;
+  while (n > 1 && g.measureText(text.slice(0, n) + '…').width > width) n--;
+  return text.slice(0, n) + '…';
 }
 
 function css(el: Element, name: string, fallback: string): string {
@@ -79,13 +112,25 @@ export class Timeline {
   readonly el: HTMLElement;
   private canvas: HTMLCanvasElement;
   private tip: HTMLElement;
-  private metricSel: HTMLSelectElement;
+  private pickBtn: HTMLButtonElement;
   private status: HTMLElement;
   private events: TimelineEvent[] = [];
   private gpus: GPUSeries[] = [];
   private density: LogDensity | null = null;
-  private metric: { key: string; points: { step: number; ts: number; value: number }[] } | null = null;
+  /** Every metric key of the run (not system/), in natural order. */
+  private keys: string[];
+  /** The metrics shown, a lane each, in order. */
+  private chosen: string[];
+  private series = new Map<string, MSeries>();
   private rates: [number, number][] = [];
+  private detailRates: { from: number; to: number; rates: [number, number][] } | null = null;
+  private refineGen = 0;
+  private refineTimer: ReturnType<typeof setTimeout> | undefined;
+  private clickTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The pointer over the canvas, for the value marked on each metric lane. */
+  private pointer: { x: number; y: number } | null = null;
+  /** Each metric lane's value range as last drawn. */
+  private scales = new Map<string, [number, number]>();
   private full: [number, number] = [0, 1];
   private view: [number, number] = [0, 1];
   private lanes: Lane[] = [];
@@ -100,25 +145,104 @@ export class Timeline {
     this.canvas = h('canvas', { class: 'timeline-canvas', 'data-testid': 'timeline-canvas' });
     this.tip = h('div', { class: 'timeline-tip', hidden: true });
     this.status = h('span', { class: 'muted', 'data-testid': 'timeline-status' }, 'Loading…');
-    const keys = [...new Set(opts.run.data.metrics.map((m) => m.key).filter((k) => !k.startsWith('system/')))].sort();
-    const preferred = keys.find((k) => /(^|\/)loss$/.test(k)) ?? keys[0] ?? '';
-    this.metricSel = h('select', { 'aria-label': 'Metric', 'data-testid': 'timeline-metric' }, ...keys.map((k) => h('option', { value: k, selected: k === preferred }, k)));
-    this.metricSel.addEventListener('change', () => void this.loadMetric(this.metricSel.value).then(() => this.draw()));
+    this.keys = [...new Set(opts.run.data.metrics.map((m) => m.key).filter((k) => !k.startsWith('system/')))].sort(naturalCompare);
+    this.chosen = this.storedChoice() ?? defaultMetricKeys(this.keys);
+    this.pickBtn = h('button', { 'data-testid': 'timeline-metrics', 'aria-haspopup': 'dialog', onclick: () => this.picker() });
+    this.pickLabel();
     this.el = h(
       'section',
       { class: 'timeline', 'data-testid': 'timeline' },
-      h('div', { class: 'row timeline-head' }, h('h2', null, 'Timeline'), keys.length ? h('label', null, 'Metric ', this.metricSel) : null,
+      h('div', { class: 'row timeline-head' }, h('h2', null, 'Timeline'), this.keys.length ? h('span', { class: 'timeline-pick' }, this.pickBtn) : null,
         h('button', { class: 'link', onclick: () => this.zoom(this.full[0], this.full[1]) }, 'Whole run'), this.status),
       h('div', { class: 'timeline-wrap' }, this.canvas, this.tip),
-      h('p', { class: 'muted small' }, 'Checkpoints: dark while training was blocked, light while uploading, red failed, grey cut off or in progress; green a load. ' +
+      h('p', { class: 'muted small' }, 'Metrics against wall-clock time, a lane each (Metrics picks them; steps/s from the first). ' +
+        'Checkpoints: dark while training was blocked, light while uploading, red failed, grey cut off or in progress; green a load. ' +
         'Events: red errors (Xid, ECC, a lost GPU), amber warnings (slowdowns, idle or stalled spans). ' +
-        'Drag to zoom, double-click for the whole run; click a moment, a checkpoint or an event to open the log there.'),
+        'Drag to zoom every lane, double-click for the whole run; click a moment, a checkpoint or an event to open the log there.'),
     );
+    this.el.dataset.metrics = JSON.stringify(this.chosen);
     this.bind();
-    void this.load(preferred);
+    this.scope.add(() => clearTimeout(this.refineTimer));
+    void this.load();
   }
 
-  private async load(metricKey: string): Promise<void> {
+  /** storedChoice is the metrics picked for this experiment's runs, those this run has; null when none. */
+  private storedChoice(): string[] | null {
+    try {
+      const v = JSON.parse(localStorage.getItem(storeKey(this.opts.run.info.experiment_id)) ?? 'null');
+      if (!Array.isArray(v)) return null;
+      const have = new Set(this.keys);
+      const keys = v.filter((k): k is string => typeof k === 'string' && have.has(k)).slice(0, MAX_METRIC_LANES);
+      return keys.length ? keys : null;
+    } catch {
+      return null;
+    }
+  }
+
+  private pickLabel(): void {
+    this.pickBtn.textContent = `Metrics (${this.chosen.length}) ▾`;
+  }
+
+  /** picker opens the list of the run's metrics to choose the lanes from. */
+  private picker(): void {
+    if (this.el.querySelector('.timeline-picker')) return;
+    const panel = h('div', { class: 'col-picker timeline-picker', role: 'dialog', 'aria-label': 'Metrics on the timeline' });
+    const find = h('input', { type: 'search', placeholder: 'Find a metric…', 'aria-label': 'Find a metric' });
+    const note = h('p', { class: 'muted small' });
+    const list = h('div', { class: 'col-lists' });
+    const apply = (next: string[]) => {
+      this.chosen = next;
+      this.pickLabel();
+      this.el.dataset.metrics = JSON.stringify(next);
+      try {
+        localStorage.setItem(storeKey(this.opts.run.info.experiment_id), JSON.stringify(next));
+      } catch {
+        /* private mode */
+      }
+      void this.loadMetrics(next.filter((k) => !this.series.has(k))).then(() => {
+        this.computeRates();
+        this.draw();
+        this.refine();
+      });
+      this.draw();
+      render();
+    };
+    const render = () => {
+      const term = find.value.toLowerCase();
+      const full = this.chosen.length >= MAX_METRIC_LANES;
+      note.textContent = `${this.chosen.length} of at most ${MAX_METRIC_LANES} shown; steps/s comes from the first.`;
+      // The chosen first, in lane order, then the others.
+      const keys = [...this.chosen, ...this.keys.filter((k) => !this.chosen.includes(k))].filter((k) => k.toLowerCase().includes(term)).slice(0, 300);
+      list.replaceChildren(
+        ...keys.map((k) => {
+          const on = this.chosen.includes(k);
+          const box = h('input', { type: 'checkbox', checked: on, disabled: !on && full, 'data-key': k });
+          box.addEventListener('change', () => apply(box.checked ? [...this.chosen, k] : this.chosen.filter((x) => x !== k)));
+          return h('label', { class: 'col-option' }, box, k);
+        }),
+      );
+    };
+    find.addEventListener('input', render);
+    render();
+    const close = () => {
+      panel.remove();
+      document.removeEventListener('mousedown', outside);
+    };
+    const outside = (e: MouseEvent) => {
+      if (!panel.contains(e.target as Node) && e.target !== this.pickBtn) close();
+    };
+    panel.append(
+      h('div', { class: 'row' }, find, h('button', { onclick: () => apply(defaultMetricKeys(this.keys)) }, 'Default'), h('button', { onclick: close }, 'Close')),
+      note,
+      list,
+    );
+    this.pickBtn.after(panel);
+    find.focus();
+    setTimeout(() => document.addEventListener('mousedown', outside));
+    this.scope.add(close);
+  }
+
+  private async load(): Promise<void> {
     const r = this.opts.run;
     const start = r.info.start_time || Date.now() - 3_600_000;
     const end = r.info.end_time || Date.now();
@@ -141,8 +265,9 @@ export class Timeline {
       timed('events', evs().catch(() => [] as TimelineEvent[])),
       timed('gpu', get(SX + '/gpu/series', { run_id: id, from_ms: start, to_ms: end + 1, points: 720, fields: 'util,mem_used,mem_total' }).catch(() => ({ gpus: [] }))),
       timed('logs', get(SX + '/logs/density', { run_id: id, from_ms: start, to_ms: end + 1, buckets: 720 }).catch(() => null)),
-      timed('metric', metricKey ? this.loadMetric(metricKey) : Promise.resolve()),
+      timed('metrics', this.loadMetrics(this.chosen)),
     ]);
+    this.computeRates();
     this.el.dataset.fetchEach = JSON.stringify(took);
     if (this.scope.disposed) return;
     const fetchMs = performance.now() - t;
@@ -171,10 +296,70 @@ export class Timeline {
     perf('timeline-draw', total, id);
   }
 
-  private async loadMetric(key: string): Promise<void> {
-    const pts = await getHistoryBulkInterval([this.opts.run.info.run_id], key, 2000, null, false).catch(() => []);
-    this.metric = { key, points: pts.map((p) => ({ step: p.step, ts: p.ts, value: p.value })).sort((a, b) => a.ts - b.ts) };
-    this.rates = stepsPerSecond(this.metric.points);
+  /** loadMetrics fetches the whole run of each key (in parallel). */
+  private async loadMetrics(keys: string[]): Promise<void> {
+    const id = this.opts.run.info.run_id;
+    await Promise.all(
+      keys.map(async (key) => {
+        const pts = await getHistoryBulkInterval([id], key, OVERVIEW_POINTS, null, true).catch(() => []);
+        if (this.scope.disposed) return;
+        const points = pts.map((p) => ({ step: p.step, ts: p.ts, value: p.value })).sort((a, b) => a.ts - b.ts || a.step - b.step);
+        this.series.set(key, { key, points, ts: tsOf(points) });
+      }),
+    );
+  }
+
+  /** computeRates derives steps per second from the first metric shown. */
+  private computeRates(): void {
+    const s = this.series.get(this.chosen[0] ?? '');
+    this.rates = s ? stepsPerSecond(s.points, stepGap(s.points)) : [];
+    const d = s?.detail;
+    this.detailRates = d ? { from: d.from, to: d.to, rates: stepsPerSecond(d.points, stepGap(d.points)) } : null;
+  }
+
+  /** pointsOf is what a metric lane draws for the view: the zoomed detail when it covers the view, else the whole run. */
+  private pointsOf(s: MSeries): { points: MPoint[]; ts: Float64Array } {
+    const d = s.detail;
+    if (d && d.from <= this.view[0] && d.to >= this.view[1]) return d;
+    return s;
+  }
+
+  /** ratesOfView is steps per second from the zoomed detail when it covers the view, else from the whole run. */
+  private ratesOfView(): [number, number][] {
+    const d = this.detailRates;
+    return d && d.from <= this.view[0] && d.to >= this.view[1] ? d.rates : this.rates;
+  }
+
+  /**
+   * refine fetches, for a zoomed view, each metric's points in the view's
+   * step range at the lane's width (minmax), so the lanes show the detail
+   * of the moment zoomed into; the whole run needs none.
+   */
+  private refine(): void {
+    clearTimeout(this.refineTimer);
+    const [v0, v1] = this.view;
+    if (v0 <= this.full[0] && v1 >= this.full[1]) return;
+    const gen = ++this.refineGen;
+    this.refineTimer = setTimeout(() => {
+      const width = Math.max(100, this.canvas.clientWidth - LEFT - RIGHT);
+      const id = this.opts.run.info.run_id;
+      const want = this.chosen.map((k) => this.series.get(k)).filter((s): s is MSeries => !!s && s.points.length > 0 && !(s.detail && s.detail.from <= v0 && s.detail.to >= v1));
+      void Promise.all(
+        want.map(async (s) => {
+          const range = stepRange(s.points, v0, v1);
+          if (!range) return;
+          const pts = await getHistoryBulkInterval([id], s.key, width, range, true).catch(() => null);
+          if (!pts || gen !== this.refineGen || this.scope.disposed) return;
+          const points = pts.map((p) => ({ step: p.step, ts: p.ts, value: p.value })).sort((a, b) => a.ts - b.ts || a.step - b.step);
+          s.detail = { from: v0, to: v1, points, ts: tsOf(points) };
+        }),
+      ).then(() => {
+        if (gen !== this.refineGen || this.scope.disposed || !want.length) return;
+        this.computeRates();
+        this.draw();
+        this.el.dataset.refined = String(gen);
+      });
+    }, 120);
   }
 
   private bind(): void {
@@ -199,6 +384,7 @@ export class Timeline {
     }) as EventListener);
     this.scope.listen(c, 'mouseleave', () => {
       this.tip.hidden = true;
+      this.pointer = null;
       this.drag = null;
       this.draw();
     });
@@ -212,11 +398,19 @@ export class Timeline {
         this.zoom(a, b);
         return;
       }
-      if (p.x < LEFT) return;
+      if (p.x < LEFT || e.detail > 1) return;
+      // A click opens the log, unless a second click makes it a double
+      // click (the whole run again): wait for that long.
       const hit = this.hitAt(p.x, p.y);
-      this.opts.onOpenLog(lineAt(this.density, hit ? hit.t : x2t(p.x)));
+      const t = hit ? hit.t : x2t(p.x);
+      clearTimeout(this.clickTimer);
+      this.clickTimer = setTimeout(() => this.opts.onOpenLog(lineAt(this.density, t)), 250);
     }) as EventListener);
-    this.scope.listen(c, 'dblclick', () => this.zoom(this.full[0], this.full[1]));
+    this.scope.listen(c, 'dblclick', () => {
+      clearTimeout(this.clickTimer);
+      this.zoom(this.full[0], this.full[1]);
+    });
+    this.scope.add(() => clearTimeout(this.clickTimer));
     const ro = new ResizeObserver(() => this.draw());
     ro.observe(this.el);
     this.scope.add(() => ro.disconnect());
@@ -228,6 +422,7 @@ export class Timeline {
     const t = performance.now();
     this.draw();
     this.el.dataset.zoomMs = String(Math.round((performance.now() - t) * 10) / 10);
+    this.refine();
   }
 
   private hitAt(x: number, y: number): Hit | null {
@@ -241,6 +436,7 @@ export class Timeline {
   }
 
   private hover(x: number, y: number, t: number): void {
+    this.pointer = { x, y };
     this.draw(x);
     if (x < LEFT) {
       this.tip.hidden = true;
@@ -250,27 +446,60 @@ export class Timeline {
     const lane = this.lanes.find((l) => y >= l.y && y < l.y + l.h);
     let text = fmtTime(t);
     if (hit) text = hit.label;
-    else if (lane) text += ' · ' + this.laneValue(lane.name, t);
+    else if (lane) text += ' · ' + this.laneValue(lane.name, t, x, y);
     this.tip.textContent = text;
     this.tip.hidden = false;
     this.tip.style.left = Math.min(x + 12, this.canvas.clientWidth - 260) + 'px';
     this.tip.style.top = y + 14 + 'px';
   }
 
-  private laneValue(name: string, t: number): string {
+  /**
+   * metricAt is the index of the point of a metric lane under the pointer
+   * (x, y): of the points drawn within 3 px of x, the one drawn nearest y
+   * (so a one-step spike among dense points can be pointed at); else the
+   * point nearest in time; -1 for none.
+   */
+  private metricAt(s: MSeries, x: number, y: number): number {
+    const { points, ts } = this.pointsOf(s);
+    const sc = this.scales.get(s.key);
+    const l = this.lanes.find((q) => q.name === 'metric:' + s.key);
+    if (!points.length || !sc || !l) return -1;
+    const [v0, v1] = this.view;
+    const PW = Math.max(1, this.canvas.clientWidth - LEFT - RIGHT);
+    const X = (tt: number) => LEFT + ((tt - v0) / (v1 - v0)) * PW;
+    const Y = (v: number) => l.y + l.h - 3 - ((v - sc[0]) / (sc[1] - sc[0] || 1)) * (l.h - 6);
+    const t = v0 + ((x - LEFT) / PW) * (v1 - v0);
+    const near = nearestIndex(ts, t);
+    let best = -1;
+    let bestD = Infinity;
+    for (const dir of [-1, 1]) {
+      for (let i = dir < 0 ? near : near + 1; i >= 0 && i < points.length && Math.abs(X(ts[i]) - x) <= 3; i += dir) {
+        const v = points[i].value;
+        if (!Number.isFinite(v)) continue;
+        const d = Math.abs(Y(v) - y);
+        if (d < bestD) (best = i), (bestD = d);
+      }
+    }
+    return best >= 0 ? best : near;
+  }
+
+  private laneValue(name: string, t: number, x: number, y: number): string {
     const near = (pts: [number, number | null][]) => {
       let best: [number, number | null] | null = null;
       for (const p of pts) if (!best || Math.abs(p[0] - t) < Math.abs(best[0] - t)) best = p;
       return best;
     };
+    if (name.startsWith('metric:')) {
+      const s = this.series.get(name.slice(7));
+      if (!s) return '';
+      const { points } = this.pointsOf(s);
+      const i = this.metricAt(s, x, y);
+      return i < 0 ? '' : `${s.key} = ${fmtNumber(points[i].value)} at step ${points[i].step} (${fmtTime(points[i].ts)})`;
+    }
     switch (name) {
       case 'steps/s': {
-        const p = near(this.rates);
-        return p ? `${fmtNumber(Math.round((p[1] as number) * 100) / 100)} steps/s` : '';
-      }
-      case 'metric': {
-        const p = near((this.metric?.points ?? []).map((q) => [q.ts, q.value] as [number, number]));
-        return p ? `${this.metric?.key} = ${fmtNumber(p[1])}` : '';
+        const p = near(this.ratesOfView());
+        return p ? `${fmtNumber(Math.round((p[1] as number) * 100) / 100)} steps/s (from ${this.chosen[0]})` : '';
       }
       case 'GPU util':
         return this.gpus.map((g) => `GPU ${g.index}: ${fmtNumber(near(g.series.util ?? [])?.[1] ?? null)}%`).join(', ');
@@ -291,13 +520,17 @@ export class Timeline {
     const c = this.canvas;
     const W = Math.max(300, this.el.clientWidth || 900);
     const gpuLanes = this.gpus.length ? [{ name: 'GPU util', h: 90 }, { name: 'GPU memory', h: 60 }] : [];
-    const spec = [{ name: 'steps/s', h: 54 }, { name: 'metric', h: 64 }, { name: 'checkpoints', h: 30 }, { name: 'events', h: 30 }, ...gpuLanes, { name: 'logs', h: 40 }];
+    const metricLanes = this.chosen.map((k) => ({ name: 'metric:' + k, h: METRIC_LANE_H }));
+    const spec = [{ name: 'steps/s', h: 54 }, ...metricLanes, { name: 'checkpoints', h: 30 }, { name: 'events', h: 30 }, ...gpuLanes, { name: 'logs', h: 40 }];
     let y = AXIS_H;
     this.lanes = spec.map((s) => {
       const l = { ...s, y };
       y += s.h + 6;
       return l;
     });
+    const laneAttr = JSON.stringify(this.lanes);
+    if (this.el.dataset.lanes !== laneAttr) this.el.dataset.lanes = laneAttr;
+    this.el.dataset.view = `${Math.round(this.view[0])},${Math.round(this.view[1])}`;
     const H = y + 4;
     const dpr = window.devicePixelRatio || 1;
     if (c.width !== Math.round(W * dpr) || c.height !== Math.round(H * dpr)) {
@@ -334,7 +567,7 @@ export class Timeline {
     }
     for (const l of this.lanes) {
       g.fillStyle = fg;
-      g.fillText(l.name === 'metric' ? this.metric?.key ?? 'metric' : l.name, 6, l.y + 14);
+      g.fillText(fit(g, l.name.startsWith('metric:') ? l.name.slice(7) : l.name, LEFT - 10), 6, l.y + 14);
       g.strokeStyle = grid;
       g.strokeRect(LEFT + 0.5, l.y + 0.5, PW, l.h);
     }
@@ -364,24 +597,59 @@ export class Timeline {
       for (const v of vals) if (Number.isFinite(v)) (lo = Math.min(lo, v)), (hi = Math.max(hi, v));
       return lo === Infinity ? [0, 1] : [lo, hi];
     };
-    // Steps per second and the metric.
+    // Lanes draw inside the plot area only (a zoomed view's lines reach
+    // beyond it); the metric lanes' scales go in the gutter after.
+    const scales: [string, number][] = [];
+    g.save();
+    g.beginPath();
+    g.rect(LEFT, AXIS_H, PW + 1, H - AXIS_H);
+    g.clip();
+    // Steps per second, then a lane per metric.
     {
       const l = lane('steps/s');
-      const pts = bucketMax(this.rates.filter(([t]) => t >= v0 && t <= v1), v0, v1, PW);
-      const [lo, hi] = range(pts.map((p) => p[1]));
+      const pts = bucketMax(this.ratesOfView().filter(([t]) => t >= v0 && t <= v1), v0, v1, PW);
+      const [, hi] = range(pts.map((p) => p[1]));
       line(l, pts, colour(0), 0, hi * 1.05 || 1);
       g.fillStyle = muted;
       if (pts.length) g.fillText(fmtNumber(Math.round(hi * 100) / 100), LEFT + PW - 60, l.y + 12);
-      void lo;
     }
-    if (this.metric) {
-      const l = lane('metric');
-      const pts = this.metric.points.filter((p) => p.ts >= v0 && p.ts <= v1).map((p) => [p.ts, p.value] as [number, number]);
-      const [lo, hi] = range(pts.map((p) => p[1]));
-      line(l, pts, colour(1), lo, hi);
-      g.fillStyle = muted;
-      if (pts.length) g.fillText(`${fmtNumber(lo)} – ${fmtNumber(hi)}`, LEFT + PW - 120, l.y + 12);
-    }
+    this.chosen.forEach((key, i) => {
+      const s = this.series.get(key);
+      const l = lane('metric:' + key);
+      if (!s) return;
+      const { points, ts } = this.pointsOf(s);
+      // The points in view and one beyond each edge, so the line reaches them.
+      const a = Math.max(0, nearestIndex(ts, v0) - 1);
+      const b = Math.min(points.length, nearestIndex(ts, v1) + 2);
+      const pts: [number, number][] = [];
+      for (let j = a; j < b; j++) pts.push([points[j].ts, points[j].value]);
+      const [lo0, hi0] = range(pts.filter(([t]) => t >= v0 && t <= v1).map((p) => p[1]));
+      // A flat line goes across the middle.
+      const [lo, hi] = hi0 > lo0 ? [lo0, hi0] : [lo0 - 1, hi0 + 1];
+      const col = colour(LANE_COLOURS[i % LANE_COLOURS.length]);
+      this.scales.set(key, [lo, hi]);
+      line(l, pts, col, lo, hi);
+      // The lane's scale, in the gutter: its highest value at the top, its lowest at the bottom.
+      if (!pts.length) {
+        g.fillStyle = muted;
+        g.fillText('no points', LEFT + 4, l.y + 14);
+      } else if (hi0 > lo0) scales.push([fmtNumber(hi0), l.y + 28], [fmtNumber(lo0), l.y + l.h - 2]);
+      else scales.push([fmtNumber(hi0), l.y + l.h / 2 + 4]);
+      // The value under the pointer.
+      if (cursor != null && cursor >= LEFT && !this.drag && pts.length) {
+        // In the lane pointed at, the point pointed at; in the others, the one nearest in time.
+        const p = this.pointer;
+        const k = p && p.y >= l.y && p.y < l.y + l.h ? this.metricAt(s, cursor, p.y) : nearestIndex(ts, v0 + ((cursor - LEFT) / PW) * (v1 - v0));
+        const v = points[k]?.value;
+        if (v != null && Number.isFinite(v) && Math.abs(X(points[k].ts) - cursor) < 40) {
+          const span = hi - lo || 1;
+          g.fillStyle = col;
+          g.beginPath();
+          g.arc(X(points[k].ts), l.y + l.h - 3 - ((v - lo) / span) * (l.h - 6), 3, 0, 2 * Math.PI);
+          g.fill();
+        }
+      }
+    });
     // Checkpoints: blocked part dark, upload light; failed red; cut off grey.
     {
       const l = lane('checkpoints');
@@ -406,10 +674,12 @@ export class Timeline {
             g.fillRect(x0, top, Math.max(X(e.time_ms + ck.blocked_ms) - x0, 1.5), hgt);
           }
         }
-        const blocked = ck.blocked_ms != null && ck.blocked_ms >= 0 ? `, blocked ${ms(ck.blocked_ms)}` : '';
-        const upload = e.end_ms && ck.blocked_ms != null && ck.blocked_ms >= 0 && ck.mode !== 'sync' ? `, upload ${ms(e.end_ms - e.time_ms - ck.blocked_ms)}` : '';
+        const blocked = ck.blocked_ms != null && ck.blocked_ms >= 0 ? `, blocked ${fmtMs(ck.blocked_ms)}` : '';
+        const up = uploadMs(e);
+        const upload = up != null ? `, upload ${fmtMs(up)}` : '';
+        const mode = modeText(ck);
         this.hits.push({ x0, x1, y0: l.y, y1: l.y + l.h, t: e.time_ms,
-          label: `${e.kind === 'checkpoint_load' ? 'load' : 'save'}${e.step != null ? ' step ' + e.step : ''}: ${outcome}${blocked}${upload}${ck.bytes ? ', ' + fmtBytes(ck.bytes) : ''}${ck.mode ? ' (' + ck.mode + (ck.staging ? '/' + ck.staging : '') + ')' : ''} · ${ck.path}${ck.error ? ' · ' + ck.error : ''}` });
+          label: `${e.kind === 'checkpoint_load' ? 'load' : 'save'}${e.step != null ? ' step ' + e.step : ''}: ${outcome}${blocked}${upload}${ck.bytes ? ', ' + fmtBytes(ck.bytes) : ''}${mode ? ' (' + mode + ')' : ''} · ${ck.path}${ck.error ? ' · ' + ck.error : ''}` });
       }
     }
     // Events: spans as bars, instants as ticks, by severity.
@@ -467,6 +737,11 @@ export class Timeline {
         g.fillRect(x0, l.y + l.h - 2 - bh, Math.max(X(t + d.bucket_ms) - x0 - 0.5, 1), bh);
       }
     }
+    g.restore();
+    g.fillStyle = muted;
+    g.textAlign = 'right';
+    for (const [text, y] of scales) g.fillText(fit(g, text, LEFT - 12), LEFT - 4, y);
+    g.textAlign = 'left';
     // The pointer, and the zoom being dragged.
     if (this.drag) {
       g.fillStyle = css(this.el, '--sel', '#dbe7ff') + '';

@@ -1,6 +1,8 @@
 // The arithmetic of the run's time line (components/timeline.ts): steps
 // per second from metric timestamps, time to log line through the log's
-// density, time-axis ticks. Pure functions, unit-tested.
+// density, time-axis ticks, the metrics shown. Pure functions, unit-tested.
+
+import { naturalCompare } from './keys';
 
 /** A metric point: its step and timestamp (ms). */
 export interface StepPoint {
@@ -9,22 +11,101 @@ export interface StepPoint {
 }
 
 /**
- * stepsPerSecond returns, for each gap between consecutive points (in
- * time order, of a metric logged at every step or every N steps), the rate
- * Δstep/Δt as [time of the later point, steps per second]. Points with the
- * same time as the one before, or a step that goes back (a resumed run
- * replaying steps), start a new segment and give no rate.
+ * stepsPerSecond returns, for each gap between points (in time order, of
+ * a metric logged at every step or every N steps), the rate Δstep/Δt as
+ * [time of the later point, steps per second]. Points with the same time
+ * as the one before, or a step that goes back (a resumed run replaying
+ * steps), start a new segment and give no rate. With minGap, a rate spans
+ * at least that many steps: points closer to the last one taken are
+ * passed over (a bucket's lowest and highest point, which a minmax
+ * sample returns a step or two apart, would give the noise of one step).
  */
-export function stepsPerSecond(points: StepPoint[]): [number, number][] {
+export function stepsPerSecond(points: StepPoint[], minGap = 1): [number, number][] {
   const ps = [...points].filter((p) => Number.isFinite(p.ts) && Number.isFinite(p.step)).sort((a, b) => a.ts - b.ts || a.step - b.step);
   const out: [number, number][] = [];
+  let from = ps[0];
   for (let i = 1; i < ps.length; i++) {
-    const dt = ps[i].ts - ps[i - 1].ts;
-    const ds = ps[i].step - ps[i - 1].step;
-    if (dt <= 0 || ds <= 0) continue;
-    out.push([ps[i].ts, (ds * 1000) / dt]);
+    const p = ps[i];
+    const dt = p.ts - from.ts;
+    const ds = p.step - from.step;
+    if (dt <= 0 || ds <= 0) {
+      from = p;
+      continue;
+    }
+    if (ds < minGap) continue;
+    out.push([p.ts, (ds * 1000) / dt]);
+    from = p;
   }
   return out;
+}
+
+/**
+ * stepGap is the minGap of stepsPerSecond for points spanning a step
+ * range: a thousandth of it, at least 1.
+ */
+export function stepGap(points: StepPoint[]): number {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const p of points) {
+    if (p.step < lo) lo = p.step;
+    if (p.step > hi) hi = p.step;
+  }
+  return hi > lo ? Math.max(1, Math.floor((hi - lo) / 1000)) : 1;
+}
+
+/**
+ * nearestIndex returns the index of the point of ts (sorted ascending)
+ * nearest to t, or -1 for none.
+ */
+export function nearestIndex(ts: ArrayLike<number>, t: number): number {
+  const n = ts.length;
+  if (!n) return -1;
+  let lo = 0;
+  let hi = n - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (ts[mid] < t) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo > 0 && Math.abs(ts[lo - 1] - t) <= Math.abs(ts[lo] - t)) return lo - 1;
+  return lo;
+}
+
+/**
+ * stepRange is the step range to fetch for the time range [t0, t1] of a
+ * metric whose points (sorted by time) are known at a coarser sampling:
+ * from the step of the last point at or before t0 to that of the first at
+ * or after t1, so the lines reach the edges; null when no point is near.
+ */
+export function stepRange(points: StepPoint[], t0: number, t1: number): { start: number; end: number } | null {
+  if (!points.length) return null;
+  let a = 0;
+  let b = points.length - 1;
+  for (let i = 0; i < points.length; i++) {
+    if (points[i].ts <= t0) a = i;
+    if (points[i].ts >= t1) {
+      b = i;
+      break;
+    }
+  }
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (let i = a; i <= b; i++) {
+    lo = Math.min(lo, points[i].step);
+    hi = Math.max(hi, points[i].step);
+  }
+  return lo <= hi ? { start: lo, end: hi } : null;
+}
+
+/**
+ * defaultMetricKeys picks the metrics the time line shows when nobody has
+ * chosen: a loss first (a key named loss, or ending in /loss), then the
+ * other keys in natural order, system metrics left out; at most n.
+ */
+export function defaultMetricKeys(keys: readonly string[], n = 4): string[] {
+  const own = [...new Set(keys)].filter((k) => !k.startsWith('system/')).sort(naturalCompare);
+  const loss = own.filter((k) => /(^|\/)loss$/.test(k));
+  return [...loss, ...own.filter((k) => !loss.includes(k))].slice(0, n);
 }
 
 /** The log's density over time, as GET logs/density answers. */

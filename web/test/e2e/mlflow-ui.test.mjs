@@ -326,13 +326,31 @@ describe('logs', () => {
   });
 });
 
+/** fmtBytesKiB is the UI's size format for sizes under a GiB (web/src/lib/format.ts). */
+function fmtBytesKiB(n) {
+  if (n < 1024) return n + ' B';
+  const [v, u] = n < 2 ** 20 ? [n / 1024, 'KiB'] : [n / 2 ** 20, 'MiB'];
+  return v.toFixed(v < 10 ? 2 : 1) + ' ' + u;
+}
+
+/** fmtMs is the Checkpoints tab's duration format (web/src/lib/checkpoints.ts). */
+function fmtMs(v) {
+  if (v < 1000) return Math.round(v) + ' ms';
+  if (v < 60_000) return (v / 1000).toFixed(1) + ' s';
+  const s = Math.floor(v / 1000);
+  return `${Math.floor(s / 60)}m ${s % 60}s`;
+}
+
 describe('checkpoints', () => {
+  const ckpt = '/Volumes/main/ml/ckpt/ui-run';
+  let run;
+  const cells = () => page.$$eval('[data-testid=checkpoints] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+
   test('the checkpoints a 2-rank job saved through VolumeWriter, complete or not, linked to the volume browser', async () => {
     const UC = '/api/2.1/unity-catalog';
     await srv.api('POST', UC + '/catalogs', { name: 'main' });
     await srv.api('POST', UC + '/schemas', { catalog_name: 'main', name: 'ml' });
     await srv.api('POST', UC + '/volumes', { catalog_name: 'main', schema_name: 'ml', name: 'ckpt', volume_type: 'MANAGED' });
-    const ckpt = '/Volumes/main/ml/ckpt/ui-run';
     const out = mkdtempSync(join(tmpdir(), 'sextant-ui-ckpt-'));
     try {
       const r = spawnSync(mlPython(), [join(repo, 'tests', 'e2e', 'ckpt_job.py'), 'save', '--world', '2', '--port', String(await freePort()), '--out', out, '--ckpt', ckpt, '--mlflow'], {
@@ -341,19 +359,37 @@ describe('checkpoints', () => {
         timeout: 300_000,
       });
       assert.equal(r.status, 0, 'the checkpoint job failed:\n' + (r.stdout + r.stderr).slice(-3000));
-      const run = JSON.parse(readFileSync(join(out, 'result0.json'), 'utf8')).run_id;
-      // A save that did not finish: a shard, no .metadata.
+      run = JSON.parse(readFileSync(join(out, 'result0.json'), 'utf8')).run_id;
+      // A save that did not finish, tagged as an older client did (no event): a shard, no .metadata.
       await srv.api('PUT', '/api/2.0/fs/files' + ckpt + '/step_3/__0_0.distcp', new Uint8Array(1000));
       await srv.api('POST', '/api/2.0/mlflow/runs/set-tag', { run_id: run, key: 'sextant.checkpoint.step.3', value: ckpt + '/step_3' });
 
       await page.goto(`${srv.url}/runs/${run}?tab=checkpoints`);
       await page.waitForSelector('[data-testid=checkpoints] tr[data-step="1"][data-state]');
       await page.waitForSelector('[data-testid=checkpoints] tr[data-step="3"][data-state]');
-      const rows = await page.$$eval('[data-testid=checkpoints] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+      const rows = await cells();
+      assert.deepEqual(await page.$$eval('[data-testid=checkpoints] thead th', (ths) => ths.map((th) => th.textContent)), ['Step', 'Path', 'Saved', 'Size', 'Ranks', 'Mode', 'Blocked', 'Upload', 'State', '']);
       assert.deepEqual(rows.map((x) => x[0]), ['3', '2latest', '1'], 'newest step first, the latest marked');
-      assert.deepEqual(rows.map((x) => x[5]), ['incomplete', 'complete', 'complete']);
-      assert.deepEqual(rows.map((x) => x[4]), ['1', '2', '2'], 'ranks: the .distcp shards');
+      assert.deepEqual(rows.map((x) => x[8]), ['incomplete', 'complete', 'complete']);
+      assert.deepEqual(rows.map((x) => x[4]), ['1', '2', '2'], 'ranks: the .distcp shards, or the ranks the save event names');
       assert.ok(rows[1][3].match(/KiB|MiB/), 'size: ' + rows[1][3]);
+      // Steps 1 and 2 come from the run's checkpoint_save events, step 3 from its tag alone.
+      assert.deepEqual(await page.$$eval('[data-testid=checkpoints] tbody tr', (trs) => trs.map((tr) => tr.dataset.source)), ['tag', 'event', 'event']);
+      const { events } = await srv.api('GET', `/api/2.0/sextant/events/list?run_id=${run}&kind=checkpoint_save`);
+      const ev = (step) => events.find((e) => e.step === step);
+      assert.ok(ev(1) && ev(2), 'VolumeWriter recorded both saves: ' + JSON.stringify(events));
+      // dcp.save: synchronous, training blocked all along, no upload after it.
+      assert.equal(rows[2][5], 'sync');
+      assert.equal(rows[2][6], fmtMs(ev(1).checkpoint.blocked_ms));
+      assert.equal(rows[2][7], '', 'no upload time for a synchronous save');
+      // dcp.async_save: a thread with a staging copy; blocked while staging, then the upload.
+      assert.equal(rows[1][5], `thread/${ev(2).checkpoint.staging}`);
+      assert.equal(rows[1][6], fmtMs(ev(2).checkpoint.blocked_ms));
+      assert.equal(rows[1][7], fmtMs(Math.max(0, ev(2).end_ms - ev(2).time_ms - ev(2).checkpoint.blocked_ms)), 'upload = landed - began - blocked');
+      assert.match(rows[1][2], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/, 'when it landed');
+      assert.equal(rows[1][3], fmtBytesKiB(ev(2).checkpoint.bytes), 'size: the bytes the save event names');
+      // The tagged save: nothing about how it was saved.
+      assert.deepEqual(rows[0].slice(5, 8), ['', '', '']);
       // The snippet loads the newest complete checkpoint.
       await page.waitForSelector('[data-testid=ckpt-snippet][data-ready]');
       assert.match(await page.textContent('[data-testid=ckpt-snippet]'), new RegExp(`VolumeReader\\("${ckpt}/step_2"\\)`));
@@ -363,5 +399,35 @@ describe('checkpoints', () => {
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
+  });
+
+  test('a failed save shows its error as text; a load is listed', async () => {
+    assert.ok(run, 'the job of the test before saved');
+    const ERR = 'OSError: shard __1_0.distcp did not land <img src=x onerror="window.__xss=8"><script>window.__xss=9</script> & more';
+    const now = Date.now();
+    await srv.api('POST', '/api/2.0/sextant/events/append', { run_id: run, events: [
+      { kind: 'checkpoint_save', key: 'ckpt-save:ui-failed', time_ms: now - 5000, end_ms: now - 1000, step: 4, severity: 'error', message: 'save failed',
+        checkpoint: { path: ckpt + '/step_4', outcome: 'failed', error: ERR, mode: 'process', staging: 'pinned', blocked_ms: 250, ranks: 2, bytes: 3 * 2 ** 20 } },
+      { kind: 'checkpoint_load', key: 'ckpt-load:ui', time_ms: now - 800, end_ms: now - 500, step: 2,
+        checkpoint: { path: ckpt + '/step_2', outcome: 'complete', bytes: 2 ** 20, ranks: 2 } },
+    ] });
+    await page.goto(`${srv.url}/runs/${run}?tab=checkpoints`);
+    await page.waitForSelector('[data-testid=checkpoints] tr[data-step="3"][data-state]');
+    await page.waitForSelector('[data-testid=ckpt-snippet][data-ready]');
+    const rows = await cells();
+    assert.deepEqual(rows.map((x) => x[0]), ['4', '3', '2latest', '1'], 'the failed save is listed, not the latest');
+    const failed = rows[0];
+    assert.equal(failed[8], 'failed: ' + ERR, 'the error, as text');
+    assert.equal(await page.textContent('[data-testid=checkpoints] tr[data-step="4"] .ckpt-err-text'), ERR);
+    assert.deepEqual(failed.slice(3, 8), ['3.00 MiB', '2', 'process/pinned', '250 ms', fmtMs(4000 - 250)]);
+    assert.equal(await page.getAttribute('[data-testid=checkpoints] tr[data-step="4"]', 'data-state'), 'failed');
+    // The snippet still loads the newest complete save.
+    assert.match(await page.textContent('[data-testid=ckpt-snippet]'), new RegExp(`VolumeReader\\("${ckpt}/step_2"\\)`));
+    const loads = await page.$$eval('[data-testid=checkpoint-loads] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    assert.equal(loads.length, 1);
+    assert.deepEqual(loads[0].slice(1), ['2', ckpt + '/step_2', '1.00 MiB', '2', '300 ms', 'complete']);
+    await screenshot(page, 'run-checkpoints-failed');
+    await noXSS();
+    assert.equal(await page.locator('main script').count(), 0, 'injected HTML was rendered');
   });
 });

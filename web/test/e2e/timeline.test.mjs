@@ -1,8 +1,9 @@
 // Browser test of the run page's time line: a real server, a run seeded
-// through the HTTP API with an hour of training (a loss metric, GPU
-// samples of 4 GPUs linked to the run, checkpoint saves that completed,
-// failed and were cut off, GPU health events, an idle span, 20,000 log
-// lines), opened in Chromium. Screenshot: timeline.png.
+// through the HTTP API with an hour of training (a loss with a spike and
+// four other metrics, GPU samples of 4 GPUs linked to the run, checkpoint
+// saves that completed, failed and were cut off, GPU health events, an
+// idle span, 20,000 log lines), opened in Chromium. Screenshots:
+// timeline.png, timeline-zoomed.png, timeline-metrics-picked.png.
 //
 //   cd web && node --test test/e2e/timeline.test.mjs
 
@@ -14,7 +15,10 @@ let srv;
 let br;
 let page;
 let run;
+let metrics;
 const HOUR = 3_600_000;
+const LEFT = 110; // the lanes' labels (components/timeline.ts)
+const RIGHT = 12;
 const now = Math.floor(Date.now() / 10_000) * 10_000;
 const start = now - HOUR;
 
@@ -25,11 +29,17 @@ before(async () => {
   const exp = await createExperiment(srv, 'timeline-test');
   run = await createRun(srv, exp, 'sft-timeline', { start });
   // One step every 2 s, slower in the middle (a save that halved throughput).
-  const metrics = [];
+  metrics = [];
   let ts = start;
   for (let s = 1; s <= 1700; s++) {
     ts += s > 800 && s < 900 ? 4000 : 2000;
     metrics.push({ key: 'loss', value: 2 / Math.sqrt(s) + (s === 1200 ? 1.5 : 0), timestamp: ts, step: s });
+    if (s % 10 === 0) {
+      metrics.push({ key: 'lr', value: 1e-3 * Math.min(1, s / 300), timestamp: ts, step: s });
+      metrics.push({ key: 'grad_norm', value: 1 + Math.sin(s / 50), timestamp: ts, step: s });
+      metrics.push({ key: 'throughput/tokens_per_s', value: s > 800 && s < 900 ? 45_000 : 90_000, timestamp: ts, step: s });
+      metrics.push({ key: 'val/acc', value: s / 2000, timestamp: ts, step: s });
+    }
   }
   await logBatch(srv, run, { metrics });
   // 4 GPUs every 10 s: busy, with an idle stretch in the last quarter.
@@ -66,6 +76,33 @@ after(async () => {
   await srv?.stop();
 });
 
+/** geometry reads where the timeline drew its lanes and which time range it shows. */
+async function geometry() {
+  const tl = page.locator('[data-testid="timeline"]');
+  const box = await page.locator('[data-testid="timeline-canvas"]').boundingBox();
+  const lanes = JSON.parse(await tl.getAttribute('data-lanes'));
+  const [v0, v1] = (await tl.getAttribute('data-view')).split(',').map(Number);
+  const lane = (name) => {
+    const l = lanes.find((x) => x.name === name);
+    assert.ok(l, `no lane ${name} in ${lanes.map((x) => x.name)}`);
+    return l;
+  };
+  const xOf = (t) => box.x + LEFT + ((t - v0) / (v1 - v0)) * (box.width - LEFT - RIGHT);
+  return { box, lanes, lane, v0, v1, xOf, yOf: (name, f = 0.5) => box.y + lane(name).y + lane(name).h * f };
+}
+
+/** colourInk counts the coloured (not grey) pixels of the canvas in a rectangle of CSS pixels relative to it. */
+function colourInk(x0, y0, x1, y1) {
+  return page.evaluate(([x0, y0, x1, y1]) => {
+    const c = document.querySelector('[data-testid="timeline-canvas"]');
+    const k = c.width / c.clientWidth;
+    const d = c.getContext('2d').getImageData(Math.round(x0 * k), Math.round(y0 * k), Math.max(1, Math.round((x1 - x0) * k)), Math.max(1, Math.round((y1 - y0) * k))).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 100 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 60) n++;
+    return n;
+  }, [x0, y0, x1, y1]);
+}
+
 test('the timeline draws every lane, tells what is under the pointer, and opens the log at a moment', async () => {
   await page.goto(`${srv.url}/runs/${run}?tab=timeline`);
   const tl = page.locator('[data-testid="timeline"]');
@@ -77,10 +114,9 @@ test('the timeline draws every lane, tells what is under the pointer, and opens 
   assert.match(await page.textContent('[data-testid="timeline-status"]'), /7 events · 4 GPUs · 20000 log lines/);
   await screenshot(page, 'timeline');
 
-  // Hover the completed save of step 500 (the checkpoints lane is the third).
-  const box = await page.locator('[data-testid="timeline-canvas"]').boundingBox();
-  const xOf = (t) => box.x + 110 + ((t - start) / (now - start)) * (box.width - 110 - 12);
-  const yCk = box.y + 22 + 54 + 6 + 64 + 6 + 15;
+  // Hover the completed save of step 500.
+  const { xOf, yOf } = await geometry();
+  const yCk = yOf('checkpoints');
   await page.mouse.move(xOf(start + 1_060_000), yCk);
   const tip = page.locator('.timeline-tip');
   await tip.waitFor({ state: 'visible' });
@@ -103,10 +139,125 @@ test('the timeline draws every lane, tells what is under the pointer, and opens 
   assert.ok(br.problems.length === 0, br.problems.join('\n'));
 });
 
-test('drag zooms, double-click shows the whole run again', async () => {
+test('clicking an event (not a checkpoint) opens the log at the moment of the event', async () => {
   await page.goto(`${srv.url}/runs/${run}?tab=timeline`);
   await page.waitForSelector('[data-testid="timeline"][data-draw-ms]', { timeout: 60_000 });
+  const { xOf, yOf } = await geometry();
+  // The Xid error at 2,500 s: a mark in the events lane, clicked 6 px to
+  // its right (still on the mark), so the log opens where the event
+  // happened, not where the pointer was (some 16 s, 90 lines, later).
+  const at = start + 2_500_000;
+  await page.mouse.move(xOf(at) + 6, yOf('events'));
+  const tip = page.locator('.timeline-tip');
+  await tip.waitFor({ state: 'visible' });
+  assert.match(await tip.textContent(), /gpu_xid GPU 2: Xid 79/);
+  await page.mouse.click(xOf(at) + 6, yOf('events'));
+  await page.waitForURL(/tab=logs&line=\d+/, { timeout: 10_000 });
+  const line = Number(new URL(page.url()).searchParams.get('line'));
+  // The first line logged from the event on (line n was logged at start +
+  // (n-1) * 180 ms, 13,890 here), as the server's density says; the
+  // timeline opens the first line of its density bucket (about 5 s, 28
+  // lines) holding the event. The pointer's moment would be 90 lines on.
+  const d = await srv.api('GET', `/api/2.0/sextant/logs/density?run_id=${run}&from_ms=${at}&to_ms=${at + 60_000}&buckets=1`);
+  const want = d.first_lines[0];
+  assert.ok(Math.abs(want - 13_890) <= 50, `the server puts the event at line ${want}`);
+  assert.ok(line <= want + 2 && line >= want - 40, `opened line ${line}, want the line logged at the event, ${want}, or up to a bucket before`);
+  const hit = page.locator('.logs .hit').first();
+  await hit.waitFor({ timeout: 20_000 });
+  assert.match(await hit.textContent(), new RegExp(`step ${line - 1} `));
+  await screenshot(page, 'timeline-event-opens-log');
+  assert.ok(br.problems.length === 0, br.problems.join('\n'));
+});
+
+test('the run\'s metrics are lanes on the shared time axis', async () => {
+  await page.goto(`${srv.url}/runs/${run}?tab=timeline`);
+  const tl = page.locator('[data-testid="timeline"]');
+  await page.waitForSelector('[data-testid="timeline"][data-draw-ms]', { timeout: 60_000 });
+  // A loss first, then the next keys in natural order: four lanes.
+  assert.deepEqual(JSON.parse(await tl.getAttribute('data-metrics')), ['loss', 'grad_norm', 'lr', 'throughput/tokens_per_s']);
+  const g = await geometry();
+  assert.deepEqual(g.lanes.map((l) => l.name).slice(0, 7), ['steps/s', 'metric:loss', 'metric:grad_norm', 'metric:lr', 'metric:throughput/tokens_per_s', 'checkpoints', 'events']);
+  for (const name of ['metric:loss', 'metric:grad_norm', 'metric:lr', 'metric:throughput/tokens_per_s']) {
+    const l = g.lane(name);
+    assert.ok((await colourInk(LEFT, l.y, g.box.width - RIGHT, l.y + l.h)) > 300, `lane ${name} has no line`);
+  }
+  // The loss spike at step 1200 is drawn where the time axis puts 1200's
+  // timestamp: a stroke up to its height there (in the loss lane: values
+  // 0.0485 to 2.0, the spike 1.558), none at that height 40 px either side.
+  const spike = metrics.find((m) => m.key === 'loss' && m.step === 1200);
+  const l = g.lane('metric:loss');
+  const x = g.xOf(spike.timestamp) - g.box.x;
+  const y = l.y + l.h - 3 - ((spike.value - 2 / Math.sqrt(1700)) / (2 - 2 / Math.sqrt(1700))) * (l.h - 6);
+  assert.ok((await colourInk(x - 2, y - 2, x + 3, y + 3)) > 0, `no spike at x=${x}, y=${y}`);
+  assert.equal(await colourInk(x - 42, y - 2, x - 37, y + 3), 0, 'ink at the spike\'s height 40 px before it');
+  assert.equal(await colourInk(x + 38, y - 2, x + 43, y + 3), 0, 'ink at the spike\'s height 40 px after it');
+  // The slow stretch (steps 801-899 took 4 s each) shows in steps/s and in the throughput lane at the same time.
+  const slow = metrics.find((m) => m.key === 'loss' && m.step === 850).timestamp;
+  await page.mouse.move(g.xOf(slow), g.yOf('steps/s'));
+  const tip = page.locator('.timeline-tip');
+  await tip.waitFor({ state: 'visible' });
+  assert.match(await tip.textContent(), /0\.25 steps\/s \(from loss\)/);
+  await page.mouse.move(g.xOf(slow), g.yOf('metric:throughput/tokens_per_s'));
+  assert.match(await tip.textContent(), /throughput\/tokens_per_s = 45000 at step 8[0-9]0 /);
+  // Pointing at the spike (points are 0.6 px apart here) names it.
+  await page.mouse.move(g.xOf(spike.timestamp), g.box.y + y);
+  assert.match(await tip.textContent(), /loss = 1\.5577\d* at step 1200 /);
+  await page.mouse.move(g.xOf(spike.timestamp), g.yOf('metric:loss', 0.9));
+  assert.match(await tip.textContent(), /loss = 0\.05\d* at step 1(19\d|20[1-9]) /, 'below the spike, on the line: a point beside it');
+  assert.ok(br.problems.length === 0, br.problems.join('\n'));
+});
+
+test('the metrics shown are picked, kept for the experiment, and steps/s follows the first', async () => {
+  await page.goto(`${srv.url}/runs/${run}?tab=timeline`);
+  const tl = page.locator('[data-testid="timeline"]');
+  await page.waitForSelector('[data-testid="timeline"][data-draw-ms]', { timeout: 60_000 });
+  await page.click('[data-testid="timeline-metrics"]');
+  const picker = page.locator('.timeline-picker');
+  await picker.waitFor();
+  assert.deepEqual(await picker.locator('label').allTextContents(), ['loss', 'grad_norm', 'lr', 'throughput/tokens_per_s', 'val/acc'], 'the chosen first, in lane order');
+  await picker.locator('input[data-key="loss"]').uncheck();
+  await picker.locator('input[data-key="val/acc"]').check();
+  await page.keyboard.press('Escape');
+  await page.mouse.click(5, 5);
+  assert.equal(await picker.count(), 0, 'a click outside closes the picker');
+  assert.deepEqual(JSON.parse(await tl.getAttribute('data-metrics')), ['grad_norm', 'lr', 'throughput/tokens_per_s', 'val/acc']);
+  await page.waitForFunction(() => JSON.parse(document.querySelector('[data-testid="timeline"]').dataset.lanes).some((l) => l.name === 'metric:val/acc'));
+  const g = await geometry();
+  assert.ok(!g.lanes.some((l) => l.name === 'metric:loss'));
+  const acc = g.lane('metric:val/acc');
+  await page.waitForFunction(([y0, y1]) => {
+    const c = document.querySelector('[data-testid="timeline-canvas"]');
+    const d = c.getContext('2d').getImageData(120, y0, c.width - 140, y1 - y0).data;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 100 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 60) return true;
+    return false;
+  }, [acc.y, acc.y + acc.h]);
+  // steps/s now comes from grad_norm (every 10 steps): the same rate.
+  const slow = metrics.find((m) => m.key === 'loss' && m.step === 850).timestamp;
+  await page.mouse.move(g.xOf(slow), g.yOf('steps/s'));
+  const tip = page.locator('.timeline-tip');
+  await tip.waitFor({ state: 'visible' });
+  assert.match(await tip.textContent(), /0\.25 steps\/s \(from grad_norm\)/);
+  await screenshot(page, 'timeline-metrics-picked');
+  // Kept: the next page of the experiment's runs shows the same.
+  await page.reload();
+  await page.waitForSelector('[data-testid="timeline"][data-draw-ms]', { timeout: 60_000 });
+  assert.deepEqual(JSON.parse(await tl.getAttribute('data-metrics')), ['grad_norm', 'lr', 'throughput/tokens_per_s', 'val/acc']);
+  // Default puts the loss back.
+  await page.click('[data-testid="timeline-metrics"]');
+  await page.click('.timeline-picker button:has-text("Default")');
+  assert.deepEqual(JSON.parse(await tl.getAttribute('data-metrics')), ['loss', 'grad_norm', 'lr', 'throughput/tokens_per_s']);
+});
+
+test('drag zooms every lane together and fetches the metrics of the zoomed steps; double-click shows the whole run again', async () => {
+  await page.goto(`${srv.url}/runs/${run}?tab=timeline`);
+  const tl = page.locator('[data-testid="timeline"]');
+  await page.waitForSelector('[data-testid="timeline"][data-draw-ms]', { timeout: 60_000 });
   const box = await page.locator('[data-testid="timeline-canvas"]').boundingBox();
+  const asked = [];
+  page.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.endsWith('/get-history-bulk-interval') && u.searchParams.has('start_step')) asked.push(u.searchParams);
+  });
   await page.mouse.move(box.x + 400, box.y + 60);
   await page.mouse.down();
   await page.mouse.move(box.x + 600, box.y + 60, { steps: 5 });
@@ -114,8 +265,18 @@ test('drag zooms, double-click shows the whole run again', async () => {
   await page.waitForSelector('[data-testid="timeline"][data-zoom-ms]');
   const zoomMs = Number(await page.getAttribute('[data-testid="timeline"]', 'data-zoom-ms'));
   assert.ok(zoomMs < 200, `zoom redraw took ${zoomMs} ms`);
+  await page.waitForSelector('[data-testid="timeline"][data-refined]', { timeout: 10_000 });
+  // Each metric lane asked for the steps of the zoomed time range, and only those.
+  const [v0, v1] = (await tl.getAttribute('data-view')).split(',').map(Number);
+  const stepAt = (t) => metrics.filter((m) => m.key === 'loss' && m.timestamp <= t).pop()?.step ?? 0;
+  assert.deepEqual(asked.map((q) => q.get('metric_key')).sort(), ['grad_norm', 'loss', 'lr', 'throughput/tokens_per_s']);
+  const loss = asked.find((q) => q.get('metric_key') === 'loss');
+  assert.ok(Number(loss.get('start_step')) <= stepAt(v0) && Number(loss.get('end_step')) > stepAt(v1), `asked steps ${loss.get('start_step')}-${loss.get('end_step')}, view is steps ${stepAt(v0)}-${stepAt(v1)}`);
+  assert.ok(Number(loss.get('end_step')) - Number(loss.get('start_step')) < 600, 'the zoomed steps, not the whole run');
   await screenshot(page, 'timeline-zoomed');
   await page.mouse.dblclick(box.x + 500, box.y + 60);
+  const [w0, w1] = (await tl.getAttribute('data-view')).split(',').map(Number);
+  assert.ok(w0 <= start && w1 >= now - 60_000, 'the whole run again');
 });
 
 test('the GPU tab lists the run\'s GPU health events', async () => {

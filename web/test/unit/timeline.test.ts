@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bucketMax, lineAt, LogDensity, stepsPerSecond, ticks } from '../../src/lib/timeline';
+import { bucketMax, defaultMetricKeys, lineAt, LogDensity, nearestIndex, stepGap, stepRange, stepsPerSecond, ticks } from '../../src/lib/timeline';
 
 test('steps per second from metric timestamps', () => {
   // Steps 0..4 a second apart, then 10 steps in one second, then a resumed
@@ -35,4 +35,45 @@ test('bucketMax keeps the peak of each bucket', () => {
   assert.equal(out.length, 10);
   assert.equal(Math.max(...out.map((p) => p[1])), 1000);
   assert.equal(bucketMax(pts.slice(0, 5), 0, 100, 10).length, 5);
+});
+
+test('steps per second over a minimum step gap: a minmax sample\'s close pairs give no rate of their own', () => {
+  // 1 step/s, sampled as minmax pairs a step apart with one jittery pair.
+  const pts = [
+    { step: 0, ts: 0 },
+    { step: 1, ts: 100 }, // jitter: 10 steps/s over one step
+    { step: 100, ts: 100_000 },
+    { step: 101, ts: 101_000 },
+    { step: 200, ts: 200_000 },
+  ];
+  assert.deepEqual(stepsPerSecond(pts, 50), [[100_000, 1], [200_000, 1]]);
+  assert.equal(stepsPerSecond(pts)[0][1], 10, 'without a gap, every pair');
+  // A replay (the step goes back) still starts a new segment.
+  assert.deepEqual(stepsPerSecond([{ step: 0, ts: 0 }, { step: 100, ts: 10_000 }, { step: 50, ts: 20_000 }, { step: 150, ts: 30_000 }], 50), [[10_000, 10], [30_000, 10]]);
+  assert.equal(stepGap(Array.from({ length: 10 }, (_, i) => ({ step: i * 10_000, ts: i }))), 90);
+  assert.equal(stepGap([{ step: 3, ts: 0 }]), 1);
+});
+
+test('nearestIndex finds the point nearest a time', () => {
+  const ts = [10, 20, 30, 40];
+  assert.equal(nearestIndex(ts, 0), 0);
+  assert.equal(nearestIndex(ts, 24), 1);
+  assert.equal(nearestIndex(ts, 26), 2);
+  assert.equal(nearestIndex(ts, 99), 3);
+  assert.equal(nearestIndex([], 1), -1);
+});
+
+test('stepRange covers a time range with the points just outside it', () => {
+  const pts = Array.from({ length: 11 }, (_, i) => ({ step: i * 100, ts: i * 1000 }));
+  assert.deepEqual(stepRange(pts, 2500, 4500), { start: 200, end: 500 });
+  assert.deepEqual(stepRange(pts, -5, 99_999), { start: 0, end: 1000 });
+  assert.equal(stepRange([], 0, 1), null);
+});
+
+test('the metrics shown by default: a loss first, then natural order, no system metrics, at most n', () => {
+  const keys = ['system/gpu_0_utilization_percentage', 'lr', 'layer_10', 'layer_2', 'train/loss', 'acc', 'lr'];
+  assert.deepEqual(defaultMetricKeys(keys), ['train/loss', 'acc', 'layer_2', 'layer_10']);
+  assert.deepEqual(defaultMetricKeys(keys, 2), ['train/loss', 'acc']);
+  assert.deepEqual(defaultMetricKeys(['loss', 'val/loss', 'x']), ['loss', 'val/loss', 'x']);
+  assert.deepEqual(defaultMetricKeys(['system/cpu']), []);
 });
