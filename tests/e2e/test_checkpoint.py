@@ -363,8 +363,13 @@ def test_server_killed_mid_upload(proxied, sextant_bin, tmp_path):
 def assert_save_error(errors: list[dict], path: str) -> None:
     """What a failed save raises, as docs/volumes.md says: torch's
     CheckpointException on every rank, holding a CheckpointSaveError that
-    names the shards that did not land and says the previous checkpoint is
-    intact; DCP reports the first failing rank's."""
+    names the shards that did not land and says that no other checkpoint was
+    touched, and, the server being out of reach (killed, or the network cut)
+    when the save failed, that which is the newest complete one could not be
+    asked (test_failed_save_says_which_checkpoint_is_intact covers the
+    answers of a server that can be asked); DCP reports the first failing
+    rank's."""
+    parent = path.rsplit("/", 1)[0]
     for e in errors:
         causes = [c for c in e["causes"] if c["type"] == "CheckpointSaveError"]
         assert causes, e
@@ -373,7 +378,9 @@ def assert_save_error(errors: list[dict], path: str) -> None:
             assert c["missing"] and all(f"{n} (" in msg for n in c["missing"][:4]), c
             assert all(n.startswith(f"__{c['rank']}_") and n.endswith(".distcp") for n in c["missing"]), c
             assert f"checkpoint {path} was not saved" in msg and "did not land" in msg, msg
-            assert "No .metadata was published" in msg and "previous complete one under" in msg and "is intact" in msg, msg
+            assert "No .metadata was published" in msg and "No other checkpoint was touched" in msg, msg
+            assert f"which is the newest complete one under {parent} could not be asked (" in msg, msg
+            assert msg.endswith(f"`sextant ckpt latest {parent}` names it."), msg
             assert c["replaced"] is False, c
 
 
@@ -551,6 +558,77 @@ def test_load_of_incomplete_checkpoint_raises_what_the_docs_say(server, tmp_path
     assert "no complete checkpoint under" in str(e.value)
     with pytest.raises(FileNotFoundError):
         latest_complete(VOL + "/nothing-here", client=c)
+
+
+def test_failed_save_says_which_checkpoint_is_intact(server):
+    """A failed save's CheckpointSaveError says what it left, truthfully, as
+    docs/volumes.md says: the newest complete checkpoint beside it (by the
+    number ending the names: step_3, not step_10 or an incomplete step_4),
+    or that there is none (a run's first save), or, for a save into a
+    directory that held a complete checkpoint (replaced=True), that this one
+    is intact, and it still loads; when the server cannot be asked, that it
+    could not be. The saves fail here because their client refuses to
+    upload shards."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from sextant.checkpoint import CheckpointSaveError, VolumeReader, VolumeWriter
+    from sextant.client import Client, TransientError
+
+    class NoShards(Client):
+        def upload_file(self, path, local, *, overwrite=True):
+            if str(path).endswith(".distcp"):
+                raise TransientError(f"upload {path}: refused by the test")
+            return super().upload_file(path, local, overwrite=overwrite)
+
+    class NoShardsNoListing(NoShards):
+        def list_dir(self, path, page_size=1000):
+            raise TransientError(f"GET {path}: cannot reach the server (the test)")
+
+    make_volume(server)
+    c = Client(server.url)
+    run = VOL + "/intact"
+    states = {n: {"w": torch.full((1000,), float(n))} for n in (2, 3)}
+
+    def failed(path: str, client_class=NoShards) -> CheckpointSaveError:
+        with pytest.raises(CheckpointException) as ce:
+            dcp.save({"w": torch.zeros(1000)}, storage_writer=VolumeWriter(path, client=client_class(server.url)),
+                     no_dist=True)
+        (err, _), = ce.value.failures.values()
+        assert isinstance(err, CheckpointSaveError), ce.value.failures
+        assert f"checkpoint {path} was not saved: 1 of 1 shard file(s) of rank 0 did not land" in str(err), err
+        assert err.path == path and err.missing and "No .metadata was published" in str(err), err
+        return err
+
+    # A run's first save: nothing complete beside it.
+    e = failed(f"{run}/step_1")
+    assert e.replaced is False and f"so {run}/step_1 is incomplete and nothing will load it." in str(e), e
+    assert str(e).endswith(f"No other checkpoint was touched, and there is no complete checkpoint beside it under {run} "
+                           "(as before a run's first save): nothing there loads."), e
+    for n in (2, 3):
+        dcp.save(states[n], storage_writer=VolumeWriter(f"{run}/step_{n}", client=c), no_dist=True)
+    # Later saves: the newest complete one, by step; incomplete ones skipped.
+    for step in (4, 10):
+        e = failed(f"{run}/step_{step}")
+        assert e.replaced is False and f"so {run}/step_{step} is incomplete and nothing will load it." in str(e), e
+        assert str(e).endswith(f"No other checkpoint was touched: the newest complete one beside it, {run}/step_3, is "
+                               "intact and loads."), e
+    # Saving again into a complete checkpoint (overwrite=True): that one is intact.
+    with pytest.warns(UserWarning, match="Overwriting the checkpoint"):
+        e = failed(f"{run}/step_3")
+    assert e.replaced is True
+    assert str(e).endswith(f"No .metadata was published, so {run}/step_3 still holds the complete checkpoint it held "
+                           "before this save, intact and loading: it is replaced only when this save's .metadata lands, "
+                           "which it did not."), e
+    assert "incomplete" not in str(e) and "nothing will load" not in str(e), e
+    got = {"w": torch.empty(1000)}
+    dcp.load(got, storage_reader=VolumeReader(f"{run}/step_3", client=c), no_dist=True)
+    assert torch.equal(got["w"], states[3]["w"])
+    # The server could not be asked: the message says so, and who can tell.
+    e = failed(f"{run}/step_11", NoShardsNoListing)
+    assert f"No other checkpoint was touched; which is the newest complete one under {run} could not be asked " \
+           "(TransientError: " in str(e) and str(e).endswith(f"`sextant ckpt latest {run}` names it."), e
 
 
 def test_dropped_connections_are_retried(proxied, tmp_path):
