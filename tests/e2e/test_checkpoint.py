@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -558,6 +559,64 @@ def test_load_of_incomplete_checkpoint_raises_what_the_docs_say(server, tmp_path
     assert "no complete checkpoint under" in str(e.value)
     with pytest.raises(FileNotFoundError):
         latest_complete(VOL + "/nothing-here", client=c)
+
+
+def test_publish_timeout_names_the_upload_in_flight(server):
+    """docs/volumes.md, "What a failure raises": every shard landed, but
+    another upload into the checkpoint's directory stays in flight (held
+    here by a PUT that sends half its body, claimed by the server, and
+    waits), so the server refuses .metadata; after publish_timeout (2 s) the
+    save fails with a CheckpointSaveError that says so, naming that file
+    and how long it had been uploading, and which complete checkpoint is
+    intact. Nothing loads the incomplete checkpoint; step_1 still does."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from sextant.checkpoint import CheckpointSaveError, VolumeReader, VolumeWriter
+    from sextant.client import Client
+    from test_volumes import FS, SlowUpload
+
+    make_volume(server)
+    c = Client(server.url)
+    run = VOL + "/publish"
+    first = {"w": torch.arange(1000, dtype=torch.float32)}
+    dcp.save(first, storage_writer=VolumeWriter(f"{run}/step_1", client=c), no_dist=True)
+    straggler = "__9_0ther_0.distcp"  # another writer's shard, uploading
+    before_claim = time.monotonic()
+    held = SlowUpload(server, FS + f"{run}/step_2/{straggler}", os.urandom(1 << 20))  # returns once claimed
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(CheckpointException) as ce:
+            dcp.save({"w": torch.zeros(1000)}, storage_writer=VolumeWriter(f"{run}/step_2", client=c, publish_timeout=2),
+                     no_dist=True)
+        took, since_claim = time.monotonic() - t0, time.monotonic() - before_claim
+    finally:
+        status, _ = held.finish()
+    assert status == 204
+    (err, _), = ce.value.failures.values()
+    assert isinstance(err, CheckpointSaveError), ce.value.failures
+    msg = str(err)
+    assert f"checkpoint {run}/step_2 was not saved: every shard landed, but for 2s (publish_timeout) the server " \
+           "refused its .metadata because other uploads into the directory were in flight" in msg, msg
+    # The server's word: which file, and for how long (rounded to seconds)
+    # at its last refusal, which came publish_timeout or more after the
+    # first offer, and after the claim.
+    m = re.search(re.escape(straggler) + r" \(for (\d+)s\)", msg)
+    assert m and "1 other file(s) of this directory are still being uploaded" in msg, msg
+    assert 2 <= int(m.group(1)) <= since_claim + 1, (m.group(0), since_claim)
+    assert f"the newest complete one beside it, {run}/step_1, is intact and loads" in msg, msg
+    assert err.path == f"{run}/step_2" and err.replaced is False and err.missing == [], (err.path, err.replaced, err.missing)
+    # .metadata is offered for publish_timeout (every 0.5 s), then the save
+    # fails: not sooner, and not much later (10 s of margin for writing and
+    # uploading 4 KB on a loaded 2-core machine; the next bound the save
+    # would otherwise meet is the claim's two minutes).
+    assert 2 <= took <= 2 + 10, took
+    assert requests.head(f"{server.url}{FS}{run}/step_2/.metadata", timeout=10).status_code == 404
+    assert_refused(f"{run}/step_2", server.url, latest=f"{run}/step_1")
+    got = {"w": torch.empty(1000)}
+    dcp.load(got, storage_reader=VolumeReader(f"{run}/step_1", client=c), no_dist=True)
+    assert torch.equal(got["w"], first["w"])
 
 
 def test_failed_save_says_which_checkpoint_is_intact(server):
