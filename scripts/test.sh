@@ -191,6 +191,11 @@ run_e2e() {
 	local bin
 	bin=$(mktemp -d)/sextant
 	go build -o "$bin" ./cmd/sextant || { fail "build"; return; }
+	# The PostgreSQL and S3 session, and the replica checkpoint test of the
+	# ml session, start their own PostgreSQL server: `./scripts/test.sh e2e`
+	# alone on a fresh machine installs it, as run_go does.
+	step "e2e: PostgreSQL for the PostgreSQL and replica tests"
+	ensure_postgres || fail "install PostgreSQL (apt-get install postgresql)"
 	local env=(MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 SEXTANT_BIN="$bin" PYTHONPATH="$ROOT/python")
 	local last_venv=
 	for v in $MLFLOW_VERSIONS; do

@@ -133,14 +133,44 @@ class _SavePrefix(_StoragePrefix):
     replaces: bool = False
 
 
-def _intact(remote: str, replaces: bool) -> str:
-    """What a failed save left of the checkpoints that were there."""
+def _left(client: Client, remote: str, replaces: bool) -> str:
+    """What a failed save left, said after "no .metadata was published, so":
+    with replaces, the complete checkpoint it was replacing in its own
+    directory, which still loads; else that remote is incomplete, and what
+    _others says of the checkpoints beside it."""
     if replaces:
-        return (f"The checkpoint that {remote} held before this save is intact and still loads: it is replaced only "
-                "once every new shard has landed.")
+        return (f"{remote} still holds the complete checkpoint it held before this save, intact and loading: it is "
+                "replaced only when this save's .metadata lands, which it did not.")
+    return f"{remote} is incomplete and nothing will load it. {_others(client, remote)}"
+
+
+def _others(client: Client, remote: str) -> str:
+    """That a failed save touched no other checkpoint, and the newest
+    complete one beside it, asked of the server now (a listing of the parent
+    and a HEAD per directory, newest first, until one is complete: this runs
+    only when a save fails, on each rank whose shards did not land), or that
+    there is none, or that the server could not be asked (once, with a short
+    timeout: the server may be what failed)."""
     parent = remote.rsplit("/", 1)[0]
-    return (f"No other checkpoint was touched: the previous complete one under {parent} is intact "
-            f"(`sextant ckpt latest {parent}` names it).")
+    if parent.count("/") < 4:  # remote is a volume itself: nothing beside it
+        return "No other checkpoint was touched."
+    try:
+        latest = _newest_complete(_quick(client), parent, exclude=remote)
+    except Exception as e:  # noqa: BLE001 - the save's own error matters, not this one
+        return (f"No other checkpoint was touched; which is the newest complete one under {parent} could not be asked "
+                f"({_why(e)}): `sextant ckpt latest {parent}` names it.")
+    if latest is None:
+        return (f"No other checkpoint was touched, and there is no complete checkpoint beside it under {parent} "
+                "(as before a run's first save): nothing there loads.")
+    return f"No other checkpoint was touched: the newest complete one beside it, {latest}, is intact and loads."
+
+
+def _quick(client: Client) -> Client:
+    """A copy of client that tries each request once, with a short timeout."""
+    c = client.with_retries(retry_seconds=None)
+    c.retries = 0
+    c.timeout = min(c.timeout, 5.0)
+    return c
 
 
 def _why(e: BaseException) -> str:
@@ -381,8 +411,10 @@ class VolumeWriter(FileSystemWriter):
             interpreter lock anyway; a synchronous save never lowers it.
 
     A failed save raises :class:`CheckpointSaveError` (in torch's
-    ``CheckpointException``), saying which shards did not land and that the
-    previous complete checkpoint is intact.
+    ``CheckpointException``), saying which shards did not land and what it
+    left: the checkpoint it was replacing, intact, or the newest complete
+    checkpoint beside it (or that there is none, or that the server could
+    not be asked).
 
     Works with ``dcp.save`` and ``dcp.async_save`` (which needs a CPU backend
     in the process group: ``gloo``, or ``cpu:gloo,cuda:nccl`` on GPUs); the
@@ -655,9 +687,10 @@ class VolumeWriter(FileSystemWriter):
         what = f"{len(missing)} of {len(planned)} shard file(s)" if planned else "its shard files"
         cause = "" if first else f" Writing them failed: {_why(error)}."
         rank = f"rank {self.rank}" if getattr(self, "rank", None) is not None else "this rank"
+        left = _left(self.client, self._remote, replaces)
         return CheckpointSaveError(
             f"checkpoint {self._remote} was not saved: {what} of {rank} did not land: {shown}{more}.{cause} No .metadata "
-            f"was published, so {self._remote} is incomplete and nothing will load it. {_intact(self._remote, replaces)}",
+            f"was published, so {left}",
             path=self._remote, missing=[n for n, _ in missing], replaced=replaces)
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
@@ -678,14 +711,14 @@ class VolumeWriter(FileSystemWriter):
         except Exception as e:
             raise CheckpointSaveError(
                 f"checkpoint {self._remote} was not saved: its {len(names)} shard file(s) were uploaded, but listing "
-                f"them to check failed ({_why(e)}), so .metadata was not published: {self._remote} is incomplete. "
-                f"{_intact(self._remote, self._replaces)}", path=self._remote, replaced=self._replaces) from e
+                f"them to check failed ({_why(e)}), so .metadata was not published: "
+                f"{_left(self.client, self._remote, self._replaces)}", path=self._remote, replaced=self._replaces) from e
         missing = sorted(names - present)
         if missing:
             raise CheckpointSaveError(
                 f"checkpoint {self._remote} was not saved: {len(missing)} of {len(names)} shard file(s) are not on the "
                 f"volume ({', '.join(missing[:3])}{'...' if len(missing) > 3 else ''}; deleted while saving?), so "
-                f".metadata was not published: {self._remote} is incomplete. {_intact(self._remote, self._replaces)}",
+                f".metadata was not published: {_left(self.client, self._remote, self._replaces)}",
                 path=self._remote, missing=missing, replaced=self._replaces)
         self._publish(cast(Path, self.path) / METADATA)
         # The checkpoint is complete: what follows is upkeep, and its
@@ -719,14 +752,14 @@ class VolumeWriter(FileSystemWriter):
                     raise CheckpointSaveError(
                         f"checkpoint {self._remote} was not saved: every shard landed, but for {self.publish_timeout:.0f}s "
                         f"(publish_timeout) the server refused its .metadata because other uploads into the directory "
-                        f"were in flight: {e}. {self._remote} is incomplete. {_intact(self._remote, self._replaces)}",
+                        f"were in flight: {e}. {_left(self.client, self._remote, self._replaces)}",
                         path=self._remote, replaced=self._replaces) from e
                 time.sleep(0.5)
             except Exception as e:
                 either = ("this directory holds a complete checkpoint either way: the previous one, or this one if its "
                           ".metadata landed before the failure") if self._replaces else (
                           f"{self._remote} is incomplete unless its .metadata landed before the failure (`sextant ckpt "
-                          f"ls` tells). {_intact(self._remote, False)}")
+                          f"ls` tells). {_others(self.client, self._remote)}")
                 raise CheckpointSaveError(
                     f"checkpoint {self._remote} was not saved: every shard landed, but publishing its .metadata failed "
                     f"({_why(e)}); {either}", path=self._remote, replaced=self._replaces) from e

@@ -313,6 +313,16 @@ class PostgresServer:
             self.created.add(name)
         return f"postgres://sextant@127.0.0.1:{self.port}/{name}?sslmode=disable"
 
+    def query(self, name: str, sql: str) -> list[list[str]]:
+        """The rows of one SQL statement on database name (psql, unaligned:
+        each value a string)."""
+        r = subprocess.run([str(self.bindir / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "sextant", "-d", name,
+                            "-X", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            pytest.fail(f"psql {sql!r} on {name} failed ({r.returncode}):\n{r.stderr}")
+        return [line.split("\t") for line in r.stdout.splitlines() if line]
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # fast shutdown

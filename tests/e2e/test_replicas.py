@@ -23,7 +23,7 @@ import mlflow
 import pytest
 import requests
 
-from sextant_e2e import SextantServer, artifacts_url, artifact_key, assert_healthy
+from sextant_e2e import SextantServer, artifacts_url, artifact_key, assert_healthy, report_measurement
 from test_volumes import FS, SlowUpload, make_volume
 
 pytestmark = pytest.mark.replicas
@@ -196,13 +196,24 @@ def test_checkpoint_guards_hold_across_replicas(replicas):
     assert requests.get(a.url + FS + vol + "/lock", timeout=10).content == b"first" * 1000
 
 
+# How long after a replica's death its upload claims may still hold back a
+# .metadata: its liveness lease (15 s, renewed every 5 s) runs out at most
+# 15 s after the kill, and a survivor releases the claims of a replica whose
+# lease ran out at its next renewal, at most 5 s later: 20 s. The other 10 s
+# are for a loaded 2-core machine (renewals that tick late, slow
+# transactions on PostgreSQL). The test's clock starts after the kill and
+# the re-upload of shard 0, so the 20 s hold from there too.
+CLAIMS_RELEASED_S = 30.0
+
+
 def test_killed_replica_releases_its_upload_claims(sextant_bin, tmp_path, postgres_db, s3_blob_store):
     """Replica a is killed with two shard uploads in flight. A replica
     started while a was alive kept a's claims (the .metadata waited); after
     the kill, shard 0 uploaded again through b supersedes a's attempt at
     once, and a's claim on shard 1 goes when a's liveness lease expires
-    (InstanceTTL, 15 s), so the .metadata lands through b without waiting
-    the claims' two minutes."""
+    (InstanceTTL, 15 s, renewed every 5 s) and a survivor's next renewal
+    (every 5 s) sees it: the .metadata lands through b within 20 s of the
+    kill (CLAIMS_RELEASED_S allows 30), not after the claims' two minutes."""
     if postgres_db is None or s3_blob_store is None:
         pytest.fail("needs SEXTANT_E2E_DB=postgres SEXTANT_E2E_BLOB_STORE=s3")
     shared = "claims_" + uuid.uuid4().hex[:8]
@@ -229,8 +240,9 @@ def test_killed_replica_releases_its_upload_claims(sextant_bin, tmp_path, postgr
                 break
             assert r.status_code == 409 and "__1_0.distcp" in r.text, r.text
             assert "__0_0.distcp" not in r.text, "a landed retry did not release the killed replica's claim: " + r.text
-            assert time.monotonic() - t0 < 90, "the killed replica's claims were not released: " + r.text
+            assert time.monotonic() - t0 < CLAIMS_RELEASED_S, "the killed replica's claims were not released: " + r.text
             time.sleep(0.5)
+        report_measurement("replica_claims_released", {"after_kill_s": round(time.monotonic() - t0, 2)})
         assert requests.head(c.url + meta, timeout=10).status_code == 200
     finally:
         for srv in (a, b, c):
