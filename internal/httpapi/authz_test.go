@@ -289,7 +289,11 @@ func routeCases() map[string]routeCase {
 			return "POST", ml + "/runs/log-batch", map[string]any{"run_id": f.run, "metrics": []any{map[string]any{"key": "m", "value": 3, "timestamp": 3, "step": 2}}}
 		}},
 		"POST " + ml + "/runs/log-inputs": {editors, func(f fixture, _ string) (string, string, any) {
-			return "POST", ml + "/runs/log-inputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model}}}
+			// A dataset too, so that TestReferenceProbe probes the fields
+			// of an object two levels down (datasets[].dataset).
+			return "POST", ml + "/runs/log-inputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model}},
+				"datasets": []any{map[string]any{"tags": []any{map[string]any{"key": "mlflow.data.context", "value": "train"}},
+					"dataset": map[string]any{"name": "d", "digest": "abc", "source_type": "local", "source": `{"uri": "/data/d.csv"}`}}}}
 		}},
 		"POST " + ml + "/runs/outputs": {editors, func(f fixture, _ string) (string, string, any) {
 			return "POST", ml + "/runs/outputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model, "step": 1}}}
