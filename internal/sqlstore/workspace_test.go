@@ -19,9 +19,19 @@ func TestWorkspaceConformance(t *testing.T) {
 				if err := tr.Init(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				return workspacetest.Harness{Store: s.Workspace(), CreateExperiment: func(ctx context.Context, name string) (string, error) {
-					return tr.CreateExperiment(ctx, name, "", nil)
-				}}
+				return workspacetest.Harness{
+					Store: s.Workspace(),
+					CreateExperiment: func(ctx context.Context, name string) (string, error) {
+						return tr.CreateExperiment(ctx, name, "", nil)
+					},
+					CreateRun: func(ctx context.Context, exp string) (string, error) {
+						r, err := tr.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: exp})
+						if err != nil {
+							return "", err
+						}
+						return r.Info.RunID, nil
+					},
+				}
 			})
 		})
 	}
