@@ -15,15 +15,19 @@ import (
 	"github.com/sextant/sextant/internal/workspace"
 )
 
-// Harness is a fresh store and a way to create experiments and runs in it
-// (the workspace reads experiment names and run ids, which the tracking
-// store keeps).
+// Harness is a fresh store and a way to create and purge experiments and
+// runs in it (the workspace reads experiment names and run ids, which the
+// tracking store keeps).
 type Harness struct {
 	Store workspace.Store
 	// CreateExperiment creates an experiment named name and returns its id.
 	CreateExperiment func(ctx context.Context, name string) (string, error)
 	// CreateRun creates a run in an experiment and returns its id.
 	CreateRun func(ctx context.Context, experimentID string) (string, error)
+	// PurgeRun deletes a run for good, as a garbage collector of deleted
+	// runs does; PurgeExperiment deletes an experiment and its runs.
+	PurgeRun        func(ctx context.Context, runID string) error
+	PurgeExperiment func(ctx context.Context, id string) error
 }
 
 // Opener opens a fresh, empty store, closed by the opener's t.Cleanup.
@@ -39,6 +43,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("Experiments", func(t *testing.T) { testExperiments(t, open(t)) })
 	t.Run("Comments", func(t *testing.T) { testComments(t, open(t)) })
 	t.Run("CommentTargets", func(t *testing.T) { testCommentTargets(t, open(t)) })
+	t.Run("CommentsGoWithTheirTarget", func(t *testing.T) { testCommentsGoWithTheirTarget(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open(t)) })
 	t.Run("ConcurrentUsers", func(t *testing.T) { testConcurrentUsers(t, open(t)) })
 }
@@ -395,6 +400,59 @@ func testCommentTargets(t *testing.T, h Harness) {
 			t.Errorf("%d comments on the %s, want one from each subject", len(list), target.Kind)
 		}
 	}
+}
+
+// testCommentsGoWithTheirTarget: purging a run takes the comments on it,
+// purging an experiment those on it and on its runs; comments on other
+// targets stay.
+func testCommentsGoWithTheirTarget(t *testing.T, h Harness) {
+	ctx, s := context.Background(), h.Store
+	u := mustUser(t, s, "c@example.com", false)
+	exp, err := h.CreateExperiment(ctx, "/Shared/purged")
+	must(t, err)
+	other, err := h.CreateExperiment(ctx, "/Shared/kept")
+	must(t, err)
+	var runs, otherRuns []string
+	for range 2 {
+		r, err := h.CreateRun(ctx, exp)
+		must(t, err)
+		runs = append(runs, r)
+		r, err = h.CreateRun(ctx, other)
+		must(t, err)
+		otherRuns = append(otherRuns, r)
+	}
+	on := func(kind, id string) workspace.CommentTarget { return workspace.CommentTarget{Kind: kind, ID: id} }
+	targets := []workspace.CommentTarget{on("experiment", exp), on("experiment", other)}
+	for i := range runs {
+		targets = append(targets, on("run", runs[i]), on("run", otherRuns[i]))
+	}
+	for _, tg := range targets {
+		for range 2 {
+			must(t, s.AddComment(ctx, &workspace.Comment{Target: tg, AuthorID: u.ID, Body: "on " + tg.ID, CreatedMs: 1, UpdatedMs: 1}))
+		}
+	}
+	count := func(tg workspace.CommentTarget) int {
+		t.Helper()
+		list, err := s.ListComments(ctx, tg)
+		must(t, err)
+		return len(list)
+	}
+	want := func(when string, gone map[workspace.CommentTarget]bool) {
+		t.Helper()
+		for _, tg := range targets {
+			n := count(tg)
+			switch {
+			case gone[tg] && n != 0:
+				t.Errorf("%s: %d comments left on the purged %s %s", when, n, tg.Kind, tg.ID)
+			case !gone[tg] && n != 2:
+				t.Errorf("%s: %d comments on the %s %s, want its 2", when, n, tg.Kind, tg.ID)
+			}
+		}
+	}
+	must(t, h.PurgeRun(ctx, runs[0]))
+	want("after purging a run", map[workspace.CommentTarget]bool{on("run", runs[0]): true})
+	must(t, h.PurgeExperiment(ctx, exp))
+	want("after purging its experiment", map[workspace.CommentTarget]bool{on("run", runs[0]): true, on("run", runs[1]): true, on("experiment", exp): true})
 }
 
 func testAudit(t *testing.T, h Harness) {
