@@ -47,10 +47,11 @@ var people = []string{owner, reader, editor, outsider, admin}
 
 // authServer is a multi-user server with the five people.
 type authServer struct {
-	t   *testing.T
-	h   *httpapi.Server
-	reg *prometheus.Registry // the server's and its store's metrics
-	seq atomic.Int64
+	t     *testing.T
+	h     *httpapi.Server
+	store *sqlstore.Store
+	reg   *prometheus.Registry // the server's and its store's metrics
+	seq   atomic.Int64
 }
 
 func mustAuthServer(t *testing.T) *authServer {
@@ -108,7 +109,7 @@ func mustAuthServer(t *testing.T) *authServer {
 		UI:        ui.MustNew(),
 		Metrics:   reg, Gatherer: reg,
 	})
-	return &authServer{t: t, h: h, reg: reg}
+	return &authServer{t: t, h: h, store: store, reg: reg}
 }
 
 // as sends a request as user (Basic), or anonymously when user is "".
