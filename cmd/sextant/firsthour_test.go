@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -233,5 +234,58 @@ func TestCommandsSayWhatTheyChanged(t *testing.T) {
 	env["MLFLOW_TRACKING_PASSWORD"] = "a new long password"
 	if out, _ := mustCLI(t, env, "", "perms", "get", "folder:/Shared/vision"); !strings.HasPrefix(out, "PRINCIPAL") {
 		t.Errorf("perms get with the new password: %q", out)
+	}
+}
+
+// TestImportAndMigrateSayWhichPathTheyUse: `sextant import` and `sextant
+// migrate` say which database file, in which data directory, they use,
+// and that they created the directory when it did not exist.
+func TestImportAndMigrateSayWhichPathTheyUse(t *testing.T) {
+	// An MLflow database with no experiments: the tables the importer
+	// checks for, and the columns of the ones it reads.
+	src := filepath.Join(t.TempDir(), "mlflow.db")
+	db, err := sql.Open("sqlite3", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE experiments (experiment_id INTEGER PRIMARY KEY, name TEXT, artifact_location TEXT, lifecycle_stage TEXT, creation_time INTEGER, last_update_time INTEGER)`,
+		`CREATE TABLE experiment_tags (experiment_id INTEGER, key TEXT, value TEXT)`,
+		`CREATE TABLE runs (run_uuid TEXT, experiment_id INTEGER)`,
+		`CREATE TABLE params (run_uuid TEXT, key TEXT, value TEXT)`,
+		`CREATE TABLE tags (run_uuid TEXT, key TEXT, value TEXT)`,
+		`CREATE TABLE metrics (run_uuid TEXT, key TEXT, value REAL, timestamp INTEGER, step INTEGER, is_nan INTEGER)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	for name, args := range map[string][]string{
+		"Import":  {"import", "--from", "sqlite:///" + src, "--no-artifacts"},
+		"Migrate": {"migrate"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "new", "sextant-data")
+			file := filepath.Join(dir, "sextant.db")
+			says := map[string]string{
+				"Import":  "importing into " + file,
+				"Migrate": "schema of " + file + " is up to date:",
+			}[name]
+			for _, created := range []bool{true, false} {
+				out, errb := mustCLI(t, nil, "", append(args, "--data-dir", dir)...)
+				if !strings.Contains(out+errb, says) {
+					t.Errorf("sextant %s does not say which database it used (want %q):\nstdout: %s\nstderr: %s", args[0], says, out, errb)
+				}
+				// The log line: msg="created the data directory" path=DIR.
+				if got := regexp.MustCompile(`created the data directory"? (path=)?` + regexp.QuoteMeta(dir) + `\n`).MatchString(errb); got != created {
+					t.Errorf("sextant %s says it created the data directory %s: %v, want %v:\nstderr: %s", args[0], dir, got, created, errb)
+				}
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("sextant %s did not create %s: %v", args[0], file, err)
+			}
+		})
 	}
 }

@@ -9,7 +9,11 @@ import (
 // TestHelpOfEveryCommand runs -h and --help on every command and
 // subcommand of the command table (the table the dispatcher uses, so a new
 // command is tested without being listed here): each exits 0 and prints,
-// on stdout, a usage line naming the command and at least one example.
+// on stdout, a usage line naming the command and at least one example,
+// and its Environment section lists every variable of the command's
+// entry and every variable the command read while it set up its flags
+// (SEXTANT_* ones through a SEXTANT_<FLAG> line); a command with
+// --server, which defaults to $MLFLOW_TRACKING_URI, lists that.
 func TestHelpOfEveryCommand(t *testing.T) {
 	var walk func(path []string, cmds []*command)
 	n := 0
@@ -20,7 +24,8 @@ func TestHelpOfEveryCommand(t *testing.T) {
 				name := strings.Join(p, "_") + flag
 				t.Run(name, func(t *testing.T) {
 					var out, errb bytes.Buffer
-					m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+					read := map[string]bool{}
+					m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { read[k] = true; return "" }}
 					err := m.Run(t.Context(), append(p[:len(p):len(p)], flag))
 					if code := exitCode(err); err != nil && code != 0 {
 						t.Fatalf("sextant %s %s: exit %d (%v)\nstderr: %s", strings.Join(p, " "), flag, code, err, errb.String())
@@ -35,6 +40,22 @@ func TestHelpOfEveryCommand(t *testing.T) {
 					}
 					if len(c.env) > 0 && !strings.Contains(help, "\nEnvironment:\n  "+c.env[0].name) {
 						t.Fatalf("the environment variables are not listed:\n%s", help)
+					}
+					listed := helpEnv(help)
+					for _, e := range c.env {
+						for _, name := range strings.Split(e.name, ", ") {
+							if !listed[name] {
+								t.Errorf("the help does not list %s, a variable of the command's entry:\n%s", name, help)
+							}
+						}
+					}
+					for name := range read {
+						if !listed[name] && !(strings.HasPrefix(name, "SEXTANT_") && listed["SEXTANT_<FLAG>"]) {
+							t.Errorf("sextant %s reads %s but its help does not list it:\n%s", strings.Join(p, " "), name, help)
+						}
+					}
+					if (read["MLFLOW_TRACKING_URI"] || strings.Contains(help, "\n  -server ")) && !listed["MLFLOW_TRACKING_URI"] {
+						t.Errorf("sextant %s takes its server from MLFLOW_TRACKING_URI but its help does not list it:\n%s", strings.Join(p, " "), help)
 					}
 				})
 				n++
@@ -57,6 +78,26 @@ func TestHelpOfEveryCommand(t *testing.T) {
 			t.Fatalf("sextant %v:\n%s", args, out.String())
 		}
 	}
+}
+
+// helpEnv returns the variables a help's Environment section lists: the
+// first column of each line, where one line may name several ("A, B").
+func helpEnv(help string) map[string]bool {
+	out := map[string]bool{}
+	_, section, ok := strings.Cut(help, "\nEnvironment:\n")
+	if !ok {
+		return out
+	}
+	section, _, _ = strings.Cut(section, "\n\n")
+	for _, line := range strings.Split(section, "\n") {
+		names, _, _ := strings.Cut(strings.TrimSpace(line), "  ")
+		for _, n := range strings.Split(names, ", ") {
+			if n != "" {
+				out[n] = true
+			}
+		}
+	}
+	return out
 }
 
 // TestUsageErrors: a command line that makes no sense exits 2 and says

@@ -47,10 +47,11 @@ var people = []string{owner, reader, editor, outsider, admin}
 
 // authServer is a multi-user server with the five people.
 type authServer struct {
-	t   *testing.T
-	h   *httpapi.Server
-	reg *prometheus.Registry // the server's and its store's metrics
-	seq atomic.Int64
+	t     *testing.T
+	h     *httpapi.Server
+	store *sqlstore.Store
+	reg   *prometheus.Registry // the server's and its store's metrics
+	seq   atomic.Int64
 }
 
 func mustAuthServer(t *testing.T) *authServer {
@@ -108,7 +109,7 @@ func mustAuthServer(t *testing.T) *authServer {
 		UI:        ui.MustNew(),
 		Metrics:   reg, Gatherer: reg,
 	})
-	return &authServer{t: t, h: h, reg: reg}
+	return &authServer{t: t, h: h, store: store, reg: reg}
 }
 
 // as sends a request as user (Basic), or anonymously when user is "".
@@ -289,7 +290,11 @@ func routeCases() map[string]routeCase {
 			return "POST", ml + "/runs/log-batch", map[string]any{"run_id": f.run, "metrics": []any{map[string]any{"key": "m", "value": 3, "timestamp": 3, "step": 2}}}
 		}},
 		"POST " + ml + "/runs/log-inputs": {editors, func(f fixture, _ string) (string, string, any) {
-			return "POST", ml + "/runs/log-inputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model}}}
+			// A dataset too, so that TestReferenceProbe probes the fields
+			// of an object two levels down (datasets[].dataset).
+			return "POST", ml + "/runs/log-inputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model}},
+				"datasets": []any{map[string]any{"tags": []any{map[string]any{"key": "mlflow.data.context", "value": "train"}},
+					"dataset": map[string]any{"name": "d", "digest": "abc", "source_type": "local", "source": `{"uri": "/data/d.csv"}`}}}}
 		}},
 		"POST " + ml + "/runs/outputs": {editors, func(f fixture, _ string) (string, string, any) {
 			return "POST", ml + "/runs/outputs", map[string]any{"run_id": f.run, "models": []any{map[string]any{"model_id": f.model, "step": 1}}}

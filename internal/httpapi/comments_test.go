@@ -1,10 +1,14 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // commentCaller sends a request as one kind of caller.
@@ -17,19 +21,19 @@ type commentCaller func(method, target string, body any) response
 // local user (whose access checks look nothing up) could comment on
 // experiment "" or on experiments that do not exist.
 func TestCommentTargets(t *testing.T) {
-	callers := map[string]func(t *testing.T) (commentCaller, string, string){
-		"Admin": func(t *testing.T) (commentCaller, string, string) {
+	callers := map[string]func(t *testing.T) (commentCaller, *sqlstore.Store, string, string){
+		"Admin": func(t *testing.T) (commentCaller, *sqlstore.Store, string, string) {
 			a := mustAuthServer(t)
 			exp, run := commentWorld(t, func(m, p string, b any) response { return a.must(owner, m, p, b) }, "/Users/"+owner+"/c")
-			return func(m, p string, b any) response { return a.as(admin, m, p, b) }, exp, run
+			return func(m, p string, b any) response { return a.as(admin, m, p, b) }, a.store, exp, run
 		},
-		"User": func(t *testing.T) (commentCaller, string, string) {
+		"User": func(t *testing.T) (commentCaller, *sqlstore.Store, string, string) {
 			a := mustAuthServer(t)
 			exp, run := commentWorld(t, func(m, p string, b any) response { return a.must(owner, m, p, b) }, "/Users/"+owner+"/c")
-			return func(m, p string, b any) response { return a.as(owner, m, p, b) }, exp, run
+			return func(m, p string, b any) response { return a.as(owner, m, p, b) }, a.store, exp, run
 		},
-		"LocalUser": func(t *testing.T) (commentCaller, string, string) {
-			s := MustServer(t)
+		"LocalUser": func(t *testing.T) (commentCaller, *sqlstore.Store, string, string) {
+			s, store := mustServerStore(t)
 			call := func(m, p string, b any) response { return do(t, s, m, p, b) }
 			exp, run := commentWorld(t, func(m, p string, b any) response {
 				r := call(m, p, b)
@@ -38,13 +42,22 @@ func TestCommentTargets(t *testing.T) {
 				}
 				return r
 			}, "/Shared/c")
-			return call, exp, run
+			return call, store, exp, run
 		},
 	}
 	const missingRun = "0123456789abcdef0123456789abcdef"
 	for who, setup := range callers {
 		t.Run(who, func(t *testing.T) {
-			call, exp, run := setup(t)
+			call, store, exp, run := setup(t)
+			// stored counts the comments in the store on a target.
+			stored := func(kind, id string) int {
+				t.Helper()
+				cs, err := store.Workspace().ListComments(context.Background(), workspace.CommentTarget{Kind: kind, ID: id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(cs)
+			}
 			refused := map[string]struct {
 				kind, id string
 				status   int
@@ -78,7 +91,15 @@ func TestCommentTargets(t *testing.T) {
 						q.Set("target_id", tc.id)
 					}
 					wantFieldError(t, call("GET", "/api/2.0/sextant/comments?"+q.Encode(), nil), tc.status, tc.field)
+					if n := stored(tc.kind, tc.id); n != 0 {
+						t.Errorf("the refused request stored %d comments on %s %q", n, tc.kind, tc.id)
+					}
 				})
+			}
+			for kind, id := range map[string]string{"experiment": exp, "run": run} {
+				if n := stored(kind, id); n != 0 {
+					t.Fatalf("%d comments on the %s before any was added", n, kind)
+				}
 			}
 
 			// The real targets take comments; nothing else was stored.

@@ -232,6 +232,7 @@ var probeExempt = map[string]string{
 	"POST /api/2.0/mlflow/experiments/create tags[mlflow.parentRunId]":                 "experiment tags: mlflow.parentRunId names nothing on an experiment",
 	"POST /api/2.0/mlflow/experiments/set-experiment-tag key/value mlflow.parentRunId": "experiment tags: mlflow.parentRunId names nothing on an experiment",
 	"POST /api/2.0/mlflow/runs/log-parameter key/value mlflow.parentRunId":             "a param, not a tag: MLflow reads the parent only from tags",
+	"POST /api/2.0/mlflow/runs/log-inputs set datasets[].dataset.source":               "a dataset's source is the client's description of where its data came from (MLflow's DatasetSource JSON), stored as text and never resolved, shown or followed",
 	"POST /api/2.0/mlflow/logged-models tags[mlflow.parentRunId]":                      "logged-model tags: the parent of a run names nothing on a model",
 	"PATCH /api/2.0/mlflow/logged-models/{model_id}/tags tags[mlflow.parentRunId]":     "logged-model tags: the parent of a run names nothing on a model",
 	"POST /api/2.0/mlflow/registered-models/create tags[mlflow.parentRunId]":           "registry tags are free text",
@@ -262,11 +263,11 @@ type probe struct {
 // TestReferenceProbe finds references that no route declares: it sends
 // every route's matrix request, as a user the route allows, with each
 // id-shaped value in it (query, path, body) swapped for the stranger's
-// object of that kind, and with every id-shaped field (probeKeys, in the
-// body, in each list of objects and in the query) and a mlflow.parentRunId
-// tag set to the stranger's. Each must be refused (a 4xx), except where a
-// listing leaves the stranger's objects out or probeExempt says why the id
-// names nothing. A new route that takes a reference and does not check it
+// object of that kind, and with every id-shaped field (probeKeys, in
+// every object of the body at any depth and in the query) and a
+// mlflow.parentRunId tag set to the stranger's. Each must be refused (a
+// 4xx), except where a listing leaves the stranger's objects out or
+// probeExempt says why the id names nothing. A new route that takes a reference and does not check it
 // fails here until it declares and checks it.
 func TestReferenceProbe(t *testing.T) {
 	a := mustAuthServer(t)
@@ -405,23 +406,19 @@ func probesFor(f fixture, w world, keys map[string]any, c routeCase, caller stri
 			add("body "+fmtPath(lp), fmt.Sprint(lp[0]), m, tg, b2)
 		}
 	}
-	for k, v := range keys {
-		m, tg, b := base()
-		b2 := clone(b).(map[string]any)
-		b2[k] = v
-		add("set "+k, k, m, tg, b2)
-		for lk, lv := range obj {
-			items, ok := lv.([]any)
-			if !ok || len(items) == 0 {
-				continue
-			}
-			if _, ok := items[0].(map[string]any); !ok {
-				continue
-			}
+	// Every id-shaped field set in every object of the body, at any
+	// depth (the body itself, items of its lists, objects inside those:
+	// datasets[].dataset), so that a reference nested deep is probed too.
+	for _, op := range objectPaths(clone(obj), nil) {
+		for k, v := range keys {
 			m, tg, b := base()
-			b2 := clone(b).(map[string]any)
-			b2[lk].([]any)[0].(map[string]any)[k] = v
-			add("set "+lk+"[]."+k, lk, m, tg, b2)
+			b2 := clone(b)
+			getPath(b2, op).(map[string]any)[k] = v
+			label, field := "set "+k, k
+			if len(op) > 0 {
+				label, field = "set "+fmtPath(op)+"."+k, op[0].(string)
+			}
+			add(label, field, m, tg, b2)
 		}
 	}
 	parent := map[string]any{"key": "mlflow.parentRunId", "value": w.run}
@@ -525,6 +522,29 @@ func leafPaths(v any, prefix []any) [][]any {
 		}
 	case string:
 		out = append(out, prefix)
+	}
+	return out
+}
+
+// objectPaths lists the paths (keys and indexes) of the objects in v, v
+// itself included, at any depth.
+func objectPaths(v any, prefix []any) [][]any {
+	var out [][]any
+	switch x := v.(type) {
+	case map[string]any:
+		out = append(out, prefix)
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, objectPaths(x[k], append(append([]any{}, prefix...), k))...)
+		}
+	case []any:
+		for i, e := range x {
+			out = append(out, objectPaths(e, append(append([]any{}, prefix...), i))...)
+		}
 	}
 	return out
 }

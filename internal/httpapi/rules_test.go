@@ -2,8 +2,12 @@ package httpapi_test
 
 import (
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sextant/sextant/internal/httpapi"
 )
 
 // The rules of docs/auth.md that are not one route's level: moving an
@@ -153,4 +157,65 @@ func TestPublicProbes(t *testing.T) {
 	if res := a.as("", "GET", "/api/3.0/mlflow/server-info", nil); res.status != 200 || res.raw != `{"store_type":"SqlStore","workspaces_enabled":false}` {
 		t.Errorf("server-info: %d %q", res.status, res.raw)
 	}
+}
+
+// TestPublicRoutesDocumented ties the table "Routes without credentials" of
+// docs/auth.md to the route table: every route that answers without
+// credentials (Public, SignedCapability, Assets) on a server with every
+// service wired is a row of the table, and every route the table names is
+// one of them.
+func TestPublicRoutesDocumented(t *testing.T) {
+	documented := docRoutes(t, "../../docs/auth.md", "## Routes without credentials")
+	open := map[string]bool{}
+	for _, r := range mustAuthServer(t).h.Routes() {
+		switch r.Access {
+		case httpapi.Public, httpapi.SignedCapability, httpapi.Assets:
+			key := routeKey(r)
+			if open[key] {
+				continue // the same route under /ajax-api
+			}
+			open[key] = true
+			if !documented[key] {
+				t.Errorf("%s answers without credentials (%s) but docs/auth.md's table does not list it", key, r.Access)
+			}
+		}
+	}
+	for key := range documented {
+		if !open[key] {
+			t.Errorf("docs/auth.md lists %s as answering without credentials, but no such route does", key)
+		}
+	}
+	if len(documented) < 5 {
+		t.Errorf("found %d routes in docs/auth.md's table, want its rows: %v", len(documented), documented)
+	}
+}
+
+// docRoutes returns the routes ("METHOD /path", /ajax-api folded into
+// /api as routeKey does) quoted in the first column of the table under
+// heading in the markdown file at name.
+func docRoutes(t *testing.T, name, heading string) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("%s has no heading %q", name, heading)
+	}
+	if i := strings.Index(section, "\n#"); i >= 0 {
+		section = section[:i]
+	}
+	route := regexp.MustCompile("`((?:GET|HEAD|POST|PUT|PATCH|DELETE) /[^`]*)`")
+	out := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || !strings.HasPrefix(line, "|") {
+			continue
+		}
+		for _, m := range route.FindAllStringSubmatch(cells[1], -1) {
+			out[strings.Replace(m[1], " /ajax-api/", " /api/", 1)] = true
+		}
+	}
+	return out
 }

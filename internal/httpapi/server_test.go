@@ -24,6 +24,13 @@ import (
 // MustServer returns an API server over a fresh SQLite store.
 func MustServer(tb testing.TB) *httpapi.Server {
 	tb.Helper()
+	s, _ := mustServerStore(tb)
+	return s
+}
+
+// mustServerStore returns MustServer's server and its store.
+func mustServerStore(tb testing.TB) (*httpapi.Server, *sqlstore.Store) {
+	tb.Helper()
 	store, err := sqlstore.Open(context.Background(), filepath.Join(tb.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		tb.Fatal(err)
@@ -46,7 +53,7 @@ func MustServer(tb testing.TB) *httpapi.Server {
 	if err := ws.Init(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Workspace: ws, Files: files, Version: "3.7.0", MaxBodyBytes: 1 << 20, UI: ui.MustNew()})
+	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Workspace: ws, Files: files, Version: "3.7.0", MaxBodyBytes: 1 << 20, UI: ui.MustNew()}), store
 }
 
 type response struct {

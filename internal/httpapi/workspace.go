@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/errs"
-	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
 )
@@ -293,44 +292,15 @@ func (s *Server) listWorkspace(w http.ResponseWriter, r *http.Request) error {
 
 // ---- comments ----
 
-// commentTarget checks that a comment's target exists, whoever asks (an
-// administrator's or the local user's access checks look nothing up), and
-// the subject's access to it: level l on the experiment of a run or of an
-// experiment. Errors name the request's field: target_kind or target_id.
+// commentTarget checks that a comment's target exists
+// (workspace.CommentTargetExperiment, whoever asks) and the subject's
+// access to it: level l on the experiment of a run or of an experiment.
+// Errors name the request's field: target_kind or target_id.
 func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Level) (workspace.CommentTarget, error) {
 	t := workspace.CommentTarget{Kind: kind, ID: id}
-	if kind == "" {
-		return t, invalid("Missing value for required parameter 'target_kind' (run or experiment)")
-	}
-	if kind != "run" && kind != "experiment" {
-		return t, invalid("Invalid value %q for parameter 'target_kind': must be run or experiment", errs.Truncate(kind, 40))
-	}
-	if id == "" {
-		return t, invalid("Missing value for required parameter 'target_id' (the id of the %s)", kind)
-	}
-	var exp string
-	switch kind {
-	case "run":
-		if tracking.ValidateRunID(id) != nil {
-			return t, invalid("Invalid value %q for parameter 'target_id': not a run id", errs.Truncate(id, 80))
-		}
-		e, err := s.runExperiment(r.Context(), id)
-		if errs.Is(err, errs.NotFound) {
-			return t, errs.Errorf(errs.NotFound, "No run with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
-		} else if err != nil {
-			return t, err
-		}
-		exp = e
-	case "experiment":
-		if tracking.ValidateExperimentID(id) != nil {
-			return t, invalid("Invalid value %q for parameter 'target_id': not an experiment id", errs.Truncate(id, 80))
-		}
-		if _, err := s.tr.GetExperiment(r.Context(), id); errs.Is(err, errs.NotFound) {
-			return t, errs.Errorf(errs.NotFound, "No experiment with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
-		} else if err != nil {
-			return t, err
-		}
-		exp = id
+	exp, err := s.ws.CommentTargetExperiment(r.Context(), t)
+	if err != nil {
+		return t, err
 	}
 	if err := s.allowExperimentLevel(r, exp, l); err != nil {
 		return t, err

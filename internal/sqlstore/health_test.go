@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -19,20 +20,30 @@ import (
 	"github.com/sextant/sextant/internal/tracking"
 )
 
-// TestReadConnectionsWriteNothing opens eight new read connections on a
-// quiet database and checks that the database and its WAL are unchanged,
-// byte for byte, and that a read connection cannot write. Before the fix
+// TestReadConnectionsWriteNothing checks that opening a read connection
+// writes nothing, and that a read connection cannot write. Before the fix
 // every read connection ran PRAGMA auto_vacuum when it opened, which
 // writes the database header (one WAL frame a connection), so that on a
-// full disk reads failed while connections opened.
+// full disk reads failed while connections opened. First eight new
+// connections of a running store's read pool on a quiet database; then,
+// with nothing else running that could write (the store closed, so no
+// writer, checkpoint, compaction or probe loop), a fresh pool with the
+// reader's DSN on the closed, checkpointed file: the database, its WAL
+// are unchanged byte for byte, and the WAL it creates is empty.
 func TestReadConnectionsWriteNothing(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "sextant.db")
+	files := []string{path, path + "-wal", path + "-shm"}
 	s, err := Open(ctx, path, Options{ReadConns: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(context.Background())
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close(context.Background())
+		}
+	}()
 	svc := tracking.NewService(s.Tracking(), tracking.Options{})
 	if err := svc.Init(ctx); err != nil {
 		t.Fatal(err)
@@ -45,41 +56,96 @@ func TestReadConnectionsWriteNothing(t *testing.T) {
 	if err := s.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := readFiles(t, path, path+"-wal")
+	// readThrough opens n connections of db, reads and tries to write
+	// through each, and closes them.
+	readThrough := func(db *sql.DB, n int) {
+		t.Helper()
+		var conns []*sql.Conn
+		for range n {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			var n int
+			if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM experiments`).Scan(&n); err != nil || n != 2 {
+				t.Fatalf("read on a new read connection: %d experiments, %v", n, err)
+			}
+			if _, err := c.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES ('from_a_reader', 'x')`); err == nil {
+				t.Fatal("a read connection wrote a row")
+			}
+		}
+		for _, c := range conns {
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// compare checks that each file is as it was. A read connection on a
+	// WAL database whose WAL and shared-memory files are gone (the last
+	// writer deleted them on close) creates them, as SQLite does for every
+	// reader: an empty WAL, and the index SQLite builds from the WAL in
+	// shared memory, which holds no data. Any write would leave a frame in
+	// the WAL or change the database file.
+	compare := func(when string, before, after [][]byte) {
+		t.Helper()
+		for i, name := range []string{"sextant.db", "sextant.db-wal", "sextant.db-shm"} {
+			switch {
+			case before[i] == nil && after[i] != nil && name == "sextant.db-wal" && len(after[i]) > 0:
+				t.Errorf("%s: %s, absent before, has %d bytes: a read connection wrote", when, name, len(after[i]))
+			case before[i] == nil && name != "sextant.db":
+			case after[i] == nil:
+				t.Errorf("%s: %s is gone", when, name)
+			case !bytes.Equal(before[i], after[i]):
+				t.Errorf("%s: %s changed: %d bytes before, %d after", when, name, len(before[i]), len(after[i]))
+			}
+		}
+	}
 
-	var conns []interface{ Close() error }
-	for range 8 {
-		c, err := s.rdb.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		var n int
-		if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM experiments`).Scan(&n); err != nil || n != 2 {
-			t.Fatalf("read on a new read connection: %d experiments, %v", n, err)
-		}
-		if _, err := c.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES ('from_a_reader', 'x')`); err == nil {
-			t.Fatal("a read connection wrote a row")
-		}
+	// The running store's pool. The shared-memory file is left out: the
+	// store's own connections use it.
+	before := append(readFiles(t, files[:2]...), nil)
+	readThrough(s.rdb, 8)
+	compare("the running store's read pool", before, append(readFiles(t, files[:2]...), nil))
+
+	// A fresh pool on the closed file.
+	if err := s.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range conns {
-		c.Close()
+	closed = true
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
-	after := readFiles(t, path, path+"-wal")
-	for i, name := range []string{"sextant.db", "sextant.db-wal"} {
-		if !bytes.Equal(before[i], after[i]) {
-			t.Errorf("%s changed while read connections opened: %d bytes before, %d after", name, len(before[i]), len(after[i]))
-		}
+	before = readFiles(t, files...)
+	if before[0] == nil {
+		t.Fatal("the closed database has no file")
 	}
+	db, err := sql.Open("sqlite3", readerDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readThrough(db, 8)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	compare("a fresh read pool on the closed database", before, readFiles(t, files...))
 }
 
+// readFiles returns each file's bytes, nil for a file that does not exist
+// (an empty file reads as a non-nil empty slice).
 func readFiles(t *testing.T, paths ...string) [][]byte {
 	t.Helper()
 	out := make([][]byte, len(paths))
 	for i, p := range paths {
 		b, err := os.ReadFile(p)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
 			t.Fatal(err)
+		}
+		if b == nil {
+			b = []byte{}
 		}
 		out[i] = b
 	}

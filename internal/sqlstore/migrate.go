@@ -29,6 +29,22 @@ var components = []struct {
 	{"events", eventMigrations},
 }
 
+// pgMigrations holds, by component and version, the PostgreSQL text of
+// the migrations that pgDDL cannot translate (triggers); every other
+// migration is its SQLite text through pgDDL.
+var pgMigrations = map[string]map[int]string{
+	"workspace": {2: workspaceCommentPurgePG},
+}
+
+// migrationText returns version v of component c's migrations for the
+// store's database.
+func (s *db) migrationText(c string, v int, sqlite string) string {
+	if pg, ok := pgMigrations[c][v]; ok && s.pg {
+		return pg
+	}
+	return s.ddl(sqlite)
+}
+
 func (s *db) migrate(ctx context.Context) error {
 	unlock, err := s.lockMigrations(ctx)
 	if err != nil {
@@ -57,7 +73,7 @@ func (s *db) migrate(ctx context.Context) error {
 			return fmt.Errorf("the %s schema is at version %d, newer than this binary knows (%d): upgrade sextant", c.name, have[c.name], len(c.migrations))
 		}
 		for v := have[c.name] + 1; v <= len(c.migrations); v++ {
-			if err := s.applyMigration(ctx, c.name, v, c.migrations[v-1]); err != nil {
+			if err := s.applyMigration(ctx, c.name, v, s.migrationText(c.name, v, c.migrations[v-1])); err != nil {
 				return err
 			}
 		}
@@ -90,7 +106,7 @@ func (s *db) applyMigration(ctx context.Context, component string, v int, sqlTex
 	if err != nil {
 		return fmt.Errorf("apply %s migration %d: %w", component, v, sqlError(err, "begin"))
 	}
-	if _, err := tx.ExecContext(ctx, s.ddl(sqlText)); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlText); err != nil {
 		return errors.Join(fmt.Errorf("apply %s migration %d: %w", component, v, sqlError(err, "apply")), tx.Rollback())
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)`, component, v, time.Now().UnixMilli()); err != nil {

@@ -2,15 +2,6 @@ package sqlstore
 
 import "context"
 
-// PurgeRun deletes a run's row for good, as a future garbage collector of
-// deleted runs will; its log goes with it (trigger or cascade).
-func (s *Store) PurgeRun(ctx context.Context, runID string) error {
-	return s.w.do(ctx, func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE run_id = ?`, runID)
-		return sqlError(err, "purge run")
-	})
-}
-
 // LogChunkStats returns the number of chunks of a run's log and how many
 // of them are small.
 func (l *LogStore) LogChunkStats(ctx context.Context, runID string) (chunks, small int, err error) {

@@ -90,4 +90,41 @@ CREATE TABLE audit_log (
 	detail   TEXT    NOT NULL
 );
 `,
+	// 2: a comment goes with the run or experiment it is on, in the
+	// transaction that deletes the target's row for good (a purge), by a
+	// trigger: target_id names a run or an experiment, so no foreign key
+	// can. Comments left on targets that are gone already (purged, or
+	// never there: the API took any target before it checked) go now.
+	// PostgreSQL has its own text (pgMigrations).
+	`
+DELETE FROM comments WHERE target_kind = 'run' AND target_id NOT IN (SELECT run_id FROM runs);
+DELETE FROM comments WHERE target_kind = 'experiment' AND target_id NOT IN (SELECT CAST(experiment_id AS TEXT) FROM experiments);
+DELETE FROM comments WHERE target_kind NOT IN ('run', 'experiment');
+CREATE TRIGGER comments_purge_run AFTER DELETE ON runs BEGIN
+	DELETE FROM comments WHERE target_kind = 'run' AND target_id = OLD.run_id;
+END;
+CREATE TRIGGER comments_purge_experiment AFTER DELETE ON experiments BEGIN
+	DELETE FROM comments WHERE target_kind = 'experiment' AND target_id = CAST(OLD.experiment_id AS TEXT);
+END;
+`,
 }
+
+// workspaceCommentPurgePG is workspace migration 2 on PostgreSQL, whose
+// triggers call functions.
+const workspaceCommentPurgePG = `
+DELETE FROM comments WHERE target_kind = 'run' AND target_id NOT IN (SELECT run_id FROM runs);
+DELETE FROM comments WHERE target_kind = 'experiment' AND target_id NOT IN (SELECT CAST(experiment_id AS TEXT) FROM experiments);
+DELETE FROM comments WHERE target_kind NOT IN ('run', 'experiment');
+CREATE FUNCTION comments_purge_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM comments WHERE target_kind = 'run' AND target_id = OLD.run_id;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER comments_purge_run AFTER DELETE ON runs FOR EACH ROW EXECUTE FUNCTION comments_purge_run();
+CREATE FUNCTION comments_purge_experiment() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM comments WHERE target_kind = 'experiment' AND target_id = CAST(OLD.experiment_id AS TEXT);
+	RETURN NULL;
+END $$;
+CREATE TRIGGER comments_purge_experiment AFTER DELETE ON experiments FOR EACH ROW EXECUTE FUNCTION comments_purge_experiment();
+`

@@ -359,6 +359,19 @@ func (s *WorkspaceStore) ExperimentPath(ctx context.Context, id string) (string,
 	return name, sqlError(err, "get experiment")
 }
 
+// RunExperiment implements workspace.Store.
+func (s *WorkspaceStore) RunExperiment(ctx context.Context, runID string) (string, error) {
+	var exp int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT experiment_id FROM runs WHERE run_id = ?`, runID).Scan(&exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", tracking.RunNotFound(runID)
+	}
+	if err != nil {
+		return "", sqlError(err, "get run")
+	}
+	return strconv.FormatInt(exp, 10), nil
+}
+
 // ExperimentNames implements workspace.Store.
 func (s *WorkspaceStore) ExperimentNames(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}

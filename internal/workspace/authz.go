@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
 )
 
 // chainFor returns the grants on r and on every folder above it, nearest
@@ -525,9 +526,52 @@ func (s *Service) ListGroups(ctx context.Context, sub *Subject) ([]Group, error)
 // MaxCommentLen is the longest comment, in characters.
 const MaxCommentLen = 65536
 
-// AddComment adds a comment. The caller has checked that the subject can
+// CommentTargetExperiment checks that a comment's target is a run or an
+// experiment that exists, and returns the id of the experiment it is on
+// (the experiment itself, or the run's). It looks the target up whoever
+// asks: it decides no access. Errors name the request's fields: Invalid
+// for a missing or unknown target_kind and a missing or malformed
+// target_id, NotFound for a target that does not exist.
+func (s *Service) CommentTargetExperiment(ctx context.Context, t CommentTarget) (string, error) {
+	kind, id := t.Kind, t.ID
+	if kind == "" {
+		return "", errs.E(errs.Invalid, "Missing value for required parameter 'target_kind' (run or experiment)")
+	}
+	if kind != "run" && kind != "experiment" {
+		return "", errs.Errorf(errs.Invalid, "Invalid value %q for parameter 'target_kind': must be run or experiment", errs.Truncate(kind, 40))
+	}
+	if id == "" {
+		return "", errs.Errorf(errs.Invalid, "Missing value for required parameter 'target_id' (the id of the %s)", kind)
+	}
+	if kind == "run" {
+		if tracking.ValidateRunID(id) != nil {
+			return "", errs.Errorf(errs.Invalid, "Invalid value %q for parameter 'target_id': not a run id", errs.Truncate(id, 80))
+		}
+		exp, err := s.store.RunExperiment(ctx, id)
+		if errs.Is(err, errs.NotFound) {
+			return "", errs.Errorf(errs.NotFound, "No run with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
+		}
+		return exp, err
+	}
+	if tracking.ValidateExperimentID(id) != nil {
+		return "", errs.Errorf(errs.Invalid, "Invalid value %q for parameter 'target_id': not an experiment id", errs.Truncate(id, 80))
+	}
+	if _, err := s.store.ExperimentPath(ctx, id); errs.Is(err, errs.NotFound) {
+		return "", errs.Errorf(errs.NotFound, "No experiment with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
+	} else if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// AddComment adds a comment on a run or experiment that exists, for every
+// subject (an administrator and the local user included); see
+// CommentTargetExperiment. The caller has checked that the subject can
 // read the target.
 func (s *Service) AddComment(ctx context.Context, sub *Subject, target CommentTarget, body string) (*Comment, error) {
+	if _, err := s.CommentTargetExperiment(ctx, target); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(body) == "" || utf8.RuneCountInString(body) > MaxCommentLen {
 		return nil, errs.Errorf(errs.Invalid, "Invalid value for parameter 'body': a comment must be 1 to %d characters", MaxCommentLen)
 	}

@@ -46,8 +46,12 @@ type Store interface {
 	Grants(ctx context.Context, rs []Resource) (map[Resource][]Grant, error)
 
 	// ExperimentPath returns an experiment's name, which is its workspace
-	// path when it has one.
+	// path when it has one, and errs.NotFound when no experiment has that
+	// id.
 	ExperimentPath(ctx context.Context, id string) (string, error)
+	// RunExperiment returns the id of the experiment a run is in, and
+	// errs.NotFound when no run has that id.
+	RunExperiment(ctx context.Context, runID string) (string, error)
 	// ExperimentNames returns every experiment's id and name.
 	ExperimentNames(ctx context.Context) (map[string]string, error)
 	// GrantsTo returns every grant to one of the principals.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,12 +15,19 @@ import (
 	"github.com/sextant/sextant/internal/workspace"
 )
 
-// Harness is a fresh store and a way to create experiments in it (the
-// workspace reads experiment names, which the tracking store keeps).
+// Harness is a fresh store and a way to create and purge experiments and
+// runs in it (the workspace reads experiment names and run ids, which the
+// tracking store keeps).
 type Harness struct {
 	Store workspace.Store
 	// CreateExperiment creates an experiment named name and returns its id.
 	CreateExperiment func(ctx context.Context, name string) (string, error)
+	// CreateRun creates a run in an experiment and returns its id.
+	CreateRun func(ctx context.Context, experimentID string) (string, error)
+	// PurgeRun deletes a run for good, as a garbage collector of deleted
+	// runs does; PurgeExperiment deletes an experiment and its runs.
+	PurgeRun        func(ctx context.Context, runID string) error
+	PurgeExperiment func(ctx context.Context, id string) error
 }
 
 // Opener opens a fresh, empty store, closed by the opener's t.Cleanup.
@@ -34,6 +42,8 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("FoldersAndGrants", func(t *testing.T) { testFoldersAndGrants(t, open(t)) })
 	t.Run("Experiments", func(t *testing.T) { testExperiments(t, open(t)) })
 	t.Run("Comments", func(t *testing.T) { testComments(t, open(t)) })
+	t.Run("CommentTargets", func(t *testing.T) { testCommentTargets(t, open(t)) })
+	t.Run("CommentsGoWithTheirTarget", func(t *testing.T) { testCommentsGoWithTheirTarget(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open(t)) })
 	t.Run("ConcurrentUsers", func(t *testing.T) { testConcurrentUsers(t, open(t)) })
 }
@@ -279,6 +289,13 @@ func testExperiments(t *testing.T, h Harness) {
 	}
 	_, err = s.ExperimentPath(ctx, "987654")
 	wantCode(t, err, errs.NotFound)
+	run, err := h.CreateRun(ctx, id)
+	must(t, err)
+	if got, err := s.RunExperiment(ctx, run); err != nil || got != id {
+		t.Fatalf("RunExperiment: %q, %v; want %q", got, err, id)
+	}
+	_, err = s.RunExperiment(ctx, "0123456789abcdef0123456789abcdef")
+	wantCode(t, err, errs.NotFound)
 	names, err := s.ExperimentNames(ctx)
 	must(t, err)
 	if names[id] != "/Users/e@example.com/mnist" {
@@ -310,6 +327,132 @@ func testComments(t *testing.T, h Harness) {
 	_, err = s.GetComment(ctx, c1.ID)
 	wantCode(t, err, errs.NotFound)
 	wantCode(t, s.UpdateComment(ctx, c1.ID, "x", 1), errs.NotFound)
+}
+
+// testCommentTargets: the workspace service takes a comment only on a run
+// or experiment that exists, whoever adds it (an administrator's and the
+// local user's access checks look nothing up), and stores nothing for a
+// target it refuses.
+func testCommentTargets(t *testing.T, h Harness) {
+	ctx := context.Background()
+	svc := workspace.NewService(h.Store, workspace.Options{BcryptCost: 4})
+	must(t, svc.Init(ctx))
+	exp, err := h.CreateExperiment(ctx, "/Shared/commented")
+	must(t, err)
+	run, err := h.CreateRun(ctx, exp)
+	must(t, err)
+	admin, err := svc.CreateUser(ctx, nil, "admin@example.com", "correct horse battery", true)
+	must(t, err)
+	user, err := svc.CreateUser(ctx, nil, "user@example.com", "correct horse battery", false)
+	must(t, err)
+	subjects := map[string]*workspace.Subject{
+		"Admin":     {User: admin},
+		"User":      {User: user},
+		"LocalUser": workspace.LocalAdmin(),
+	}
+	refused := map[string]struct {
+		target workspace.CommentTarget
+		code   errs.Code
+		field  string
+	}{
+		"ErrKindMissing":         {workspace.CommentTarget{ID: exp}, errs.Invalid, "target_kind"},
+		"ErrKindUnknown":         {workspace.CommentTarget{Kind: "model", ID: exp}, errs.Invalid, "target_kind"},
+		"ErrExperimentIDMissing": {workspace.CommentTarget{Kind: "experiment"}, errs.Invalid, "target_id"},
+		"ErrExperimentUnknown":   {workspace.CommentTarget{Kind: "experiment", ID: "987654321"}, errs.NotFound, "target_id"},
+		"ErrExperimentUnknownAZ": {workspace.CommentTarget{Kind: "experiment", ID: "abc"}, errs.NotFound, "target_id"},
+		"ErrExperimentMalformed": {workspace.CommentTarget{Kind: "experiment", ID: "../x"}, errs.Invalid, "target_id"},
+		"ErrRunIDMissing":        {workspace.CommentTarget{Kind: "run"}, errs.Invalid, "target_id"},
+		"ErrRunUnknown":          {workspace.CommentTarget{Kind: "run", ID: "0123456789abcdef0123456789abcdef"}, errs.NotFound, "target_id"},
+		"ErrRunIsAnExperiment":   {workspace.CommentTarget{Kind: "run", ID: exp}, errs.NotFound, "target_id"},
+		"ErrRunMalformed":        {workspace.CommentTarget{Kind: "run", ID: "../x"}, errs.Invalid, "target_id"},
+	}
+	for who, sub := range subjects {
+		t.Run(who, func(t *testing.T) {
+			for name, tc := range refused {
+				_, err := svc.AddComment(ctx, sub, tc.target, "x")
+				if errs.CodeOf(err) != tc.code || !strings.Contains(err.Error(), "'"+tc.field+"'") {
+					t.Errorf("%s: AddComment(%+v): %v, want %s naming '%s'", name, tc.target, err, tc.code, tc.field)
+				}
+				list, err := h.Store.ListComments(ctx, tc.target)
+				must(t, err)
+				if len(list) != 0 {
+					t.Errorf("%s: a refused comment was stored: %+v", name, list[0])
+				}
+			}
+			for target, wantExp := range map[workspace.CommentTarget]string{{Kind: "experiment", ID: exp}: exp, {Kind: "run", ID: run}: exp} {
+				if got, err := svc.CommentTargetExperiment(ctx, target); err != nil || got != wantExp {
+					t.Errorf("CommentTargetExperiment(%+v): %q, %v; want %q", target, got, err, wantExp)
+				}
+				c, err := svc.AddComment(ctx, sub, target, "on the "+target.Kind)
+				if err != nil {
+					t.Fatalf("comment on the %s: %v", target.Kind, err)
+				}
+				if c.ID == 0 || c.Target != target {
+					t.Errorf("comment on the %s: %+v", target.Kind, c)
+				}
+			}
+		})
+	}
+	for _, target := range []workspace.CommentTarget{{Kind: "experiment", ID: exp}, {Kind: "run", ID: run}} {
+		list, err := svc.Comments(ctx, target)
+		must(t, err)
+		if len(list) != len(subjects) {
+			t.Errorf("%d comments on the %s, want one from each subject", len(list), target.Kind)
+		}
+	}
+}
+
+// testCommentsGoWithTheirTarget: purging a run takes the comments on it,
+// purging an experiment those on it and on its runs; comments on other
+// targets stay.
+func testCommentsGoWithTheirTarget(t *testing.T, h Harness) {
+	ctx, s := context.Background(), h.Store
+	u := mustUser(t, s, "c@example.com", false)
+	exp, err := h.CreateExperiment(ctx, "/Shared/purged")
+	must(t, err)
+	other, err := h.CreateExperiment(ctx, "/Shared/kept")
+	must(t, err)
+	var runs, otherRuns []string
+	for range 2 {
+		r, err := h.CreateRun(ctx, exp)
+		must(t, err)
+		runs = append(runs, r)
+		r, err = h.CreateRun(ctx, other)
+		must(t, err)
+		otherRuns = append(otherRuns, r)
+	}
+	on := func(kind, id string) workspace.CommentTarget { return workspace.CommentTarget{Kind: kind, ID: id} }
+	targets := []workspace.CommentTarget{on("experiment", exp), on("experiment", other)}
+	for i := range runs {
+		targets = append(targets, on("run", runs[i]), on("run", otherRuns[i]))
+	}
+	for _, tg := range targets {
+		for range 2 {
+			must(t, s.AddComment(ctx, &workspace.Comment{Target: tg, AuthorID: u.ID, Body: "on " + tg.ID, CreatedMs: 1, UpdatedMs: 1}))
+		}
+	}
+	count := func(tg workspace.CommentTarget) int {
+		t.Helper()
+		list, err := s.ListComments(ctx, tg)
+		must(t, err)
+		return len(list)
+	}
+	want := func(when string, gone map[workspace.CommentTarget]bool) {
+		t.Helper()
+		for _, tg := range targets {
+			n := count(tg)
+			switch {
+			case gone[tg] && n != 0:
+				t.Errorf("%s: %d comments left on the purged %s %s", when, n, tg.Kind, tg.ID)
+			case !gone[tg] && n != 2:
+				t.Errorf("%s: %d comments on the %s %s, want its 2", when, n, tg.Kind, tg.ID)
+			}
+		}
+	}
+	must(t, h.PurgeRun(ctx, runs[0]))
+	want("after purging a run", map[workspace.CommentTarget]bool{on("run", runs[0]): true})
+	must(t, h.PurgeExperiment(ctx, exp))
+	want("after purging its experiment", map[workspace.CommentTarget]bool{on("run", runs[0]): true, on("run", runs[1]): true, on("experiment", exp): true})
 }
 
 func testAudit(t *testing.T, h Harness) {
