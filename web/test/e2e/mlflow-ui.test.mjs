@@ -29,6 +29,8 @@ let br;
 let page;
 let ids;
 const enc = encodeURIComponent;
+/** the messages of the dialogs (alert, confirm) any page opened: injected script that ran */
+const dialogs = [];
 
 before(async () => {
   srv = await startServer();
@@ -43,6 +45,10 @@ before(async () => {
   await srv.api('POST', '/api/2.0/mlflow/registered-models/alias', { name: ids.model, alias: ALIAS, version: '2' });
   br = await launch();
   page = br.page;
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.dismiss();
+  });
   await page.addInitScript(() => {
     window.__xss = 0;
   });
@@ -57,6 +63,7 @@ async function noXSS() {
   assert.equal(await page.evaluate(() => window.__xss), 0, 'injected script ran');
   assert.equal(await page.locator('img[src="x"]').count(), 0, 'injected HTML was rendered');
   assert.equal(await page.locator('main b[onmouseover]').count(), 0, 'injected HTML was rendered');
+  assert.deepEqual(dialogs, [], 'injected script opened a dialog');
 }
 
 describe('models', () => {
@@ -116,6 +123,26 @@ describe('models', () => {
     await page.waitForSelector('pre.art-text[data-kind=yaml]');
     assert.match(await page.textContent('pre.art-text'), new RegExp('model_id: ' + ids.model_id));
     await screenshot(page, 'logged-model');
+    await noXSS();
+  });
+
+  test('a logged model with HTML in its name, tags and params: text on its page and its run’s', async () => {
+    await page.goto(`${srv.url}/experiments/${ids.experiment}/models/${ids.hostile_model_id}`);
+    await page.waitForSelector('[data-testid=logged-model-name] .status');
+    assert.equal(await page.evaluate(() => document.querySelector('[data-testid=logged-model-name]').firstChild.textContent), ids.hostile_model, 'the name, as text');
+    assert.equal(await page.title(), ids.hostile_model + ' · Sextant');
+    const html = '<img src=x onerror="window.__xss=5">';
+    assert.deepEqual(await page.$$eval('[data-testid=tags] tbody tr', (trs) => trs.filter((tr) => tr.children[0].textContent === 'html').map((tr) => tr.children[1].textContent)), [html], 'the tag, as text');
+    assert.ok(await page.locator('td', { hasText: html }).count() >= 2, 'the param and the tag, as text');
+    await page.waitForSelector('a.run-link:has-text("pyfunc-run")');
+    await screenshot(page, 'logged-model-hostile');
+    await noXSS();
+    // Its run lists it (beside the tiny pyfunc model) by name, as text.
+    await page.goto(`${srv.url}/runs/${ids.pyfunc}?tab=artifacts`);
+    await page.waitForSelector(`[data-testid=run-models] .model-row[data-model-id="${ids.hostile_model_id}"]`);
+    assert.equal(await page.textContent(`[data-testid=run-models] .model-row[data-model-id="${ids.hostile_model_id}"] a`), ids.hostile_model);
+    assert.equal(await page.locator('[data-testid=run-models] .model-row').count(), 2);
+    await screenshot(page, 'run-models-hostile');
     await noXSS();
   });
 
