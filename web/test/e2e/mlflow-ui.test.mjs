@@ -263,13 +263,24 @@ describe('charts', () => {
     await noXSS();
   });
 
-  test('compare of 10 runs draws every chart', async () => {
+  test('compare of 10 runs draws every chart', async (t) => {
+    await page.goto('about:blank');
     await page.goto(`${srv.url}/compare?runs=${[...ids.sweep.slice(0, 8), ids.trainer, ids.pyfunc].join(',')}`);
     await page.waitForSelector('.chart[data-metric="train/loss"][data-draw-ms]');
-    await page.waitForFunction(() => {
-      const cs = [...document.querySelectorAll('.board .chart')];
-      return cs.length > 0 && cs.every((c) => c.dataset.drawMs);
-    });
+    const drawn = await page.waitForFunction(
+      () => {
+        const cs = [...document.querySelectorAll('.board .chart')];
+        return cs.length > 0 && cs.every((c) => c.dataset.drawMs) && { ms: performance.now(), charts: cs.length };
+      },
+      null,
+      { timeout: 60_000, polling: 'raf' },
+    );
+    // Loose, for a loaded 2-core CI machine (the benchmark's target is 1 s):
+    // the regression it catches left two of three charts loading after 10 s.
+    const { ms, charts } = await drawn.jsonValue();
+    t.diagnostic(`${charts} charts drawn ${Math.round(ms)} ms after navigation`);
+    assert.ok(charts >= 3, 'charts on screen: ' + charts);
+    assert.ok(ms < 10_000, `every chart on screen drawn ${Math.round(ms)} ms after navigation (bound 10 s)`);
     await page.waitForSelector('a:has-text("/Shared/ui-e2e")');
     await screenshot(page, 'compare-10');
   });
