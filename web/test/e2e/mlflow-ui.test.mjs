@@ -371,6 +371,28 @@ function fmtBytesKiB(n) {
   return v.toFixed(v < 10 ? 2 : 1) + ' ' + u;
 }
 
+/** fmtTime is the UI's time format, in local time (web/src/lib/format.ts); Chromium runs in this process's time zone. */
+function fmtTime(ms) {
+  const d = new Date(ms);
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+/** snippet is the Checkpoints tab's code to load a checkpoint and resume the run (web/src/pages/checkpoints.ts). */
+function snippet(run, path) {
+  return [
+    'import torch.distributed.checkpoint as dcp',
+    'from sextant.checkpoint import VolumeReader',
+    '',
+    `dcp.load(state_dict, storage_reader=VolumeReader("${path}"))`,
+    '',
+    '# or resume this run from it, or from its newest complete checkpoint:',
+    `#   sextant run --run-id ${run} --resume "${path}" -- python train.py`,
+    `#   sextant run --run-id ${run} --resume latest -- python train.py`,
+    `#   path = sextant.checkpoint.latest_complete("${path.replace(/\/[^/]*$/, '')}")`,
+  ].join('\n');
+}
+
 /** fmtMs is the Checkpoints tab's duration format (web/src/lib/checkpoints.ts). */
 function fmtMs(v) {
   if (v < 1000) return Math.round(v) + ' ms';
@@ -425,13 +447,28 @@ describe('checkpoints', () => {
       assert.equal(rows[1][6], fmtMs(ev(2).checkpoint.blocked_ms));
       assert.equal(rows[1][7], fmtMs(Math.max(0, ev(2).end_ms - ev(2).time_ms - ev(2).checkpoint.blocked_ms)), 'upload = landed - began - blocked');
       assert.match(rows[1][2], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/, 'when it landed');
+      // Saved: when each landed (end_ms); hovering, when it began and landed.
+      const saved = (step) => page.getAttribute(`[data-testid=checkpoints] tr[data-step="${step}"] td:nth-child(3)`, 'title');
+      for (const [row, step] of [[1, 2], [2, 1]]) {
+        assert.ok(ev(step).end_ms >= ev(step).time_ms && ev(step).time_ms > 0, 'the event: ' + JSON.stringify(ev(step)));
+        assert.equal(rows[row][2], fmtTime(ev(step).end_ms), 'step ' + step + ' landed');
+        assert.equal(await saved(step), `began ${fmtTime(ev(step).time_ms)}, landed ${fmtTime(ev(step).end_ms)}`);
+      }
+      // The tagged save: when its directory was last written, as the Files API lists it.
+      const dir = await srv.api('GET', '/api/2.0/fs/directories' + ckpt + '/step_3');
+      assert.equal(rows[0][2], fmtTime(Math.max(...dir.contents.map((f) => f.last_modified))), 'step 3: its files’ time');
       assert.equal(rows[1][3], fmtBytesKiB(ev(2).checkpoint.bytes), 'size: the bytes the save event names');
       // The tagged save: nothing about how it was saved.
       assert.deepEqual(rows[0].slice(5, 8), ['', '', '']);
       // The snippet loads the newest complete checkpoint.
       await page.waitForSelector('[data-testid=ckpt-snippet][data-ready]');
       assert.match(await page.textContent('[data-testid=ckpt-snippet]'), new RegExp(`VolumeReader\\("${ckpt}/step_2"\\)`));
+      // ... and resumes this run from it, or from its latest: the whole snippet.
+      assert.equal(await page.textContent('[data-testid=ckpt-snippet]'), snippet(run, ckpt + '/step_2'));
       await screenshot(page, 'run-checkpoints');
+      // Load… on an older save: the snippet loads and resumes from that one.
+      await page.click('[data-testid=checkpoints] tr[data-step="1"] button:has-text("Load…")');
+      assert.equal(await page.textContent('[data-testid=ckpt-snippet]'), snippet(run, ckpt + '/step_1'));
       await page.click(`[data-testid=checkpoints] a[href="/volumes/main/ml/ckpt/ui-run/step_2"]`);
       await page.waitForSelector('td:has-text(".metadata")');
     } finally {
@@ -455,6 +492,8 @@ describe('checkpoints', () => {
     const rows = await cells();
     assert.deepEqual(rows.map((x) => x[0]), ['4', '3', '2latest', '1'], 'the failed save is listed, not the latest');
     const failed = rows[0];
+    assert.equal(failed[2], fmtTime(now - 1000), 'when the failed save ended');
+    assert.equal(await page.getAttribute('[data-testid=checkpoints] tr[data-step="4"] td:nth-child(3)', 'title'), `began ${fmtTime(now - 5000)}, landed ${fmtTime(now - 1000)}`);
     assert.equal(failed[8], 'failed: ' + ERR, 'the error, as text');
     assert.equal(await page.textContent('[data-testid=checkpoints] tr[data-step="4"] .ckpt-err-text'), ERR);
     assert.deepEqual(failed.slice(3, 8), ['3.00 MiB', '2', 'process/pinned', '250 ms', fmtMs(4000 - 250)]);
@@ -463,7 +502,8 @@ describe('checkpoints', () => {
     assert.match(await page.textContent('[data-testid=ckpt-snippet]'), new RegExp(`VolumeReader\\("${ckpt}/step_2"\\)`));
     const loads = await page.$$eval('[data-testid=checkpoint-loads] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
     assert.equal(loads.length, 1);
-    assert.deepEqual(loads[0].slice(1), ['2', ckpt + '/step_2', '1.00 MiB', '2', '300 ms', 'complete']);
+    assert.deepEqual(loads[0], [fmtTime(now - 800), '2', ckpt + '/step_2', '1.00 MiB', '2', '300 ms', 'complete']);
+    assert.equal(await page.textContent('[data-testid=ckpt-snippet]'), snippet(run, ckpt + '/step_2'));
     await screenshot(page, 'run-checkpoints-failed');
     await noXSS();
     assert.equal(await page.locator('main script').count(), 0, 'injected HTML was rendered');
