@@ -29,6 +29,8 @@ let br;
 let page;
 let ids;
 const enc = encodeURIComponent;
+/** the messages of the dialogs (alert, confirm) any page opened: injected script that ran */
+const dialogs = [];
 
 before(async () => {
   srv = await startServer();
@@ -43,6 +45,10 @@ before(async () => {
   await srv.api('POST', '/api/2.0/mlflow/registered-models/alias', { name: ids.model, alias: ALIAS, version: '2' });
   br = await launch();
   page = br.page;
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.dismiss();
+  });
   await page.addInitScript(() => {
     window.__xss = 0;
   });
@@ -57,6 +63,7 @@ async function noXSS() {
   assert.equal(await page.evaluate(() => window.__xss), 0, 'injected script ran');
   assert.equal(await page.locator('img[src="x"]').count(), 0, 'injected HTML was rendered');
   assert.equal(await page.locator('main b[onmouseover]').count(), 0, 'injected HTML was rendered');
+  assert.deepEqual(dialogs, [], 'injected script opened a dialog');
 }
 
 describe('models', () => {
@@ -116,6 +123,26 @@ describe('models', () => {
     await page.waitForSelector('pre.art-text[data-kind=yaml]');
     assert.match(await page.textContent('pre.art-text'), new RegExp('model_id: ' + ids.model_id));
     await screenshot(page, 'logged-model');
+    await noXSS();
+  });
+
+  test('a logged model with HTML in its name, tags and params: text on its page and its run’s', async () => {
+    await page.goto(`${srv.url}/experiments/${ids.experiment}/models/${ids.hostile_model_id}`);
+    await page.waitForSelector('[data-testid=logged-model-name] .status');
+    assert.equal(await page.evaluate(() => document.querySelector('[data-testid=logged-model-name]').firstChild.textContent), ids.hostile_model, 'the name, as text');
+    assert.equal(await page.title(), ids.hostile_model + ' · Sextant');
+    const html = '<img src=x onerror="window.__xss=5">';
+    assert.deepEqual(await page.$$eval('[data-testid=tags] tbody tr', (trs) => trs.filter((tr) => tr.children[0].textContent === 'html').map((tr) => tr.children[1].textContent)), [html], 'the tag, as text');
+    assert.ok(await page.locator('td', { hasText: html }).count() >= 2, 'the param and the tag, as text');
+    await page.waitForSelector('a.run-link:has-text("pyfunc-run")');
+    await screenshot(page, 'logged-model-hostile');
+    await noXSS();
+    // Its run lists it (beside the tiny pyfunc model) by name, as text.
+    await page.goto(`${srv.url}/runs/${ids.pyfunc}?tab=artifacts`);
+    await page.waitForSelector(`[data-testid=run-models] .model-row[data-model-id="${ids.hostile_model_id}"]`);
+    assert.equal(await page.textContent(`[data-testid=run-models] .model-row[data-model-id="${ids.hostile_model_id}"] a`), ids.hostile_model);
+    assert.equal(await page.locator('[data-testid=run-models] .model-row').count(), 2);
+    await screenshot(page, 'run-models-hostile');
     await noXSS();
   });
 
@@ -236,13 +263,24 @@ describe('charts', () => {
     await noXSS();
   });
 
-  test('compare of 10 runs draws every chart', async () => {
+  test('compare of 10 runs draws every chart', async (t) => {
+    await page.goto('about:blank');
     await page.goto(`${srv.url}/compare?runs=${[...ids.sweep.slice(0, 8), ids.trainer, ids.pyfunc].join(',')}`);
     await page.waitForSelector('.chart[data-metric="train/loss"][data-draw-ms]');
-    await page.waitForFunction(() => {
-      const cs = [...document.querySelectorAll('.board .chart')];
-      return cs.length > 0 && cs.every((c) => c.dataset.drawMs);
-    });
+    const drawn = await page.waitForFunction(
+      () => {
+        const cs = [...document.querySelectorAll('.board .chart')];
+        return cs.length > 0 && cs.every((c) => c.dataset.drawMs) && { ms: performance.now(), charts: cs.length };
+      },
+      null,
+      { timeout: 60_000, polling: 'raf' },
+    );
+    // Loose, for a loaded 2-core CI machine (the benchmark's target is 1 s):
+    // the regression it catches left two of three charts loading after 10 s.
+    const { ms, charts } = await drawn.jsonValue();
+    t.diagnostic(`${charts} charts drawn ${Math.round(ms)} ms after navigation`);
+    assert.ok(charts >= 3, 'charts on screen: ' + charts);
+    assert.ok(ms < 10_000, `every chart on screen drawn ${Math.round(ms)} ms after navigation (bound 10 s)`);
     await page.waitForSelector('a:has-text("/Shared/ui-e2e")');
     await screenshot(page, 'compare-10');
   });
@@ -333,6 +371,28 @@ function fmtBytesKiB(n) {
   return v.toFixed(v < 10 ? 2 : 1) + ' ' + u;
 }
 
+/** fmtTime is the UI's time format, in local time (web/src/lib/format.ts); Chromium runs in this process's time zone. */
+function fmtTime(ms) {
+  const d = new Date(ms);
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+/** snippet is the Checkpoints tab's code to load a checkpoint and resume the run (web/src/pages/checkpoints.ts). */
+function snippet(run, path) {
+  return [
+    'import torch.distributed.checkpoint as dcp',
+    'from sextant.checkpoint import VolumeReader',
+    '',
+    `dcp.load(state_dict, storage_reader=VolumeReader("${path}"))`,
+    '',
+    '# or resume this run from it, or from its newest complete checkpoint:',
+    `#   sextant run --run-id ${run} --resume "${path}" -- python train.py`,
+    `#   sextant run --run-id ${run} --resume latest -- python train.py`,
+    `#   path = sextant.checkpoint.latest_complete("${path.replace(/\/[^/]*$/, '')}")`,
+  ].join('\n');
+}
+
 /** fmtMs is the Checkpoints tab's duration format (web/src/lib/checkpoints.ts). */
 function fmtMs(v) {
   if (v < 1000) return Math.round(v) + ' ms';
@@ -387,13 +447,28 @@ describe('checkpoints', () => {
       assert.equal(rows[1][6], fmtMs(ev(2).checkpoint.blocked_ms));
       assert.equal(rows[1][7], fmtMs(Math.max(0, ev(2).end_ms - ev(2).time_ms - ev(2).checkpoint.blocked_ms)), 'upload = landed - began - blocked');
       assert.match(rows[1][2], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/, 'when it landed');
+      // Saved: when each landed (end_ms); hovering, when it began and landed.
+      const saved = (step) => page.getAttribute(`[data-testid=checkpoints] tr[data-step="${step}"] td:nth-child(3)`, 'title');
+      for (const [row, step] of [[1, 2], [2, 1]]) {
+        assert.ok(ev(step).end_ms >= ev(step).time_ms && ev(step).time_ms > 0, 'the event: ' + JSON.stringify(ev(step)));
+        assert.equal(rows[row][2], fmtTime(ev(step).end_ms), 'step ' + step + ' landed');
+        assert.equal(await saved(step), `began ${fmtTime(ev(step).time_ms)}, landed ${fmtTime(ev(step).end_ms)}`);
+      }
+      // The tagged save: when its directory was last written, as the Files API lists it.
+      const dir = await srv.api('GET', '/api/2.0/fs/directories' + ckpt + '/step_3');
+      assert.equal(rows[0][2], fmtTime(Math.max(...dir.contents.map((f) => f.last_modified))), 'step 3: its files’ time');
       assert.equal(rows[1][3], fmtBytesKiB(ev(2).checkpoint.bytes), 'size: the bytes the save event names');
       // The tagged save: nothing about how it was saved.
       assert.deepEqual(rows[0].slice(5, 8), ['', '', '']);
       // The snippet loads the newest complete checkpoint.
       await page.waitForSelector('[data-testid=ckpt-snippet][data-ready]');
       assert.match(await page.textContent('[data-testid=ckpt-snippet]'), new RegExp(`VolumeReader\\("${ckpt}/step_2"\\)`));
+      // ... and resumes this run from it, or from its latest: the whole snippet.
+      assert.equal(await page.textContent('[data-testid=ckpt-snippet]'), snippet(run, ckpt + '/step_2'));
       await screenshot(page, 'run-checkpoints');
+      // Load… on an older save: the snippet loads and resumes from that one.
+      await page.click('[data-testid=checkpoints] tr[data-step="1"] button:has-text("Load…")');
+      assert.equal(await page.textContent('[data-testid=ckpt-snippet]'), snippet(run, ckpt + '/step_1'));
       await page.click(`[data-testid=checkpoints] a[href="/volumes/main/ml/ckpt/ui-run/step_2"]`);
       await page.waitForSelector('td:has-text(".metadata")');
     } finally {
@@ -417,6 +492,8 @@ describe('checkpoints', () => {
     const rows = await cells();
     assert.deepEqual(rows.map((x) => x[0]), ['4', '3', '2latest', '1'], 'the failed save is listed, not the latest');
     const failed = rows[0];
+    assert.equal(failed[2], fmtTime(now - 1000), 'when the failed save ended');
+    assert.equal(await page.getAttribute('[data-testid=checkpoints] tr[data-step="4"] td:nth-child(3)', 'title'), `began ${fmtTime(now - 5000)}, landed ${fmtTime(now - 1000)}`);
     assert.equal(failed[8], 'failed: ' + ERR, 'the error, as text');
     assert.equal(await page.textContent('[data-testid=checkpoints] tr[data-step="4"] .ckpt-err-text'), ERR);
     assert.deepEqual(failed.slice(3, 8), ['3.00 MiB', '2', 'process/pinned', '250 ms', fmtMs(4000 - 250)]);
@@ -425,7 +502,8 @@ describe('checkpoints', () => {
     assert.match(await page.textContent('[data-testid=ckpt-snippet]'), new RegExp(`VolumeReader\\("${ckpt}/step_2"\\)`));
     const loads = await page.$$eval('[data-testid=checkpoint-loads] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
     assert.equal(loads.length, 1);
-    assert.deepEqual(loads[0].slice(1), ['2', ckpt + '/step_2', '1.00 MiB', '2', '300 ms', 'complete']);
+    assert.deepEqual(loads[0], [fmtTime(now - 800), '2', ckpt + '/step_2', '1.00 MiB', '2', '300 ms', 'complete']);
+    assert.equal(await page.textContent('[data-testid=ckpt-snippet]'), snippet(run, ckpt + '/step_2'));
     await screenshot(page, 'run-checkpoints-failed');
     await noXSS();
     assert.equal(await page.locator('main script').count(), 0, 'injected HTML was rendered');

@@ -9,6 +9,7 @@
 #   to that model, a tag with HTML;
 # - a second run logging a tiny mlflow.pyfunc model as version 2 of the
 #   same registered model, with an alias and tags (HTML in a value);
+# - a logged model with HTML in its name, tags and params, on that run;
 # - 12 sweep runs with lr in three values, for grouping.
 #
 # It prints one line "UI {json}" with the ids the test needs.
@@ -24,6 +25,7 @@ from sklearn.linear_model import LogisticRegression
 
 HTML = '<img src=x onerror="window.__xss=5">'
 MODEL = HTML + "clf"
+HOSTILE_MODEL = "<img src=x onerror=__xss=11>lm"
 client = MlflowClient()
 
 with mlflow.start_run() as run:  # the launcher's run (MLFLOW_RUN_ID)
@@ -76,6 +78,14 @@ client.set_registered_model_tag(MODEL, "team", HTML)
 client.update_registered_model(MODEL, description="A classifier. " + HTML)
 client.set_model_version_tag(MODEL, "2", "note", HTML)
 
+# A logged model (no files) with HTML in its name (the client refuses / : . % " ' in
+# names, not < > =), its tags and params, on the pyfunc run.
+hostile = mlflow.initialize_logged_model(
+    name=HOSTILE_MODEL, source_run_id=run2.info.run_id, tags={"html": HTML}, params={"html": HTML},
+    experiment_id=run2.info.experiment_id,
+)
+mlflow.finalize_logged_model(hostile.model_id, "READY")
+
 sweep = []
 for i in range(12):
     with mlflow.start_run(run_name=f"sweep-{i:02d}") as r:
@@ -99,6 +109,8 @@ print(
             "model": MODEL,
             "model_id": info.model_id,
             "model_id2": info2.model_id,
+            "hostile_model": HOSTILE_MODEL,
+            "hostile_model_id": hostile.model_id,
             "sweep": sweep,
         }
     ),

@@ -15,11 +15,17 @@ const XSS_KEY = '<script>window.__xss=2</script>';
 let srv;
 let br;
 let page;
+/** the messages of the dialogs (alert, confirm) any page opened: injected script that ran */
+const dialogs = [];
 
 before(async () => {
   srv = await startServer();
   br = await launch();
   page = br.page;
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.dismiss();
+  });
   await page.addInitScript(() => {
     window.__xss = 0;
   });
@@ -33,6 +39,51 @@ after(async () => {
 async function noXSS() {
   assert.equal(await page.evaluate(() => window.__xss), 0, 'injected script ran');
   assert.equal(await page.locator('img[src="x"]').count(), 0, 'injected HTML was rendered');
+  assert.deepEqual(dialogs, [], 'injected script opened a dialog');
+}
+
+/** bulkRequests records the get-history-bulk-interval requests of the page: their metric key and run ids. */
+function bulkRequests() {
+  const list = [];
+  const on = (r) => {
+    if (!r.url().includes('get-history-bulk-interval')) return;
+    const u = new URL(r.url());
+    list.push({ key: u.searchParams.get('metric_key'), runs: u.searchParams.getAll('run_ids') });
+  };
+  page.on('request', on);
+  return { list, stop: () => page.off('request', on) };
+}
+
+/**
+ * hoverPlot points at a line or point of a run plot (the first pixel, right
+ * of x0, of the scatter plot's blue when blue, else of any saturated colour:
+ * the parallel coordinates' lines, not their grey axes and labels) and
+ * returns the tooltip it opens: the run's name, its lines, its elements.
+ */
+async function hoverPlot(canvas, blue, x0 = 70) {
+  const at = await page.evaluate(
+    ({ canvas, blue, x0 }) => {
+      const c = document.querySelector(canvas);
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      for (let x = x0; x < c.width - 70; x++) {
+        for (let y = 20; y < c.height - 20; y++) {
+          const i = (y * c.width + x) * 4;
+          const [r, g, b, a] = [d[i], d[i + 1], d[i + 2], d[i + 3]];
+          if (a > 150 && (blue ? b > 200 && r < 80 : Math.max(r, g, b) - Math.min(r, g, b) > 60)) return [x, y];
+        }
+      }
+      return null;
+    },
+    { canvas, blue, x0 },
+  );
+  assert.ok(at, 'nothing drawn in ' + canvas);
+  const box = await page.locator(canvas).boundingBox();
+  await page.mouse.move(box.x + at[0] + 0.5, box.y + at[1] + 0.5);
+  await page.waitForSelector('.plot-tip:not([hidden])');
+  return page.evaluate(() => {
+    const t = document.querySelector('.plot-tip');
+    return { name: t.querySelector('strong').textContent, lines: [...t.querySelectorAll('div')].map((d) => d.textContent), tags: [...t.querySelectorAll('*')].map((e) => e.tagName) };
+  });
 }
 
 describe('experiments and runs', () => {
@@ -221,6 +272,195 @@ describe('experiments and runs', () => {
     await page.waitForSelector('.chart[data-metric="loss"][data-draw-ms]');
     await noXSS();
     await screenshot(page, 'compare-bad-values');
+  });
+
+  test('the chart and plots views of runs selected in the table show those runs only', async () => {
+    await page.goto(srv.url + '/experiments/' + exp);
+    await page.waitForSelector('.runs-body[data-loaded="true"]');
+    const pick = [58, 57, 55];
+    const picked = pick.map((i) => runIds[i]);
+    const names = pick.map((i) => `run-${i}`);
+    for (const id of picked) await page.check(`.rt-row[data-run-id="${id}"] input[aria-label="Select run"]`);
+    assert.equal(await page.textContent('button.primary:has-text("Compare")'), 'Compare 3 runs');
+    const req = bulkRequests();
+    try {
+      // Charts: a chart per key of the three runs, a line per run, and nothing fetched for the others.
+      await page.click('[role=tab][data-view=charts]');
+      await page.waitForSelector('.exp-charts .chart[data-metric="loss"][data-draw-ms]');
+      await page.waitForSelector('.exp-charts .chart[data-metric="acc"][data-draw-ms]');
+      assert.match(new URL(page.url()).search, /view=charts/);
+      assert.equal(await page.textContent('[data-testid=charts-runs]'), 'Showing 3 selected runs');
+      assert.deepEqual(await page.locator('.exp-charts .run-chips .legend-name').allTextContents(), names);
+      assert.equal(await page.isDisabled('select[name=first-runs]'), true, 'the first N do not apply to a selection');
+      assert.equal(await page.getAttribute('.board', 'data-charts'), '2');
+      for (const key of ['loss', 'acc']) {
+        assert.deepEqual((await page.locator(`.chart[data-metric="${key}"] .legend-name`).allTextContents()).sort(), [...names].sort(), key);
+        assert.equal(await page.getAttribute(`.chart[data-metric="${key}"]`, 'data-runs'), '3');
+        assert.ok((await canvasInk(page, `.chart[data-metric="${key}"] canvas`)) > 100, key + ' drawn');
+      }
+      assert.ok(req.list.length >= 2, 'requests: ' + JSON.stringify(req.list));
+      assert.deepEqual([...new Set(req.list.flatMap((r) => r.runs))].sort(), [...picked].sort(), 'only the selected runs are fetched');
+      await screenshot(page, 'experiment-charts-selected');
+
+      // Plots: a line and a point per selected run.
+      await page.click('[role=tab][data-view=plots]');
+      await page.waitForFunction(() => document.querySelector('canvas[aria-label="Parallel coordinates"]')?.dataset.lines === '3');
+      assert.equal(await page.textContent('[data-testid=plots-runs]'), '3 selected runs');
+      await page.selectOption('select[aria-label="Scatter x axis"]', 'params.lr');
+      await page.selectOption('select[aria-label="Scatter y axis"]', 'metrics.loss');
+      await page.waitForFunction(() => document.querySelector('canvas[aria-label="Scatter plot"]').dataset.points === '3');
+      const tip = await hoverPlot('canvas[aria-label="Scatter plot"]', true, 60);
+      assert.ok(names.includes(tip.name), 'the point under the pointer is a selected run: ' + tip.name);
+      await screenshot(page, 'experiment-plots-selected');
+
+      // Back to the table, one run fewer: the views follow the selection.
+      await page.click('[role=tab][data-view=table]');
+      await page.uncheck(`.rt-row[data-run-id="${picked[2]}"] input[aria-label="Select run"]`);
+      req.list.length = 0;
+      await page.click('[role=tab][data-view=charts]');
+      await page.waitForSelector('.exp-charts .chart[data-metric="loss"][data-draw-ms]');
+      assert.equal(await page.textContent('[data-testid=charts-runs]'), 'Showing 2 selected runs');
+      assert.deepEqual((await page.locator('.chart[data-metric="loss"] .legend-name').allTextContents()).sort(), names.slice(0, 2).sort());
+      assert.equal(await page.getAttribute('.chart[data-metric="loss"]', 'data-runs'), '2');
+      // (Their overviews are cached: a request now, if any, is for these two.)
+      assert.ok(req.list.every((r) => r.runs.every((id) => picked.slice(0, 2).includes(id))), 'requests: ' + JSON.stringify(req.list));
+      await page.click('[role=tab][data-view=plots]');
+      await page.waitForFunction(() => document.querySelector('canvas[aria-label="Parallel coordinates"]')?.dataset.lines === '2');
+    } finally {
+      req.stop();
+    }
+  });
+});
+
+describe('the experiment chart view at scale', () => {
+  const RUNS = 50;
+  const KEYS = 300;
+  // train/k_000 ... train/k_149, val/k_150 ... val/k_299: the board's order.
+  const key = (k) => `${k < KEYS / 2 ? 'train' : 'val'}/k_${String(k).padStart(3, '0')}`;
+  const index = (name) => Number(/k_(\d+)$/.exec(name)[1]);
+  let exp;
+  let ids;
+
+  before(async () => {
+    exp = await createExperiment(srv, 'many-keys');
+    ids = [];
+    const t = Date.now() - 3_600_000;
+    for (let r = 0; r < RUNS; r++) {
+      const id = await createRun(srv, exp, `wide-${String(r).padStart(2, '0')}`, { start: t + r * 1000 });
+      ids.push(id);
+      const metrics = [];
+      for (let k = 0; k < KEYS; k++) for (let s = 0; s < 3; s++) metrics.push({ key: key(k), value: Math.sin(k + s) + r / RUNS, timestamp: t + s * 1000, step: s });
+      await logBatch(srv, id, { metrics });
+      await finishRun(srv, id);
+    }
+  });
+
+  test('50 runs × 300 keys: only the charts on screen are drawn and fetched, each for every run', async () => {
+    const req = bulkRequests();
+    try {
+      await page.goto(`${srv.url}/experiments/${exp}?view=charts&first=50`);
+      await page.waitForFunction((n) => document.querySelector('.board')?.dataset.charts === String(n), KEYS);
+      await page.waitForSelector('.exp-charts .chart[data-metric="train/k_000"][data-draw-ms]');
+      assert.equal(await page.textContent('[data-testid=charts-runs]'), 'Showing the first 50 runs of the table (select runs to choose)');
+      assert.equal(await page.locator('.exp-charts .run-chips .legend-item').count(), RUNS);
+      assert.deepEqual(await page.locator('.board-head .board-section').allTextContents(), ['train'], 'the headers on screen');
+      await sleep(1000);
+      const rendered = Number(await page.getAttribute('.board', 'data-rendered'));
+      const inDom = await page.locator('.board .chart').count();
+      assert.ok(rendered > 0 && rendered <= 15 && inDom === rendered, `charts in the DOM: ${inDom}, rendered ${rendered}`);
+      assert.ok((await page.locator('.board .chart[data-draw-ms]').count()) <= rendered);
+      const first = req.list.map((r) => r.key);
+      assert.ok(first.length > 0 && first.length <= 15, 'requests for the first screen: ' + first.join(', '));
+      assert.ok(first.every((k) => index(k) < rendered), 'only charts in the DOM are fetched: ' + first.join(', '));
+      // One request per chart carries every run (50 runs share the point budget).
+      for (const r of req.list) assert.equal(new Set(r.runs).size, RUNS, r.key + ': ' + r.runs.length + ' runs');
+      assert.equal(await page.getAttribute('.chart[data-metric="train/k_000"]', 'data-runs'), String(RUNS));
+      assert.ok((await canvasInk(page, '.chart[data-metric="train/k_000"] canvas')) > 500);
+      await screenshot(page, 'experiment-charts-50x300');
+
+      // Jump to the end: the charts passed by are never created nor fetched.
+      req.list.length = 0;
+      await page.evaluate(() => (document.querySelector('.board-scroll').scrollTop = 1e9));
+      await page.waitForSelector(`.chart[data-metric="${key(KEYS - 1)}"][data-draw-ms]`);
+      await sleep(1000);
+      const after = req.list.map((r) => r.key);
+      assert.ok(after.length > 0 && after.length <= 15, 'requests after the jump: ' + after.join(', '));
+      assert.ok(after.every((k) => index(k) >= KEYS - 20), 'only the last charts are fetched: ' + after.join(', '));
+      for (const r of req.list) assert.equal(new Set(r.runs).size, RUNS, r.key);
+      const metrics = await page.$$eval('.board .chart', (cs) => cs.map((c) => c.dataset.metric));
+      assert.ok(metrics.length <= 15 && metrics.every((m) => index(m) >= KEYS - 20), 'charts in the DOM: ' + metrics.join(', '));
+      assert.equal(await page.getAttribute(`.chart[data-metric="${key(KEYS - 1)}"]`, 'data-runs'), String(RUNS));
+      assert.ok((await canvasInk(page, `.chart[data-metric="${key(KEYS - 1)}"] canvas`)) > 500);
+      await screenshot(page, 'experiment-charts-50x300-end');
+    } finally {
+      req.stop();
+    }
+  });
+});
+
+describe('hostile values in groups, plots and tooltips', () => {
+  // Run names and param values with HTML; the group legend, the chips, the
+  // plots' tooltips and the compare page must show them as text.
+  const CFG = ['<img src=x onerror=alert(1)>', '<script>alert(3)</script>'];
+  const NAME = (i) => `<img src=x onerror=alert(2)>r${i}`;
+  let exp;
+  const ids = [];
+
+  before(async () => {
+    exp = await createExperiment(srv, 'hostile-groups');
+    const t = Date.now() - 600_000;
+    for (let i = 0; i < 4; i++) {
+      const id = await createRun(srv, exp, NAME(i), { start: t + i * 1000 });
+      ids.push(id);
+      const metrics = [];
+      for (let s = 0; s < 50; s++) metrics.push({ key: 'loss', value: (1 + (i % 2)) / (s + 1) + 0.01 * i, timestamp: t + s * 1000, step: s });
+      await logBatch(srv, id, { metrics, params: [{ key: 'cfg', value: CFG[i % 2] }, { key: 'seed', value: String(i) }] });
+      await finishRun(srv, id);
+    }
+  });
+
+  test('a param with HTML as the group legend, and in the plots’ tooltips, as text', async () => {
+    await page.goto(`${srv.url}/experiments/${exp}?view=charts&group=params.cfg`);
+    const sel = '.chart[data-metric="loss"]';
+    await page.waitForFunction((s) => document.querySelector(s)?.dataset.runs === '4' && document.querySelector(s).dataset.drawMs, sel);
+    const groups = CFG.map((v) => 'cfg=' + v).sort();
+    assert.deepEqual((await page.locator(sel + ' .legend-name').allTextContents()).sort(), groups, 'the legend, as text');
+    assert.deepEqual(await page.locator(sel + ' .legend-group').allTextContents(), ['2 runs', '2 runs']);
+    assert.deepEqual((await page.locator('.exp-charts .run-chips .legend-name').allTextContents()).sort(), groups, 'the chips, as text');
+    assert.ok((await canvasInk(page, sel + ' canvas')) > 1000);
+    await screenshot(page, 'hostile-group-legend');
+    await noXSS();
+
+    // The plots: the tooltip of a parallel-coordinates line and of a scatter point.
+    await page.goto(`${srv.url}/experiments/${exp}?view=plots`);
+    await page.waitForFunction(() => document.querySelector('canvas[aria-label="Parallel coordinates"]')?.dataset.lines === '4');
+    assert.ok((await page.getAttribute('canvas[aria-label="Parallel coordinates"]', 'data-axes')).includes('params.cfg'));
+    const names = ids.map((_, i) => NAME(i));
+    const cfgLine = (tip) => tip.lines.find((l) => l.startsWith('params.cfg = '));
+    let tip = await hoverPlot('canvas[aria-label="Parallel coordinates"]', false, 80);
+    assert.ok(names.includes(tip.name), 'the run name, as text: ' + tip.name);
+    assert.ok(CFG.map((v) => 'params.cfg = ' + v).includes(cfgLine(tip)), 'the param, as text: ' + tip.lines);
+    assert.ok(tip.tags.every((t) => t === 'STRONG' || t === 'DIV'), 'only the tooltip’s own elements: ' + tip.tags);
+    await screenshot(page, 'hostile-parallel-tooltip');
+    await page.mouse.move(5, 5);
+    await page.selectOption('select[aria-label="Scatter x axis"]', 'params.cfg');
+    await page.selectOption('select[aria-label="Scatter y axis"]', 'metrics.loss');
+    await page.waitForFunction(() => document.querySelector('canvas[aria-label="Scatter plot"]').dataset.points === '4');
+    tip = await hoverPlot('canvas[aria-label="Scatter plot"]', true, 60);
+    assert.ok(names.includes(tip.name), 'the run name, as text: ' + tip.name);
+    assert.ok(CFG.map((v) => 'params.cfg = ' + v).includes(cfgLine(tip)), 'the param, as text: ' + tip.lines);
+    assert.ok(tip.tags.every((t) => t === 'STRONG' || t === 'DIV'), 'only the tooltip’s own elements: ' + tip.tags);
+    await screenshot(page, 'hostile-scatter-tooltip');
+    await noXSS();
+
+    // Compare, grouped by it: the legend and the params diff, as text.
+    await page.goto(`${srv.url}/compare?runs=${ids.join(',')}&group=params.cfg`);
+    await page.waitForSelector(sel + '[data-draw-ms]');
+    assert.deepEqual((await page.locator(sel + ' .legend-name').allTextContents()).sort(), groups);
+    for (const v of CFG) assert.ok((await page.locator('table.diff td', { hasText: v }).count()) >= 1, 'the diff shows ' + v);
+    await screenshot(page, 'hostile-compare-grouped');
+    await noXSS();
+    assert.equal(await page.locator('main script').count(), 0, 'injected HTML was rendered');
   });
 });
 
