@@ -115,6 +115,18 @@ function themeColours(): { muted: string; grid: string } {
   return theme;
 }
 
+/**
+ * lonePoint draws a series' points when it has a single one in view: a
+ * metric logged once (a final test score) has no line to draw, and its
+ * chart looked empty.
+ */
+function lonePoint(u: uPlot, si: number, i0: number, i1: number): boolean {
+  const ys = u.data[si];
+  let n = 0;
+  for (let i = i0; i <= i1; i++) if (ys[i] != null && ++n > 1) return false;
+  return n === 1;
+}
+
 export class MetricChart {
   readonly el: HTMLElement;
   private plotHost: HTMLElement;
@@ -431,7 +443,7 @@ export class MetricChart {
     const s: uPlot.Series[] = [{}];
     const uBands: uPlot.Band[] = [];
     for (const e of entries) {
-      s.push({ label: e.name, stroke: e.color, width: many ? 1 : 1.5, points: { show: false }, spanGaps: true });
+      s.push({ label: e.name, stroke: e.color, width: many ? 1 : 1.5, points: { show: lonePoint, size: 7, fill: e.color }, spanGaps: true });
       if (band) {
         const hi = s.length;
         s.push({ stroke: 'transparent', width: 0, points: { show: false }, spanGaps: true });

@@ -267,6 +267,21 @@ describe('experiments and runs', () => {
     assert.ok(await page.locator('table.diff tr.differs').count() >= 1, 'params diff shows lr');
     await screenshot(page, 'compare-runs');
 
+    // A metric logged once (a final score) draws its point: a line needs two.
+    await page.goto(srv.url + '/runs/' + runIds[3] + '?tab=metrics');
+    await page.waitForSelector('.chart[data-metric="acc"][data-draw-ms]');
+    const lone = await page.evaluate(() => {
+      const chart = document.querySelector('.chart[data-metric="acc"]');
+      const [r, g, b] = getComputedStyle(chart.querySelector('.swatch')).backgroundColor.match(/\d+/g).map(Number);
+      const c = chart.querySelector('canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 200 && Math.abs(d[i] - r) + Math.abs(d[i + 1] - g) + Math.abs(d[i + 2] - b) < 60) n++;
+      return n;
+    });
+    assert.ok(lone >= 9, `the lone point of acc is drawn (${lone} pixels of its colour)`);
+    await screenshot(page, 'run-metrics-single-point');
+
     // Bad values: NaN, Infinity and huge values and an empty run chart without errors.
     await page.goto(srv.url + '/compare?runs=' + [runIds[13], runIds[14], runIds[15], runIds[59], runIds[7]].join(','));
     await page.waitForSelector('.chart[data-metric="loss"][data-draw-ms]');
