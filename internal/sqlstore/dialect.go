@@ -53,9 +53,17 @@ func pgDDL(sqlite string) string {
 	return s
 }
 
+// sqliteOnly starts a migration that only SQLite runs: PostgreSQL records
+// it as applied and runs nothing (triggers, which PostgreSQL writes in
+// another language, and which are only needed where SQLite is).
+const sqliteOnly = "-- SQLite only\n"
+
 // ddl returns a migration for the store's database.
 func (s *db) ddl(sqlite string) string {
 	if s.pg {
+		if strings.HasPrefix(sqlite, sqliteOnly) {
+			return "SELECT 1"
+		}
 		return pgDDL(sqlite)
 	}
 	return sqlite

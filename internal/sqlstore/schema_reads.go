@@ -60,4 +60,94 @@ CREATE TABLE metric_overviews (
 	PRIMARY KEY (series_id, min_step)
 );
 `,
+	// 6: the change log of runs for the search index (search_index.go):
+	// one row per run, holding the number of the last change of anything
+	// a search reads or returns of the run (its row, params, tags; its
+	// latest metric values through its row, see logMetrics), from one
+	// counter. A search asks for the runs of its experiment changed since
+	// the index last looked, and reloads exactly those. One row per run
+	// keeps the table as large as runs, with nothing to prune. The
+	// triggers that fill it are SQLite's only (migration 7).
+	`
+CREATE TABLE run_changes (
+	run_pk        INTEGER PRIMARY KEY,
+	experiment_id INTEGER NOT NULL,
+	seq           INTEGER NOT NULL
+);
+CREATE INDEX run_changes_experiment_seq ON run_changes (experiment_id, seq);
+CREATE TABLE run_change_seq (
+	id  INTEGER PRIMARY KEY CHECK (id = 1),
+	seq INTEGER NOT NULL
+);
+INSERT INTO run_change_seq (id, seq) VALUES (1, 0);
+`,
+	// 7: the triggers that log run changes, on SQLite only: PostgreSQL
+	// keeps no search index. There, replicas commit concurrently, so
+	// change numbers would not come in commit order and "changed since
+	// n" could miss a change committed late with a smaller number; and
+	// every write would pay for triggers nobody reads. SQLite has one
+	// writer: numbers are handed out in commit order.
+	//
+	// A change of a run's params or tags, or of the run itself (status,
+	// end time, name, lifecycle, counters: LogBatch's update of the
+	// metric counters is what records a change of its latest metric
+	// values, one row per request instead of one per series), gets the
+	// next number. A purged run's row stays, so the index learns that
+	// the run is gone.
+	sqliteOnly + `
+CREATE TRIGGER run_changes_runs_insert AFTER INSERT ON runs BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT NEW.run_pk, NEW.experiment_id, c.seq FROM run_change_seq c WHERE c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_runs_update AFTER UPDATE ON runs BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT NEW.run_pk, NEW.experiment_id, c.seq FROM run_change_seq c WHERE c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_runs_delete AFTER DELETE ON runs BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT OLD.run_pk, OLD.experiment_id, c.seq FROM run_change_seq c WHERE c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_params_insert AFTER INSERT ON params BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT r.run_pk, r.experiment_id, c.seq FROM runs r, run_change_seq c WHERE r.run_pk = NEW.run_pk AND c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_params_update AFTER UPDATE ON params BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT r.run_pk, r.experiment_id, c.seq FROM runs r, run_change_seq c WHERE r.run_pk = NEW.run_pk AND c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_params_delete AFTER DELETE ON params BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT r.run_pk, r.experiment_id, c.seq FROM runs r, run_change_seq c WHERE r.run_pk = OLD.run_pk AND c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_tags_insert AFTER INSERT ON tags BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT r.run_pk, r.experiment_id, c.seq FROM runs r, run_change_seq c WHERE r.run_pk = NEW.run_pk AND c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_tags_update AFTER UPDATE ON tags BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT r.run_pk, r.experiment_id, c.seq FROM runs r, run_change_seq c WHERE r.run_pk = NEW.run_pk AND c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+CREATE TRIGGER run_changes_tags_delete AFTER DELETE ON tags BEGIN
+	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
+	INSERT INTO run_changes (run_pk, experiment_id, seq)
+		SELECT r.run_pk, r.experiment_id, c.seq FROM runs r, run_change_seq c WHERE r.run_pk = OLD.run_pk AND c.id = 1
+		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
+END;
+`,
 }
