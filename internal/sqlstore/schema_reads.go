@@ -89,11 +89,12 @@ INSERT INTO run_change_seq (id, seq) VALUES (1, 0);
 	// writer: numbers are handed out in commit order.
 	//
 	// A change of a run's params or tags, or of the run itself (status,
-	// end time, name, lifecycle, counters: LogBatch's update of the
-	// metric counters is what records a change of its latest metric
-	// values, one row per request instead of one per series), gets the
-	// next number. A purged run's row stays, so the index learns that
-	// the run is gone.
+	// end time, name, lifecycle, inputs counted in io_count, and the
+	// metric counters: LogBatch's update of those is what records a change
+	// of its latest metric values, one row per request instead of one per
+	// series), gets the next number. The counts of params and tags are
+	// left out: their rows' own triggers record those changes. A purged
+	// run's row stays, so the index learns that the run is gone.
 	sqliteOnly + `
 CREATE TRIGGER run_changes_runs_insert AFTER INSERT ON runs BEGIN
 	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
@@ -101,7 +102,7 @@ CREATE TRIGGER run_changes_runs_insert AFTER INSERT ON runs BEGIN
 		SELECT NEW.run_pk, NEW.experiment_id, c.seq FROM run_change_seq c WHERE c.id = 1
 		ON CONFLICT (run_pk) DO UPDATE SET experiment_id = excluded.experiment_id, seq = excluded.seq;
 END;
-CREATE TRIGGER run_changes_runs_update AFTER UPDATE ON runs BEGIN
+CREATE TRIGGER run_changes_runs_update AFTER UPDATE OF run_id, experiment_id, name, user_id, status, start_time, end_time, artifact_uri, lifecycle_stage, metric_points, metric_keys, io_count ON runs BEGIN
 	UPDATE run_change_seq SET seq = seq + 1 WHERE id = 1;
 	INSERT INTO run_changes (run_pk, experiment_id, seq)
 		SELECT NEW.run_pk, NEW.experiment_id, c.seq FROM run_change_seq c WHERE c.id = 1
