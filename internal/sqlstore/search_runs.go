@@ -35,7 +35,31 @@ type sortTerm struct {
 	expr string
 	desc bool
 	kind termKind
+	// src is what the expression reads, for the search index, which
+	// computes the same values in memory (searchIndex).
+	src termSource
 }
+
+// termSource says what a sort term reads of a run: the value of a
+// metric's latest point, a param, a tag or an attribute, or one of the
+// flags that order runs without a value (or with a NaN) after the others.
+type termSource struct {
+	entity search.Entity
+	key    string
+	part   termPart
+}
+
+// termPart is the part of an order key a sort term holds.
+type termPart uint8
+
+const (
+	// partValue is the value; 0 or "" when missing (and for NaN).
+	partValue termPart = iota
+	// partMissing is 1 when the run lacks the value, else 0.
+	partMissing
+	// partNaN is 1 when the metric's latest value is NaN, else 0.
+	partNaN
+)
 
 const statusExpr = `(CASE r.status WHEN 1 THEN 'RUNNING' WHEN 2 THEN 'SCHEDULED' WHEN 3 THEN 'FINISHED' WHEN 4 THEN 'FAILED' WHEN 5 THEN 'KILLED' ELSE 'UNKNOWN' END)`
 
@@ -120,9 +144,9 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 			joins = append(joins, "LEFT JOIN metric_series "+alias+" ON "+alias+".run_pk = r.run_pk AND "+alias+".key = ?")
 			joinArgs = append(joinArgs, k.Key)
 			terms = append(terms,
-				sortTerm{expr: "(CASE WHEN " + alias + ".series_id IS NULL THEN 1 ELSE 0 END)", kind: termInt},
-				sortTerm{expr: "COALESCE(" + alias + ".is_nan, 0)", kind: termInt},
-				sortTerm{expr: "COALESCE(" + alias + ".value, 0.0)", desc: k.Desc, kind: termFloat})
+				sortTerm{expr: "(CASE WHEN " + alias + ".series_id IS NULL THEN 1 ELSE 0 END)", kind: termInt, src: termSource{k.Entity, k.Key, partMissing}},
+				sortTerm{expr: "COALESCE(" + alias + ".is_nan, 0)", kind: termInt, src: termSource{k.Entity, k.Key, partNaN}},
+				sortTerm{expr: "COALESCE(" + alias + ".value, 0.0)", desc: k.Desc, kind: termFloat, src: termSource{k.Entity, k.Key, partValue}})
 		case search.Param, search.Tag:
 			table := "params"
 			if k.Entity == search.Tag {
@@ -131,8 +155,8 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 			joins = append(joins, "LEFT JOIN "+table+" "+alias+" ON "+alias+".run_pk = r.run_pk AND "+alias+".key = ?")
 			joinArgs = append(joinArgs, k.Key)
 			terms = append(terms,
-				sortTerm{expr: "(CASE WHEN " + alias + ".value IS NULL THEN 1 ELSE 0 END)", kind: termInt},
-				sortTerm{expr: "COALESCE(" + alias + ".value, '')", desc: k.Desc, kind: termString})
+				sortTerm{expr: "(CASE WHEN " + alias + ".value IS NULL THEN 1 ELSE 0 END)", kind: termInt, src: termSource{k.Entity, k.Key, partMissing}},
+				sortTerm{expr: "COALESCE(" + alias + ".value, '')", desc: k.Desc, kind: termString, src: termSource{k.Entity, k.Key, partValue}})
 		case search.Attribute:
 			col, kind, ok := runAttrColumn(k.Key)
 			if !ok {
@@ -144,19 +168,19 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 			case search.AttrRunID:
 				hasID = true
 			case search.AttrEndTime:
-				terms = append(terms, sortTerm{expr: "(CASE WHEN r.end_time IS NULL THEN 1 ELSE 0 END)", kind: termInt})
+				terms = append(terms, sortTerm{expr: "(CASE WHEN r.end_time IS NULL THEN 1 ELSE 0 END)", kind: termInt, src: termSource{k.Entity, k.Key, partMissing}})
 				col = "COALESCE(r.end_time, 0)"
 			}
-			terms = append(terms, sortTerm{expr: col, desc: k.Desc, kind: kind})
+			terms = append(terms, sortTerm{expr: col, desc: k.Desc, kind: kind, src: termSource{k.Entity, k.Key, partValue}})
 		default:
 			return nil, nil, nil, errs.Errorf(errs.Invalid, "Invalid order_by key '%s.%s' for runs", k.Entity, k.Key)
 		}
 	}
 	if !hasStart {
-		terms = append(terms, sortTerm{expr: "r.start_time", desc: true, kind: termInt})
+		terms = append(terms, sortTerm{expr: "r.start_time", desc: true, kind: termInt, src: termSource{search.Attribute, search.AttrStartTime, partValue}})
 	}
 	if !hasID {
-		terms = append(terms, sortTerm{expr: "r.run_id", kind: termString})
+		terms = append(terms, sortTerm{expr: "r.run_id", kind: termString, src: termSource{search.Attribute, search.AttrRunID, partValue}})
 	} else {
 		// run_id is unique: nothing after it matters, but keysets need it
 		// last, so move it there.
@@ -304,6 +328,11 @@ func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSea
 
 // SearchRuns implements tracking.RunStore.
 func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+	return s.searchSQL(ctx, q)
+}
+
+// searchSQL answers a runs search with SQL.
+func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
 	rs, err := s.prepareRunSearch(ctx, q)
 	if err != nil || rs == nil {
 		return tracking.RunPage{}, err
@@ -320,12 +349,7 @@ func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tr
 			}
 			if len(page.Runs) == q.MaxResults {
 				// One more row exists: the page is full and has a successor.
-				tok := runToken{Query: fingerprint}
-				for i, t := range terms {
-					tok.Values = append(tok.Values, encodeTermValue(t.kind, last[i]))
-				}
-				raw, _ := json.Marshal(tok)
-				page.NextPageToken = base64.RawURLEncoding.EncodeToString(raw)
+				page.NextPageToken = encodeRunToken(fingerprint, terms, last)
 				return true, nil
 			}
 			run, _ := r()
@@ -569,6 +593,17 @@ func termValues(dest []any, terms []sortTerm) []any {
 		}
 	}
 	return vals
+}
+
+// encodeRunToken returns the page token of a page whose last run has the
+// sort-term values vals.
+func encodeRunToken(fingerprint string, terms []sortTerm, vals []any) string {
+	tok := runToken{Query: fingerprint}
+	for i, t := range terms {
+		tok.Values = append(tok.Values, encodeTermValue(t.kind, vals[i]))
+	}
+	raw, _ := json.Marshal(tok)
+	return base64.RawURLEncoding.EncodeToString(raw)
 }
 
 func decodeRunToken(tok, fingerprint string, terms []sortTerm) ([]any, error) {
