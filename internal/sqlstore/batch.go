@@ -273,6 +273,10 @@ func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	}
 	st.points += newPoints
 	st.keys += newKeys
+	// This update of the run's row is also what records, through its
+	// trigger, that the run's latest metric values changed, for the
+	// search index (search_index.go): every write to metric_series' latest
+	// values must come with it, in the same transaction.
 	_, err = tx.exec(`UPDATE runs SET metric_points = ?, metric_keys = ? WHERE run_pk = ?`, st.points, st.keys, st.pk)
 	return sqlError(err, "update run counters")
 }

@@ -63,6 +63,24 @@ func newStoreMetrics(s *db, r prometheus.Registerer) *storeMetrics {
 		}, func() float64 { return float64(m.queued.Load()) }),
 		&dbCollector{s: s},
 	)
+	if ix := s.index; ix != nil {
+		r.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "sextant_runs_searches_total",
+				Help:        "Runs searches, by how they were answered: from the search index (memory) or with SQL.",
+				ConstLabels: prometheus.Labels{"path": "memory"},
+			}, func() float64 { return float64(ix.memory.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "sextant_runs_searches_total",
+				Help:        "Runs searches, by how they were answered: from the search index (memory) or with SQL.",
+				ConstLabels: prometheus.Labels{"path": "sql"},
+			}, func() float64 { return float64(ix.sql.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sextant_search_index_bytes",
+				Help: "Estimated memory held by the runs search index, out of its budget (--search-index-mb).",
+			}, func() float64 { return float64(ix.usedBytes()) }),
+		)
+	}
 	return m
 }
 

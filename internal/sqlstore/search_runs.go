@@ -326,8 +326,17 @@ func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSea
 	return &runSearch{rq: rq, phases: phases, plan: plan, terms: terms, cursor: cursor, fingerprint: fingerprint}, nil
 }
 
-// SearchRuns implements tracking.RunStore.
+// SearchRuns implements tracking.RunStore. On SQLite a search of one
+// experiment is answered from the search index (search_index.go) when it
+// can be; any other by SQL. The runs of a page answered from the index
+// share their Data slices with it: callers must not change them.
 func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+	if s.index != nil {
+		page, ok, err := s.index.search(ctx, q)
+		if ok || err != nil {
+			return page, err
+		}
+	}
 	return s.searchSQL(ctx, q)
 }
 

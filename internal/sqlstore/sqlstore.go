@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,14 @@ type Options struct {
 	// ReadConns is the size of the read pool; 0 means 4 x GOMAXPROCS
 	// (SQLite) or 16 (PostgreSQL).
 	ReadConns int
+	// SearchIndexBytes is the memory, in bytes, that the runs search
+	// index (search_index.go) may hold, over all experiments: an estimate
+	// of the runs' data and sorted orders it keeps. The least recently
+	// searched experiments are dropped to stay under it, and an experiment
+	// that alone would exceed it is searched with SQL. 0 means
+	// DefaultSearchIndexBytes (256 MiB); a negative value turns the index
+	// off. SQLite only: on PostgreSQL every search uses SQL.
+	SearchIndexBytes int64
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics receives the store's Prometheus metrics (write queue, commit
@@ -129,7 +138,10 @@ type db struct {
 	opts     Options
 	log      *slog.Logger
 	counts   runCounts // the search planner's run counts (search_plan.go)
-	metrics  *storeMetrics
+	// index answers runs searches from memory (search_index.go); nil on
+	// PostgreSQL or when turned off.
+	index   *searchIndex
+	metrics *storeMetrics
 
 	ckptQuit, ckptDone chan struct{}
 
@@ -188,6 +200,9 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.opts = opts
+	if !s.pg && opts.SearchIndexBytes >= 0 {
+		s.index = newSearchIndex(s.db, opts.SearchIndexBytes)
+	}
 	s.metrics = newStoreMetrics(s.db, opts.Metrics)
 	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
 	s.w.m = s.metrics
@@ -257,6 +272,9 @@ func (s *db) openSQLite(ctx context.Context, path string, opts *Options) error {
 	return nil
 }
 
+// sqliteCacheKiB is the page cache of each connection, in KiB.
+const sqliteCacheKiB = 65536
+
 // sqliteParams are the connection settings every connection shares. None
 // of them writes to the database when a connection opens: the driver runs
 // each as a PRAGMA on every open, and a PRAGMA that writes (auto_vacuum
@@ -267,7 +285,7 @@ func sqliteParams() url.Values {
 	q.Set("_busy_timeout", "10000")
 	// MLflow's LIKE is case-sensitive; ILIKE lowers both sides.
 	q.Set("_cslike", "1")
-	q.Set("_cache_size", "-65536") // 64 MiB page cache per connection
+	q.Set("_cache_size", strconv.Itoa(-sqliteCacheKiB)) // 64 MiB page cache per connection
 	return q
 }
 
@@ -370,6 +388,9 @@ func (s *Store) Close(ctx context.Context) error {
 		s.probeCancel()
 	}
 	s.probeWG.Wait()
+	if s.index != nil {
+		s.index.close()
+	}
 	s.c.stop()
 	close(s.ckptQuit)
 	<-s.ckptDone

@@ -68,7 +68,11 @@ func TestConformance(t *testing.T) {
 				// Small chunks, an eager compaction threshold and short
 				// overviews, so the suite crosses chunk boundaries, compacts
 				// and builds overviews while it runs.
-				return b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4, OverviewChunks: 4}).Tracking()
+				// Searches wait for the search index to be built (SQLite),
+				// so that the suite's searches are answered from it.
+				s := b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4, OverviewChunks: 4})
+				s.WaitForSearchIndex()
+				return s.Tracking()
 			})
 		})
 	}

@@ -1,0 +1,782 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/tracking/search"
+)
+
+// A search answered by the index (search_index.go) has exactly the SQL
+// path's semantics: the same validation and errors (it renders the SQL of
+// the clauses and the order, and decodes the page token, as the SQL path
+// does, before anything else), the filter evaluated as SQLite evaluates
+// the rendered SQL (NULL comparisons are false; LIKE as SQLite's, see
+// sqliteLike; an integer column against a number as SQLite compares
+// them), the order as the SQL path's sort terms (sortTerm.src says what
+// each reads), and the same page tokens, so that a token from either path
+// works in the other. What it cannot do the same way it leaves to SQL,
+// decided per search: several experiments, datasets clauses, LIKE
+// patterns longer than SQLite takes, tokens that hold a NaN.
+
+// memQuery is a runs search compiled for the index.
+type memQuery struct {
+	exp         int64
+	view        tracking.ViewType
+	clauses     []func(*idxRun) bool
+	drivers     []search.Comparison // the clauses a search may start from
+	terms       []sortTerm
+	cursor      []any
+	fingerprint string
+	max         int
+}
+
+// likeMaxPattern is SQLite's longest LIKE pattern (SQLITE_MAX_LIKE_PATTERN_LENGTH):
+// a longer one is an error, which the SQL path reports.
+const likeMaxPattern = 50000
+
+// compileMemQuery compiles q for the index. It returns an error where the
+// SQL path would (the same error), and false where the index cannot answer
+// q the SQL path's way.
+func compileMemQuery(q tracking.RunQuery) (*memQuery, bool, error) {
+	exp, nexp := int64(0), 0
+	for _, id := range q.ExperimentIDs {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			continue // as prepareRunSearch: no such experiment
+		}
+		if nexp == 0 || n != exp {
+			nexp++
+		}
+		exp = n
+	}
+	if nexp != 1 || q.MaxResults <= 0 {
+		return nil, false, nil
+	}
+	mq := &memQuery{exp: exp, view: q.ViewType, max: q.MaxResults}
+	ok := true
+	for _, c := range q.Filter.Clauses {
+		// The SQL path's rendering validates the clause.
+		if _, _, err := runClause(c); err != nil {
+			return nil, false, err
+		}
+		f, can := memClause(c)
+		ok = ok && can
+		mq.clauses = append(mq.clauses, f)
+		if drives(c) {
+			mq.drivers = append(mq.drivers, c)
+		}
+	}
+	_, _, terms, err := runOrder(q.OrderBy)
+	if err != nil {
+		return nil, false, err
+	}
+	mq.terms = terms
+	mq.fingerprint = queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+	if q.PageToken != "" {
+		if mq.cursor, err = decodeRunToken(q.PageToken, mq.fingerprint, terms); err != nil {
+			return nil, false, err
+		}
+		for _, v := range mq.cursor {
+			// SQLite binds NaN as NULL: the keyset comparison then differs
+			// from any ordering of values.
+			if f, isF := v.(float64); isF && math.IsNaN(f) {
+				ok = false
+			}
+		}
+	}
+	return mq, ok, nil
+}
+
+// memClause compiles a clause that runClause accepted; false: the index
+// cannot evaluate it.
+func memClause(c search.Comparison) (func(*idxRun) bool, bool) {
+	switch c.Entity {
+	case search.Metric:
+		num, op := c.Value.Num, c.Op
+		if math.IsNaN(num) {
+			// Bound as NULL: every comparison is false.
+			return func(*idxRun) bool { return false }, true
+		}
+		key := c.Key
+		return func(r *idxRun) bool {
+			m := r.metric(key)
+			if m == nil || math.IsNaN(m.Value) {
+				return false // the latest value is NULL
+			}
+			return floatOp(op, m.Value, num)
+		}, true
+	case search.Param, search.Tag:
+		get := func(r *idxRun) (string, bool) { return r.param(c.Key) }
+		if c.Entity == search.Tag {
+			get = func(r *idxRun) (string, bool) { return r.tag(c.Key) }
+		}
+		switch c.Op {
+		case search.OpIsNull:
+			return func(r *idxRun) bool { _, ok := get(r); return !ok }, true
+		case search.OpIsNotNull:
+			return func(r *idxRun) bool { _, ok := get(r); return ok }, true
+		}
+		test, ok := stringOp(c)
+		if !ok {
+			return nil, false
+		}
+		return func(r *idxRun) bool {
+			v, ok := get(r)
+			return ok && test(v)
+		}, true
+	case search.Attribute:
+		switch c.Key {
+		case search.AttrStartTime:
+			num, op := c.Value.Num, c.Op
+			return func(r *idxRun) bool { return intFloatOp(op, r.run.Info.StartTimeMs, num) }, true
+		case search.AttrEndTime:
+			num, op := c.Value.Num, c.Op
+			return func(r *idxRun) bool { return r.endSet && intFloatOp(op, r.run.Info.EndTimeMs, num) }, true
+		}
+		test, ok := stringOp(c)
+		if !ok {
+			return nil, false
+		}
+		key := c.Key
+		return func(r *idxRun) bool { return test(r.attr(key)) }, true
+	}
+	return nil, false
+}
+
+// stringOp compiles a string comparison as stringCompare renders it.
+func stringOp(c search.Comparison) (func(string) bool, bool) {
+	s := c.Value.Str
+	switch c.Op {
+	case search.OpEq:
+		return func(v string) bool { return v == s }, true
+	case search.OpNe:
+		return func(v string) bool { return v != s }, true
+	case search.OpLike:
+		if len(s) > likeMaxPattern {
+			return nil, false
+		}
+		return func(v string) bool { return sqliteLike(s, v) }, true
+	case search.OpILike:
+		if len(s) > likeMaxPattern {
+			return nil, false
+		}
+		p := asciiLower(s)
+		return func(v string) bool { return sqliteLike(p, asciiLower(v)) }, true
+	case search.OpIn, search.OpNotIn:
+		set := make(map[string]bool, len(c.Value.List))
+		for _, v := range c.Value.List {
+			set[v] = true
+		}
+		in := c.Op == search.OpIn
+		return func(v string) bool { return set[v] == in }, true
+	}
+	return nil, false
+}
+
+// floatOp compares a with b as SQL does, neither being NaN.
+func floatOp(op search.Op, a, b float64) bool {
+	switch op {
+	case search.OpEq:
+		return a == b
+	case search.OpNe:
+		return a != b
+	case search.OpLt:
+		return a < b
+	case search.OpLe:
+		return a <= b
+	case search.OpGt:
+		return a > b
+	case search.OpGe:
+		return a >= b
+	}
+	return false
+}
+
+// match reports whether r passes the view type and the filter.
+func (mq *memQuery) match(r *idxRun) bool {
+	switch mq.view {
+	case tracking.ActiveOnly:
+		if r.run.Info.LifecycleStage != tracking.Active {
+			return false
+		}
+	case tracking.DeletedOnly:
+		if r.run.Info.LifecycleStage != tracking.Deleted {
+			return false
+		}
+	}
+	for _, c := range mq.clauses {
+		if !c(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// metric returns the run's latest value of key, or nil.
+func (r *idxRun) metric(key string) *tracking.Metric {
+	ms := r.run.Data.Metrics
+	lo, hi := 0, len(ms)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if ms[h].Key < key {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	if lo < len(ms) && ms[lo].Key == key {
+		return &ms[lo]
+	}
+	return nil
+}
+
+// param returns the run's value of param key.
+func (r *idxRun) param(key string) (string, bool) {
+	ps := r.run.Data.Params
+	lo, hi := 0, len(ps)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if ps[h].Key < key {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	if lo < len(ps) && ps[lo].Key == key {
+		return ps[lo].Value, true
+	}
+	return "", false
+}
+
+// tag returns the run's value of tag key.
+func (r *idxRun) tag(key string) (string, bool) {
+	ts := r.run.Data.Tags
+	lo, hi := 0, len(ts)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if ts[h].Key < key {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	if lo < len(ts) && ts[lo].Key == key {
+		return ts[lo].Value, true
+	}
+	return "", false
+}
+
+// attr returns a string attribute as runAttrColumn's expression reads it.
+func (r *idxRun) attr(key string) string {
+	i := &r.run.Info
+	switch key {
+	case search.AttrRunID:
+		return i.RunID
+	case search.AttrRunName:
+		return i.RunName
+	case search.AttrUserID:
+		return i.UserID
+	case search.AttrStatus:
+		return r.status
+	case search.AttrArtifactURI:
+		return i.ArtifactURI
+	case search.AttrLifecycleStage:
+		return string(i.LifecycleStage)
+	}
+	return ""
+}
+
+// termVal is the value of a sort term for a run; the field of the term's
+// kind is set.
+type termVal struct {
+	i int64
+	f float64
+	s string
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// term computes what the sort term src selects of r, as the SQL path's
+// expression for it does.
+func (r *idxRun) term(src termSource) termVal {
+	switch src.entity {
+	case search.Metric:
+		m := r.metric(src.key)
+		switch src.part {
+		case partMissing:
+			return termVal{i: b2i(m == nil)}
+		case partNaN:
+			return termVal{i: b2i(m != nil && math.IsNaN(m.Value))}
+		}
+		if m == nil || math.IsNaN(m.Value) {
+			return termVal{}
+		}
+		return termVal{f: m.Value}
+	case search.Param, search.Tag:
+		var v string
+		var ok bool
+		if src.entity == search.Param {
+			v, ok = r.param(src.key)
+		} else {
+			v, ok = r.tag(src.key)
+		}
+		if src.part == partMissing {
+			return termVal{i: b2i(!ok)}
+		}
+		return termVal{s: v}
+	}
+	switch src.key {
+	case search.AttrStartTime:
+		return termVal{i: r.run.Info.StartTimeMs}
+	case search.AttrEndTime:
+		if src.part == partMissing {
+			return termVal{i: b2i(!r.endSet)}
+		}
+		if !r.endSet {
+			return termVal{}
+		}
+		return termVal{i: r.run.Info.EndTimeMs}
+	}
+	return termVal{s: r.attr(src.key)}
+}
+
+// compareTerm orders two values of a term of kind k, ascending.
+func compareTerm(k termKind, a, b termVal) int {
+	switch k {
+	case termInt:
+		switch {
+		case a.i < b.i:
+			return -1
+		case a.i > b.i:
+			return 1
+		}
+	case termFloat:
+		switch {
+		case a.f < b.f:
+			return -1
+		case a.f > b.f:
+			return 1
+		}
+	default:
+		return strings.Compare(a.s, b.s)
+	}
+	return 0
+}
+
+// valOf converts a cursor value (as decodeRunToken returns it) to a termVal.
+func valOf(k termKind, v any) termVal {
+	switch k {
+	case termInt:
+		return termVal{i: v.(int64)}
+	case termFloat:
+		return termVal{f: v.(float64)}
+	}
+	return termVal{s: v.(string)}
+}
+
+// anyOf converts a termVal to the value encodeTermValue takes.
+func anyOf(k termKind, v termVal) any {
+	switch k {
+	case termInt:
+		return v.i
+	case termFloat:
+		return v.f
+	}
+	return v.s
+}
+
+// compareRuns orders a and b by terms from the first term on.
+func compareRuns(terms []sortTerm, from int, a, b *idxRun) int {
+	for _, t := range terms[from:] {
+		c := compareTerm(t.kind, a.term(t.src), b.term(t.src))
+		if t.desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// compareCursor orders r against a page token's cursor.
+func compareCursor(terms []sortTerm, r *idxRun, cursor []any) int {
+	for i, t := range terms {
+		c := compareTerm(t.kind, r.term(t.src), valOf(t.kind, cursor[i]))
+		if t.desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// sortedRuns is an experiment's runs in the order of one list of sort
+// terms, kept so that a search walks it from its cursor and stops at a
+// full page. Each entry carries the run's values of the first order key
+// (the terms up to the first value term: its flags, packed into rank, and
+// its value), so that sorting rarely evaluates a term.
+type sortedRuns struct {
+	sig     string
+	terms   []sortTerm
+	g0      int // the number of terms in the first order key
+	entries []orderEntry
+}
+
+type orderEntry struct {
+	r    *idxRun
+	rank uint8
+	v    termVal
+}
+
+// orderSig identifies a list of sort terms by what they compute.
+func orderSig(terms []sortTerm) string {
+	var b strings.Builder
+	for _, t := range terms {
+		fmt.Fprintf(&b, "%d %q %d %d %t;", t.src.entity, t.src.key, t.src.part, t.kind, t.desc)
+	}
+	return b.String()
+}
+
+// newOrder returns an empty order of terms.
+func newOrder(terms []sortTerm) *sortedRuns {
+	o := &sortedRuns{sig: orderSig(terms), terms: terms, g0: len(terms)}
+	for i, t := range terms {
+		if t.src.part == partValue {
+			o.g0 = i + 1
+			break
+		}
+	}
+	return o
+}
+
+func newSortedRuns(terms []sortTerm, runs map[int64]*idxRun) *sortedRuns {
+	o := newOrder(terms)
+	o.entries = make([]orderEntry, 0, len(runs))
+	for _, r := range runs {
+		o.entries = append(o.entries, o.entry(r))
+	}
+	slices.SortFunc(o.entries, o.compare)
+	return o
+}
+
+func (o *sortedRuns) entry(r *idxRun) orderEntry {
+	e := orderEntry{r: r}
+	for _, t := range o.terms[:o.g0-1] {
+		e.rank = e.rank<<1 | uint8(r.term(t.src).i)
+	}
+	e.v = r.term(o.terms[o.g0-1].src)
+	return e
+}
+
+func (o *sortedRuns) compare(a, b orderEntry) int {
+	if a.rank != b.rank {
+		if a.rank < b.rank {
+			return -1
+		}
+		return 1
+	}
+	t := &o.terms[o.g0-1]
+	c := compareTerm(t.kind, a.v, b.v)
+	if t.desc {
+		c = -c
+	}
+	if c != 0 {
+		return c
+	}
+	return compareRuns(o.terms, o.g0, a.r, b.r)
+}
+
+// update removes the runs removed from the order (each found by binary
+// search: it is where its values sort) and merges added in.
+func (o *sortedRuns) update(removed, added []*idxRun) {
+	n0 := len(o.entries)
+	drop := make([]int, 0, len(removed))
+	for _, r := range removed {
+		en := o.entry(r)
+		i := sort.Search(n0, func(i int) bool { return o.compare(o.entries[i], en) >= 0 })
+		if i == n0 || o.entries[i].r != r {
+			// Not where it sorts: cannot happen; look for it.
+			i = slices.IndexFunc(o.entries, func(x orderEntry) bool { return x.r == r })
+		}
+		if i >= 0 {
+			drop = append(drop, i)
+		}
+	}
+	slices.Sort(drop)
+	kept := o.entries[:0]
+	prev := 0
+	for _, i := range drop {
+		kept = append(kept, o.entries[prev:i]...)
+		prev = i + 1
+	}
+	kept = append(kept, o.entries[prev:]...)
+	add := make([]orderEntry, len(added))
+	for i, r := range added {
+		add[i] = o.entry(r)
+	}
+	slices.SortFunc(add, o.compare)
+	n := len(kept) + len(add)
+	if n > cap(o.entries) {
+		out := make([]orderEntry, 0, n+n/8)
+		i, j := 0, 0
+		for i < len(kept) && j < len(add) {
+			if o.compare(kept[i], add[j]) <= 0 {
+				out = append(out, kept[i])
+				i++
+			} else {
+				out = append(out, add[j])
+				j++
+			}
+		}
+		out = append(append(out, kept[i:]...), add[j:]...)
+		o.entries = out
+		return
+	}
+	// Merge from the back, in place: each added entry's place is found by
+	// binary search, and the kept entries after it move in one copy.
+	out := o.entries[:n]
+	hi := len(kept)
+	for j := len(add) - 1; j >= 0; j-- {
+		lo := sort.Search(hi, func(i int) bool { return o.compare(kept[i], add[j]) > 0 })
+		copy(out[lo+j+1:hi+j+1], kept[lo:hi])
+		out[lo+j] = add[j]
+		hi = lo
+	}
+	if n < n0 {
+		clear(o.entries[n:n0])
+	}
+	o.entries = out
+}
+
+func (o *sortedRuns) size() int64 {
+	return int64(cap(o.entries))*int64(unsafe.Sizeof(orderEntry{})) + 256
+}
+
+// maxOrders is the number of orders an experiment's index keeps sorted:
+// those of searches and those of the clauses searches start from.
+const maxOrders = 12
+
+// order returns the runs sorted by terms: kept, or sorted now and kept.
+// The caller holds expIndex.mu for reading, or owns ri.
+func (ri *runIndex) order(terms []sortTerm) *sortedRuns {
+	sig := orderSig(terms)
+	find := func() *sortedRuns {
+		for i, o := range ri.orders {
+			if o.sig == sig {
+				copy(ri.orders[1:i+1], ri.orders[:i])
+				ri.orders[0] = o
+				return o
+			}
+		}
+		return nil
+	}
+	ri.ordersMu.Lock()
+	o := find()
+	ri.ordersMu.Unlock()
+	if o != nil {
+		return o
+	}
+	o = newSortedRuns(terms, ri.runs)
+	ri.ordersMu.Lock()
+	defer ri.ordersMu.Unlock()
+	if x := find(); x != nil {
+		return x // sorted meanwhile by another search
+	}
+	ri.orders = append([]*sortedRuns{o}, ri.orders...)
+	if len(ri.orders) > maxOrders {
+		ri.orders[maxOrders] = nil
+		ri.orders = ri.orders[:maxOrders]
+	}
+	return o
+}
+
+// A search finds its page one of two ways, as the SQL planner
+// (search_plan.go) does: walk the runs in the search's order from the
+// cursor, testing each, until the page is full (cheap when many runs pass),
+// or start from the runs one clause selects (an equality on a param or a
+// tag, a comparison of a metric's latest value), test those and sort what
+// passes (cheap when few do). The runs a clause selects are a range of the
+// runs sorted by its key, found by binary search, so their number is
+// known exactly; the walk is estimated to read page/share runs, share
+// being the product of the clauses' shares of the runs.
+
+// drives reports whether a clause can drive a search.
+func drives(c search.Comparison) bool {
+	switch c.Entity {
+	case search.Param, search.Tag:
+		return c.Op == search.OpEq && c.Value.Kind == search.String
+	case search.Metric:
+		switch c.Op {
+		case search.OpEq, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
+			return c.Value.Kind == search.Number && !math.IsNaN(c.Value.Num)
+		}
+	}
+	return false
+}
+
+// driverOrder returns the runs sorted by c's key, ascending.
+func (ri *runIndex) driverOrder(c search.Comparison) *sortedRuns {
+	_, _, terms, _ := runOrder([]search.OrderKey{{Entity: c.Entity, Key: c.Key}})
+	return ri.order(terms)
+}
+
+// selects returns the range of o's entries that clause c selects: those
+// with a value (rank 0: present, not NaN) that passes the comparison.
+func (o *sortedRuns) selects(c search.Comparison) (lo, hi int) {
+	es := o.entries
+	end := sort.Search(len(es), func(i int) bool { return es[i].rank > 0 })
+	if c.Entity == search.Metric {
+		x := c.Value.Num
+		lower := sort.Search(end, func(i int) bool { return es[i].v.f >= x })
+		upper := sort.Search(end, func(i int) bool { return es[i].v.f > x })
+		switch c.Op {
+		case search.OpLt:
+			return 0, lower
+		case search.OpLe:
+			return 0, upper
+		case search.OpGt:
+			return upper, end
+		case search.OpGe:
+			return lower, end
+		}
+		return lower, upper
+	}
+	x := c.Value.Str
+	return sort.Search(end, func(i int) bool { return es[i].v.s >= x }), sort.Search(end, func(i int) bool { return es[i].v.s > x })
+}
+
+// find returns up to mq.max+1 runs of the page after mq's cursor, in
+// order; expIndex.mu is held for reading.
+func (ri *runIndex) find(mq *memQuery) []*idxRun {
+	n := len(ri.runs)
+	var drive *sortedRuns
+	lo, hi := 0, 0
+	share := 1.0
+	for _, c := range mq.drivers {
+		o := ri.driverOrder(c)
+		l, h := o.selects(c)
+		share *= float64(h-l) / float64(max(n, 1))
+		if drive == nil || h-l < hi-lo {
+			drive, lo, hi = o, l, h
+		}
+	}
+	if drive != nil && float64(hi-lo) < min(float64(n), float64(mq.max+1)/max(share, 1e-12)) {
+		// Sorted with the values of the first order key computed once.
+		o := newOrder(mq.terms)
+		for _, en := range drive.entries[lo:hi] {
+			if mq.match(en.r) && (mq.cursor == nil || compareCursor(mq.terms, en.r, mq.cursor) > 0) {
+				o.entries = append(o.entries, o.entry(en.r))
+			}
+		}
+		slices.SortFunc(o.entries, o.compare)
+		out := make([]*idxRun, min(len(o.entries), mq.max+1))
+		for i := range out {
+			out[i] = o.entries[i].r
+		}
+		return out
+	}
+	o := ri.order(mq.terms)
+	pos := 0
+	if mq.cursor != nil {
+		pos = sort.Search(len(o.entries), func(i int) bool {
+			return compareCursor(o.terms, o.entries[i].r, mq.cursor) > 0
+		})
+	}
+	out := make([]*idxRun, 0, min(mq.max+1, 1024))
+	for _, en := range o.entries[pos:] {
+		if !mq.match(en.r) {
+			continue
+		}
+		out = append(out, en.r)
+		if len(out) > mq.max {
+			break
+		}
+	}
+	return out
+}
+
+// search answers q from the index; false: use SQL.
+func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, bool, error) {
+	mq, ok, err := compileMemQuery(q)
+	if err != nil {
+		return tracking.RunPage{}, false, err
+	}
+	if !ok {
+		ix.sql.Add(1)
+		return tracking.RunPage{}, false, nil
+	}
+	var e *expIndex
+	for try := 0; e == nil; try++ {
+		if e = ix.acquire(mq.exp); e == nil {
+			ix.sql.Add(1)
+			return tracking.RunPage{}, false, nil
+		}
+		ok, err := ix.refresh(ctx, e)
+		if err != nil {
+			return tracking.RunPage{}, false, err
+		}
+		if !ok {
+			e = nil
+			ix.mu.Lock()
+			wait := ix.wait
+			ix.mu.Unlock()
+			if !wait || try == 3 {
+				ix.sql.Add(1)
+				return tracking.RunPage{}, false, nil
+			}
+		}
+	}
+	e.mu.RLock()
+	cur := e.cur
+	found := cur.find(mq)
+	e.mu.RUnlock()
+	// Orders sorted for this search count too.
+	e.bytes.Store(cur.size())
+	ix.account(e)
+	ix.memory.Add(1)
+
+	var page tracking.RunPage
+	if len(found) > mq.max {
+		last := found[mq.max-1]
+		vals := make([]any, len(mq.terms))
+		for i, t := range mq.terms {
+			vals[i] = anyOf(t.kind, last.term(t.src))
+		}
+		page.NextPageToken = encodeRunToken(mq.fingerprint, mq.terms, vals)
+		found = found[:mq.max]
+	}
+	runs := make([]tracking.Run, len(found))
+	page.Runs = make([]*tracking.Run, len(found))
+	var ioArgs []any
+	byPK := map[int64]*tracking.Run{}
+	for i, r := range found {
+		runs[i] = r.run
+		page.Runs[i] = &runs[i]
+		if r.io {
+			ioArgs = append(ioArgs, r.pk)
+			byPK[r.pk] = &runs[i]
+		}
+	}
+	if len(ioArgs) > 0 {
+		if err := ix.s.loadRunIO(ctx, placeholders(len(ioArgs)), ioArgs, byPK); err != nil {
+			return tracking.RunPage{}, false, err
+		}
+	}
+	return page, true, nil
+}
