@@ -73,12 +73,17 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus
 			log.Info("created the data directory", "path", absPath(cfg.DataDir))
 		}
 	}
+	index := int64(cfg.SearchIndexMB) << 20
+	if cfg.SearchIndexMB == 0 {
+		index = -1 // off
+	}
 	return sqlstore.Open(ctx, storeTarget(cfg), sqlstore.Options{
-		Limits:      cfg.Limits,
-		Synchronous: cfg.Synchronous,
-		ReadConns:   cfg.DBPool,
-		Logger:      log,
-		Metrics:     reg,
+		Limits:           cfg.Limits,
+		Synchronous:      cfg.Synchronous,
+		ReadConns:        cfg.DBPool,
+		SearchIndexBytes: index,
+		Logger:           log,
+		Metrics:          reg,
 	})
 }
 

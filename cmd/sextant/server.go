@@ -38,8 +38,11 @@ type Config struct {
 	// DB is a PostgreSQL URL; empty means SQLite in DataDir.
 	DB string
 	// DBPool is the size of the read connection pool (0: the default).
-	DBPool         int
-	Synchronous    string
+	DBPool      int
+	Synchronous string
+	// SearchIndexMB is the memory of the runs search index, in MiB
+	// (SQLite only); 0 turns the index off.
+	SearchIndexMB  int
 	LogLevel       string
 	LogFormat      string
 	MaxBodyBytes   int64
@@ -64,20 +67,22 @@ type Config struct {
 // DefaultConfig returns the configuration used when nothing is set.
 func DefaultConfig() Config {
 	return Config{
-		Host:         "127.0.0.1",
-		Port:         5000,
-		DataDir:      "sextant-data",
-		Synchronous:  "FULL",
-		LogLevel:     "info",
-		LogFormat:    "text",
-		MaxBodyBytes: 16 << 20,
-		ShutdownWait: 15 * time.Second,
-		Auth:         "auto",
-		BlobStore:    "dir",
-		AdminEmail:   "admin@localhost",
-		Limits:       tracking.DefaultLimits(),
-		GPURetention: gpu.DefaultRetention,
-		Watch:        DefaultWatchConfig(),
+		Host:        "127.0.0.1",
+		Port:        5000,
+		DataDir:     "sextant-data",
+		Synchronous: "FULL",
+		// sqlstore.DefaultSearchIndexBytes.
+		SearchIndexMB: 256,
+		LogLevel:      "info",
+		LogFormat:     "text",
+		MaxBodyBytes:  16 << 20,
+		ShutdownWait:  15 * time.Second,
+		Auth:          "auto",
+		BlobStore:     "dir",
+		AdminEmail:    "admin@localhost",
+		Limits:        tracking.DefaultLimits(),
+		GPURetention:  gpu.DefaultRetention,
+		Watch:         DefaultWatchConfig(),
 		// A walk of every blob: on S3 one LIST request per 1,000 objects.
 		BlobUsageInterval: 10 * time.Minute,
 	}
@@ -112,6 +117,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Watch.Validate(); err != nil {
 		return err
+	}
+	if c.SearchIndexMB < 0 {
+		return &ConfigError{"search-index-mb", fmt.Sprintf("must be 0 (off) or positive, got %d", c.SearchIndexMB)}
 	}
 	switch strings.ToUpper(c.Synchronous) {
 	case "FULL", "NORMAL":
@@ -253,6 +261,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 	str(&c.SecretFile, "secret-file", "file holding the secret that signs upload URLs (default: created in the data directory)")
 	str(&c.DebugAddr, "debug-addr", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off when empty")
 	int64v(&c.MaxBodyBytes, "max-request-bytes", "largest accepted JSON request body, in bytes")
+	integer(&c.SearchIndexMB, "search-index-mb", "memory for the runs search index, in MiB (SQLite): the runs of recently searched experiments, kept so that a search reads no SQL; 0 turns it off")
 	int64v(&c.Limits.MetricStepsPerRun, "max-metric-steps-per-run", "metric points a run may store, all keys counted")
 	integer(&c.Limits.MetricKeysPerRun, "max-metric-keys-per-run", "distinct metric keys a run may have")
 	integer(&c.Limits.ParamsPerRun, "max-params-per-run", "params a run may have")
@@ -320,7 +329,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", absPath(cfg.DataDir), "db", redactDB(storeTarget(cfg)),
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
-		"sqlite_synchronous", cfg.Synchronous, "max_request_bytes", cfg.MaxBodyBytes,
+		"sqlite_synchronous", cfg.Synchronous, "search_index_mb", cfg.SearchIndexMB, "max_request_bytes", cfg.MaxBodyBytes,
 		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention, "blob_usage_interval", cfg.BlobUsageInterval)
 
 	// One registry for every component's metrics, served at /metrics.
