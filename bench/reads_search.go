@@ -149,14 +149,23 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		// Let Sextant's background work (compaction) finish.
 		time.Sleep(2 * time.Second)
 		at := map[string]any{}
+		rss := map[string]any{}
+		for _, p := range on {
+			if p.s != nil {
+				rss[p.name+"_before_searches_mb"] = round2(float64(p.s.procStatus("VmRSS")) / (1 << 20))
+			}
+		}
 		for _, sh := range searchShapes {
 			bodies := map[string][]byte{}
 			hits := map[string]any{}
+			firsts := map[string]any{}
 			var sxNames []string
 			for _, p := range on {
 				b, _ := json.Marshal(map[string]any{"experiment_ids": []string{p.exp}, "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": searchPage})
 				bodies[p.name] = b
+				t0 := time.Now()
 				names, err := searchNames(ctx, p, b)
+				firsts[p.name+"_ms"] = round2(ms(time.Since(t0)))
 				if err != nil {
 					return nil, fmt.Errorf("%s %s: %w", p.name, sh.Name, err)
 				}
@@ -176,6 +185,11 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 			}
 			m := medians(times)
 			m["runs_returned"] = hits
+			// The first search of the shape at this size, untimed above
+			// (it also reads the page's run names): the first of all at a
+			// size finds a search index that has to catch up.
+			m["first_search"] = firsts
+			m["sextant_rounds_ms"] = roundAll(times["sextant"])
 			m["load"] = load
 			if first[sh.Name] == nil {
 				first[sh.Name] = map[string]float64{}
@@ -191,6 +205,12 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 			}
 			at[sh.Name] = m
 		}
+		for _, p := range on {
+			if p.s != nil {
+				rss[p.name+"_after_searches_mb"] = round2(float64(p.s.procStatus("VmRSS")) / (1 << 20))
+			}
+		}
+		at["rss"] = rss
 		bySize[strconv.Itoa(size)+"_runs"] = at
 	}
 	out["by_size"] = bySize
@@ -219,4 +239,12 @@ func searchNames(ctx context.Context, p *livePeer, body []byte) ([]string, error
 		names[i] = r.Info.RunName
 	}
 	return names, nil
+}
+
+func roundAll(vs []float64) []float64 {
+	out := make([]float64, len(vs))
+	for i, v := range vs {
+		out[i] = round2(v)
+	}
+	return out
 }
