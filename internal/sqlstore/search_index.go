@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"container/list"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -83,6 +85,11 @@ type searchIndex struct {
 	s      *db
 	budget int64
 	log    *slog.Logger
+	// rdb are the index's own read connections, with a small page cache:
+	// the index reads every run of an experiment once and every changed
+	// run again, pages a search's connections need not keep (their cache
+	// is 64 MiB each).
+	rdb *sql.DB
 
 	mu    sync.Mutex
 	exps  map[int64]*expIndex
@@ -100,8 +107,8 @@ type searchIndex struct {
 	wg     sync.WaitGroup
 
 	// memory and sql count the searches answered each way; loads the
-	// builds and background catch-ups started.
-	memory, sql, loads atomic.Int64
+	// background loads started, builds the full builds among them.
+	memory, sql, loads, builds atomic.Int64
 }
 
 // expIndex is the index of one experiment.
@@ -151,27 +158,48 @@ type idxRun struct {
 	bytes  int64  // estimated memory
 }
 
-// newSearchIndex returns an index with a budget of budget bytes (0: the
-// default), and starts following changes.
-func newSearchIndex(s *db, budget int64) *searchIndex {
+// indexConns is the number of the index's read connections: a build
+// reads its four parts at once.
+const indexConns = 4
+
+// indexCacheKiB is the page cache of each of the index's connections.
+const indexCacheKiB = 4096
+
+// newSearchIndex returns the index of the SQLite database at path, with a
+// budget of budget bytes (0: the default), and starts following changes.
+func newSearchIndex(s *db, path string, budget int64) (*searchIndex, error) {
 	if budget == 0 {
 		budget = DefaultSearchIndexBytes
 	}
+	q := sqliteParams()
+	q.Set("_cache_size", strconv.Itoa(-indexCacheKiB))
+	q.Set("mode", "ro")
+	q.Set("_query_only", "1")
+	q.Set("_txlock", "deferred")
+	rdb, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s for the search index: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(indexConns)
+	rdb.SetMaxIdleConns(indexConns)
+	rdb.SetConnMaxIdleTime(time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	ix := &searchIndex{
-		s: s, budget: budget, log: s.log, inlineMax: inlineMax,
+		s: s, rdb: rdb, budget: budget, log: s.log, inlineMax: inlineMax,
 		exps: map[int64]*expIndex{}, skip: map[int64]time.Time{},
 		ctx: ctx, cancel: cancel,
 	}
 	ix.wg.Add(1)
 	go ix.follow()
-	return ix
+	return ix, nil
 }
 
-// close stops following and the loads under way, and waits for them.
-func (ix *searchIndex) close() {
+// close stops following and the loads under way, waits for them and
+// closes the index's connections.
+func (ix *searchIndex) close() error {
 	ix.cancel()
 	ix.wg.Wait()
+	return ix.rdb.Close()
 }
 
 // follow applies the changes of recently searched experiments every
@@ -200,13 +228,30 @@ func (ix *searchIndex) follow() {
 			continue
 		}
 		var seq int64
-		if err := ix.s.rdb.QueryRowContext(ix.ctx, `SELECT seq FROM run_change_seq WHERE id = 1`).Scan(&seq); err != nil || seq == last {
+		if err := ix.rdb.QueryRowContext(ix.ctx, `SELECT seq FROM run_change_seq WHERE id = 1`).Scan(&seq); err != nil || seq == last {
 			continue
 		}
 		last = seq
 		for _, e := range es {
-			if _, err := ix.refresh(ix.ctx, e); err != nil && ix.ctx.Err() == nil {
-				ix.log.Warn("runs search index: refresh failed", "experiment_id", e.id, "err", err)
+			e.mu.RLock()
+			n := 0
+			if e.cur != nil {
+				n = len(e.cur.runs)
+			}
+			e.mu.RUnlock()
+			ok, err := ix.refresh(ix.ctx, e, ix.bigLimit(n))
+			if err != nil {
+				if ix.ctx.Err() == nil {
+					ix.log.Warn("runs search index: refresh failed", "experiment_id", e.id, "err", err)
+				}
+				continue
+			}
+			if !ok {
+				ix.mu.Lock()
+				if e.elem != nil {
+					ix.startLoadLocked(e)
+				}
+				ix.mu.Unlock()
 			}
 		}
 	}
@@ -254,14 +299,20 @@ func (ix *searchIndex) acquire(exp int64) *expIndex {
 }
 
 // refresh applies the changes committed since e was last refreshed, so
-// that e is at least as new as a snapshot taken now. It returns false when
-// the search should use SQL: so many runs changed that they are being
-// applied in the background.
-func (ix *searchIndex) refresh(ctx context.Context, e *expIndex) (bool, error) {
-	// A catch-up can replace e's runs meanwhile (see tryRefresh): then
+// that e is at least as new as a snapshot taken now, when at most limit
+// runs changed (0: searchIndex.inlineMax). It returns false when more did
+// (or e has no runs yet). A search uses SQL then, while a catch-up in the
+// background (startLoadLocked) applies them.
+func (ix *searchIndex) refresh(ctx context.Context, e *expIndex, limit int) (bool, error) {
+	if limit == 0 {
+		ix.mu.Lock()
+		limit = ix.inlineMax
+		ix.mu.Unlock()
+	}
+	// A full build can replace e's runs meanwhile (see tryRefresh): then
 	// read the changes again.
 	for range 3 {
-		done, ok, err := ix.tryRefresh(ctx, e)
+		done, ok, err := ix.tryRefresh(ctx, e, limit)
 		if err != nil || done {
 			return ok, err
 		}
@@ -269,7 +320,7 @@ func (ix *searchIndex) refresh(ctx context.Context, e *expIndex) (bool, error) {
 	return false, nil
 }
 
-func (ix *searchIndex) tryRefresh(ctx context.Context, e *expIndex) (done, ok bool, err error) {
+func (ix *searchIndex) tryRefresh(ctx context.Context, e *expIndex, limit int) (done, ok bool, err error) {
 	e.mu.RLock()
 	cur := e.cur
 	var base int64
@@ -280,20 +331,9 @@ func (ix *searchIndex) tryRefresh(ctx context.Context, e *expIndex) (done, ok bo
 	if cur == nil {
 		return true, false, nil // dropped before it was built
 	}
-	ix.mu.Lock()
-	limit := ix.inlineMax
-	ix.mu.Unlock()
 	ch, err := ix.changesSince(ctx, e, base, limit)
-	if err != nil {
+	if err != nil || ch == nil {
 		return true, false, err
-	}
-	if ch == nil {
-		ix.mu.Lock()
-		if e.elem != nil {
-			ix.startLoadLocked(e)
-		}
-		ix.mu.Unlock()
-		return true, false, nil
 	}
 	if ch.seq <= base {
 		return true, true, nil
@@ -301,7 +341,7 @@ func (ix *searchIndex) tryRefresh(ctx context.Context, e *expIndex) (done, ok bo
 	e.mu.Lock()
 	switch {
 	case e.cur != cur:
-		// Replaced by a catch-up: ch was read against the old runs.
+		// Replaced by a full build: ch was read against the old runs.
 		e.mu.Unlock()
 		return false, false, nil
 	case cur.applied < ch.seq:
@@ -316,10 +356,19 @@ func (ix *searchIndex) tryRefresh(ctx context.Context, e *expIndex) (done, ok bo
 	return true, true, nil
 }
 
+// bigLimit is the number of changed runs, of n, that the background
+// applies to them rather than building them anew: half, or inlineMax.
+func (ix *searchIndex) bigLimit(n int) int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return max(n/2, ix.inlineMax, 1)
+}
+
 // startLoadLocked starts bringing e up to date in the background: a full
-// build (the first, or when more than half its runs changed), or else the
-// changes since it was last refreshed, applied to a copy that then
-// replaces it. Searches use SQL meanwhile. ix.mu is held.
+// build (the first, or when more than half its runs changed), which then
+// replaces its runs whole, or else the changes since it was last
+// refreshed, applied as a search applies them. Searches use SQL
+// meanwhile. ix.mu is held.
 func (ix *searchIndex) startLoadLocked(e *expIndex) {
 	if e.loading != nil {
 		return
@@ -356,40 +405,41 @@ func (ix *searchIndex) startLoadLocked(e *expIndex) {
 	}()
 }
 
-// catchUp builds e's next runIndex and swaps it in (see startLoadLocked).
+// catchUp brings e up to date (see startLoadLocked) and returns its runs.
 func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (*runIndex, error) {
 	e.mu.RLock()
 	cur := e.cur
-	var next *runIndex
 	var terms [][]sortTerm
 	if cur != nil {
-		next = cur.clone()
-		for _, o := range next.orders {
+		cur.ordersMu.Lock()
+		for _, o := range cur.orders {
 			terms = append(terms, o.terms)
 		}
+		cur.ordersMu.Unlock()
 	}
 	e.mu.RUnlock()
-	if next != nil {
-		ch, err := ix.changesSince(ctx, e, next.applied, len(next.runs)/2)
+	if cur != nil {
+		ok, err := ix.refresh(ctx, e, ix.bigLimit(len(cur.runs)))
 		if err != nil {
 			return nil, err
 		}
-		if ch == nil {
-			next = nil
-		} else if ch.seq > next.applied {
-			next.apply(ch.pks, ch.runs)
-			next.applied = ch.seq
+		if ok {
+			// Sort again the orders that applying dropped, so that
+			// searches find them sorted.
+			e.mu.RLock()
+			for _, ts := range terms {
+				e.cur.order(ts)
+			}
+			e.bytes.Store(e.cur.size())
+			cur = e.cur
+			e.mu.RUnlock()
+			return cur, nil
 		}
 	}
-	if next == nil {
-		st, err := ix.loadExperiment(ctx, e)
-		if err != nil {
-			return nil, err
-		}
-		next = st
+	next, err := ix.loadExperiment(ctx, e)
+	if err != nil {
+		return nil, err
 	}
-	// Sort again the orders the old runs had that the new lack, so that
-	// searches find them sorted.
 	for _, ts := range terms {
 		next.order(ts)
 	}
@@ -495,23 +545,6 @@ func (ri *runIndex) apply(pks []int64, loaded map[int64]*idxRun) {
 	}
 	clear(ri.orders[len(kept):])
 	ri.orders = kept
-}
-
-// clone returns a copy of ri that apply may change without changing ri;
-// the caller holds expIndex.mu for reading.
-func (ri *runIndex) clone() *runIndex {
-	c := &runIndex{applied: ri.applied, runs: make(map[int64]*idxRun, len(ri.runs)), runBytes: ri.runBytes}
-	for pk, r := range ri.runs {
-		c.runs[pk] = r
-	}
-	ri.ordersMu.Lock()
-	for _, o := range ri.orders {
-		oc := *o
-		oc.entries = append(make([]orderEntry, 0, len(o.entries)+len(o.entries)/8), o.entries...)
-		c.orders = append(c.orders, &oc)
-	}
-	ri.ordersMu.Unlock()
-	return c
 }
 
 // size is the estimate of ri's bytes.

@@ -43,6 +43,10 @@ func (s *Store) SearchIndexCounts() (memory, sql, loads int64) {
 	return s.index.memory.Load(), s.index.sql.Load(), s.index.loads.Load()
 }
 
+// SearchIndexBuilds returns the number of full builds of experiments the
+// search index made.
+func (s *Store) SearchIndexBuilds() int64 { return s.index.builds.Load() }
+
 // SearchIndexBytes returns the index's estimate of the memory it holds.
 func (s *Store) SearchIndexBytes() int64 {
 	if s.index == nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -37,6 +36,7 @@ const (
 // snapshot, the others were the same in every snapshot: the result is
 // the experiment's runs exactly as of that last snapshot.
 func (ix *searchIndex) loadExperiment(ctx context.Context, e *expIndex) (*runIndex, error) {
+	ix.builds.Add(1)
 	for try := 0; ; try++ {
 		runs, seq, err := ix.loadParts(ctx, e)
 		if err != nil {
@@ -88,21 +88,7 @@ func (ix *searchIndex) loadParts(ctx context.Context, e *expIndex) ([]*idxRun, i
 	for i, p := range runParts {
 		go func() {
 			err := func() error {
-				conn, err := ix.s.rdb.Conn(ctx)
-				if err != nil {
-					return sqlError(err, "build the search index")
-				}
-				defer conn.Close()
-				// A build reads the whole experiment once: through a small
-				// page cache, so that it leaves its connection as small as
-				// it found it instead of filling its cache (64 MiB).
-				if !ix.s.pg {
-					if _, err := conn.ExecContext(ctx, `PRAGMA cache_size = -4096`); err != nil {
-						return sqlError(err, "build the search index")
-					}
-					defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA cache_size = `+strconv.Itoa(-sqliteCacheKiB)) //nolint:errcheck // the next user's pages come back as they are read
-				}
-				tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+				tx, err := ix.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 				if err != nil {
 					return sqlError(err, "build the search index")
 				}
@@ -332,7 +318,7 @@ type runChanges struct {
 // e's experiment changed after base, and loads them. It returns nil when
 // more than limit runs changed.
 func (ix *searchIndex) changesSince(ctx context.Context, e *expIndex, base int64, limit int) (*runChanges, error) {
-	tx, err := ix.s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := ix.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, sqlError(err, "search runs")
 	}

@@ -727,11 +727,16 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (trackin
 			ix.sql.Add(1)
 			return tracking.RunPage{}, false, nil
 		}
-		ok, err := ix.refresh(ctx, e)
+		ok, err := ix.refresh(ctx, e, 0)
 		if err != nil {
 			return tracking.RunPage{}, false, err
 		}
 		if !ok {
+			ix.mu.Lock()
+			if e.elem != nil {
+				ix.startLoadLocked(e)
+			}
+			ix.mu.Unlock()
 			e = nil
 			ix.mu.Lock()
 			wait := ix.wait
@@ -743,11 +748,10 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (trackin
 		}
 	}
 	e.mu.RLock()
-	cur := e.cur
-	found := cur.find(mq)
-	e.mu.RUnlock()
+	found := e.cur.find(mq)
 	// Orders sorted for this search count too.
-	e.bytes.Store(cur.size())
+	e.bytes.Store(e.cur.size())
+	e.mu.RUnlock()
 	ix.account(e)
 	ix.memory.Add(1)
 

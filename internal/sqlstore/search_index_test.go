@@ -330,7 +330,7 @@ func TestSearchIndexMatchesSQL(t *testing.T) {
 				})
 			}
 			memory, sql, loads := e.s.SearchIndexCounts()
-			t.Logf("%d runs; searches: %d from the index, %d with SQL; %d loads", len(runs), memory, sql, loads)
+			t.Logf("%d runs; searches: %d from the index, %d with SQL; %d loads, %d full builds", len(runs), memory, sql, loads, e.s.SearchIndexBuilds())
 		})
 	}
 }

@@ -201,7 +201,9 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	}
 	s.opts = opts
 	if !s.pg && opts.SearchIndexBytes >= 0 {
-		s.index = newSearchIndex(s.db, opts.SearchIndexBytes)
+		if s.index, err = newSearchIndex(s.db, target, opts.SearchIndexBytes); err != nil {
+			return nil, errors.Join(err, s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
+		}
 	}
 	s.metrics = newStoreMetrics(s.db, opts.Metrics)
 	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
@@ -388,8 +390,9 @@ func (s *Store) Close(ctx context.Context) error {
 		s.probeCancel()
 	}
 	s.probeWG.Wait()
+	var ierr error
 	if s.index != nil {
-		s.index.close()
+		ierr = s.index.close()
 	}
 	s.c.stop()
 	close(s.ckptQuit)
@@ -405,7 +408,7 @@ func (s *Store) Close(ctx context.Context) error {
 	if s.cdb != nil {
 		cerr = s.cdb.Close()
 	}
-	return errors.Join(werr, s.rdb.Close(), cerr, s.wdb.Close())
+	return errors.Join(werr, ierr, s.rdb.Close(), cerr, s.wdb.Close())
 }
 
 // Checkpoint runs a WAL checkpoint (TRUNCATE), so that the main database
