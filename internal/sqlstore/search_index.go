@@ -522,17 +522,19 @@ func (ix *searchIndex) usedBytes() int64 {
 // sorting anew would cost less than updating. The caller holds
 // expIndex.mu for writing, or owns ri.
 func (ri *runIndex) apply(pks []int64, loaded map[int64]*idxRun) {
-	var removed, added []*idxRun
+	changes := make([]runChange, 0, len(pks))
 	for _, pk := range pks {
-		if old := ri.runs[pk]; old != nil {
-			ri.runBytes -= old.bytes
+		c := runChange{old: ri.runs[pk], new: loaded[pk]}
+		if c.old != nil {
+			ri.runBytes -= c.old.bytes
 			delete(ri.runs, pk)
-			removed = append(removed, old)
 		}
-		if r := loaded[pk]; r != nil {
-			ri.runs[pk] = r
-			ri.runBytes += r.bytes
-			added = append(added, r)
+		if c.new != nil {
+			ri.runs[pk] = c.new
+			ri.runBytes += c.new.bytes
+		}
+		if c.old != nil || c.new != nil {
+			changes = append(changes, c)
 		}
 	}
 	kept := ri.orders[:0]
@@ -540,7 +542,7 @@ func (ri *runIndex) apply(pks []int64, loaded map[int64]*idxRun) {
 		if len(pks) > len(o.entries)/4+64 {
 			continue
 		}
-		o.update(removed, added)
+		o.update(changes)
 		kept = append(kept, o)
 	}
 	clear(ri.orders[len(kept):])

@@ -502,21 +502,50 @@ func (o *sortedRuns) compare(a, b orderEntry) int {
 	return compareRuns(o.terms, o.g0, a.r, b.r)
 }
 
-// update removes the runs removed from the order (each found by binary
-// search: it is where its values sort) and merges added in.
-func (o *sortedRuns) update(removed, added []*idxRun) {
+// runChange is a run's state before and after a change; nil: absent.
+type runChange struct{ old, new *idxRun }
+
+// update applies changes to the order. A run whose values of the order's
+// terms did not change (a tag set, when the order reads no tags) keeps its
+// place: its entry takes the new state, found by binary search. The others
+// are removed (each found by binary search) and inserted in one merge.
+func (o *sortedRuns) update(changes []runChange) {
 	n0 := len(o.entries)
-	drop := make([]int, 0, len(removed))
-	for _, r := range removed {
-		en := o.entry(r)
+	find := func(r *idxRun, en orderEntry) int {
 		i := sort.Search(n0, func(i int) bool { return o.compare(o.entries[i], en) >= 0 })
 		if i == n0 || o.entries[i].r != r {
 			// Not where it sorts: cannot happen; look for it.
 			i = slices.IndexFunc(o.entries, func(x orderEntry) bool { return x.r == r })
 		}
-		if i >= 0 {
-			drop = append(drop, i)
+		return i
+	}
+	var drop []int
+	var add []orderEntry
+	for _, c := range changes {
+		var oldEn, newEn orderEntry
+		if c.old != nil {
+			oldEn = o.entry(c.old)
 		}
+		if c.new != nil {
+			newEn = o.entry(c.new)
+		}
+		if c.old != nil && c.new != nil && o.compare(oldEn, newEn) == 0 {
+			if i := find(c.old, oldEn); i >= 0 {
+				o.entries[i] = newEn
+				continue
+			}
+		}
+		if c.old != nil {
+			if i := find(c.old, oldEn); i >= 0 {
+				drop = append(drop, i)
+			}
+		}
+		if c.new != nil {
+			add = append(add, newEn)
+		}
+	}
+	if len(drop) == 0 && len(add) == 0 {
+		return
 	}
 	slices.Sort(drop)
 	kept := o.entries[:0]
@@ -526,10 +555,6 @@ func (o *sortedRuns) update(removed, added []*idxRun) {
 		prev = i + 1
 	}
 	kept = append(kept, o.entries[prev:]...)
-	add := make([]orderEntry, len(added))
-	for i, r := range added {
-		add[i] = o.entry(r)
-	}
 	slices.SortFunc(add, o.compare)
 	n := len(kept) + len(add)
 	if n > cap(o.entries) {
