@@ -67,7 +67,7 @@ const searchIndexRetry = 10 * time.Minute
 // inlineMax is the number of changed runs a search applies itself, some
 // 20 ms of reads; more are applied in the background
 // (searchIndex.inlineMax).
-const inlineMax = 1024
+const inlineMax = 2048
 
 // followEvery is how often the index applies the changes of the
 // experiments searched in the last followFor.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -53,4 +54,45 @@ func (s *Store) SearchIndexBytes() int64 {
 		return 0
 	}
 	return s.index.usedBytes()
+}
+
+// explainQueryer records SQLite's plan of each query instead of running it.
+type explainQueryer struct {
+	db    *sql.DB
+	plans map[string][]string
+}
+
+func (q explainQueryer) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	rows, err := q.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		lines = append(lines, detail)
+	}
+	rows.Close()
+	q.plans[query] = lines
+	return q.db.QueryContext(ctx, "SELECT 1 WHERE 0")
+}
+
+// ExplainSearchIndexReads returns SQLite's plans of the search index's
+// reads of an experiment's runs, whole and changed since a number, by
+// query.
+func (s *Store) ExplainSearchIndexReads(ctx context.Context) (map[string][]string, error) {
+	q := explainQueryer{db: s.rdb, plans: map[string][]string{}}
+	for _, sel := range []runSelect{experimentRuns(1), changedRuns(1, 0)} {
+		for _, p := range runParts {
+			if err := p(ctx, q, sel, &runSet{}, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return q.plans, nil
 }

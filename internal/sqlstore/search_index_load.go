@@ -17,9 +17,6 @@ import (
 // it consistent): a whole experiment, in four parts read at once, and the
 // runs changed since a change number, in one snapshot.
 
-// loadBatch is the number of runs changesSince reads per query.
-const loadBatch = 500
-
 // Estimates of the memory the index holds, beyond the bytes of strings.
 const (
 	expOverhead   = 4096
@@ -96,7 +93,7 @@ func (ix *searchIndex) loadParts(ctx context.Context, e *expIndex) ([]*idxRun, i
 				if err := tx.QueryRowContext(ctx, `SELECT seq FROM run_change_seq WHERE id = 1`).Scan(&seqs[i]); err != nil {
 					return sqlError(err, "build the search index")
 				}
-				return p(ctx, tx, `r.experiment_id = ?`, []any{e.id}, &rs, &budgetUse{used: &used, limit: ix.budget})
+				return p(ctx, tx, experimentRuns(e.id), &rs, &budgetUse{used: &used, limit: ix.budget})
 			}()
 			if err != nil {
 				cancel()
@@ -145,7 +142,29 @@ type queryer interface {
 
 // runPart reads one part of the runs that where (a condition on runs r,
 // with args) selects into rs.
-type runPart func(ctx context.Context, q queryer, where string, args []any, rs *runSet, b *budgetUse) error
+type runPart func(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error
+
+// runSelect selects runs r: from is what the FROM clause starts with,
+// where a condition on it, args the arguments of both.
+type runSelect struct {
+	from, where string
+	args        []any
+}
+
+// experimentRuns selects the runs of an experiment.
+func experimentRuns(exp int64) runSelect {
+	return runSelect{from: `runs r`, where: `r.experiment_id = ?`, args: []any{exp}}
+}
+
+// changedRuns selects the runs of an experiment changed after base, from
+// run_changes' index on (experiment_id, seq).
+func changedRuns(exp, base int64) runSelect {
+	return runSelect{
+		from:  `run_changes c CROSS JOIN runs r ON r.run_pk = c.run_pk`,
+		where: `c.experiment_id = ? AND c.seq > ? AND r.experiment_id = ?`,
+		args:  []any{exp, base, exp},
+	}
+}
 
 // runParts are the four parts of runs the index holds. The joins start
 // from runs (CROSS JOIN keeps that order on SQLite), whose index on
@@ -171,11 +190,11 @@ func eachRow(ctx context.Context, q queryer, query string, args []any, fn func(*
 	return sqlError(rows.Err(), "load runs for search")
 }
 
-func readRunRows(ctx context.Context, q queryer, where string, args []any, rs *runSet, b *budgetUse) error {
+func readRunRows(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	strs := interner{}
 	var user, stage sql.RawBytes
 	return eachRow(ctx, q, `SELECT r.run_pk, r.run_id, r.name, r.user_id, r.status, r.start_time, r.end_time, r.artifact_uri, r.lifecycle_stage, r.io_count
-		FROM runs r WHERE `+where, args, func(rows *sql.Rows) error {
+		FROM `+sel.from+` WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
 		r := &idxRun{}
 		i := &r.run.Info
 		var status int32
@@ -196,11 +215,11 @@ func readRunRows(ctx context.Context, q queryer, where string, args []any, rs *r
 	})
 }
 
-func readRunParams(ctx context.Context, q queryer, where string, args []any, rs *runSet, b *budgetUse) error {
+func readRunParams(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.params = map[int64][]tracking.Param{}
 	strs := interner{}
 	var key, value sql.RawBytes
-	return eachRow(ctx, q, `SELECT p.run_pk, p.key, p.value FROM runs r CROSS JOIN params p ON p.run_pk = r.run_pk WHERE `+where, args, func(rows *sql.Rows) error {
+	return eachRow(ctx, q, `SELECT p.run_pk, p.key, p.value FROM `+sel.from+` CROSS JOIN params p ON p.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
 		var pk int64
 		if err := rows.Scan(&pk, &key, &value); err != nil {
 			return err
@@ -210,11 +229,11 @@ func readRunParams(ctx context.Context, q queryer, where string, args []any, rs 
 	})
 }
 
-func readRunTags(ctx context.Context, q queryer, where string, args []any, rs *runSet, b *budgetUse) error {
+func readRunTags(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.tags = map[int64][]tracking.Tag{}
 	strs := interner{}
 	var key, value sql.RawBytes
-	return eachRow(ctx, q, `SELECT t.run_pk, t.key, t.value FROM runs r CROSS JOIN tags t ON t.run_pk = r.run_pk WHERE `+where, args, func(rows *sql.Rows) error {
+	return eachRow(ctx, q, `SELECT t.run_pk, t.key, t.value FROM `+sel.from+` CROSS JOIN tags t ON t.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
 		var pk int64
 		if err := rows.Scan(&pk, &key, &value); err != nil {
 			return err
@@ -225,12 +244,12 @@ func readRunTags(ctx context.Context, q queryer, where string, args []any, rs *r
 }
 
 // readRunMetrics reads the latest metric values as loadLatestMetrics does.
-func readRunMetrics(ctx context.Context, q queryer, where string, args []any, rs *runSet, b *budgetUse) error {
+func readRunMetrics(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.metrics = map[int64][]tracking.Metric{}
 	strs := interner{}
 	var key sql.RawBytes
 	return eachRow(ctx, q, `SELECT m.run_pk, m.key, m.step, m.timestamp, m.value, m.is_nan, m.model_id, m.dataset_name, m.dataset_digest
-		FROM runs r CROSS JOIN metric_series m ON m.run_pk = r.run_pk WHERE `+where, args, func(rows *sql.Rows) error {
+		FROM `+sel.from+` CROSS JOIN metric_series m ON m.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
 		var pk int64
 		var m tracking.Metric
 		var v sql.NullFloat64
@@ -344,23 +363,16 @@ func (ix *searchIndex) changesSince(ctx context.Context, e *expIndex, base int64
 	if len(ch.pks) > limit {
 		return nil, nil
 	}
-	for start := 0; start < len(ch.pks); start += loadBatch {
-		part := ch.pks[start:min(start+loadBatch, len(ch.pks))]
-		args := make([]any, 0, len(part)+1)
-		for _, pk := range part {
-			args = append(args, pk)
+	// The changed runs are read through run_changes, in the snapshot that
+	// listed them.
+	var rs runSet
+	for _, p := range runParts {
+		if err := p(ctx, tx, changedRuns(e.id, base), &rs, nil); err != nil {
+			return nil, err
 		}
-		args = append(args, e.id)
-		var rs runSet
-		where := `r.run_pk IN (` + placeholders(len(part)) + `) AND r.experiment_id = ?`
-		for _, p := range runParts {
-			if err := p(ctx, tx, where, args, &rs, nil); err != nil {
-				return nil, err
-			}
-		}
-		for _, r := range rs.assemble(e.expID) {
-			ch.runs[r.pk] = r
-		}
+	}
+	for _, r := range rs.assemble(e.expID) {
+		ch.runs[r.pk] = r
 	}
 	return ch, nil
 }

@@ -596,3 +596,26 @@ func TestSearchIndexConcurrent(t *testing.T) {
 		e.sameAllPages(q, true, nil)
 	}
 }
+
+// TestSearchIndexPlans checks that the search index's reads look up an
+// experiment's runs, and the runs changed since a number, by index and
+// never scan a table.
+func TestSearchIndexPlans(t *testing.T) {
+	s := MustOpen(t, sqlstore.Options{Synchronous: "NORMAL"})
+	fillPlanExperiment(t, s)
+	plans, err := s.ExplainSearchIndexReads(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 8 {
+		t.Fatalf("%d queries explained, want 8", len(plans))
+	}
+	for q, lines := range plans {
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "SEARCH ") {
+				t.Errorf("%s:\n%s", q, strings.Join(lines, "\n"))
+				break
+			}
+		}
+	}
+}
