@@ -378,9 +378,9 @@ func normalize(ev Event, i int, l Limits) (Event, error) {
 	case len(ev.Key) > l.StringBytes:
 		return ev, at("key has %d bytes, the maximum is %d", len(ev.Key), l.StringBytes)
 	case ev.Key != "" && !printable(ev.Key):
-		return ev, at("key %q holds control characters", cut(ev.Key, 80))
+		return ev, at("key %q holds control characters", errs.Clip(ev.Key, 80))
 	case strings.HasPrefix(ev.Key, "seq-"):
-		return ev, at("key %q: keys starting with \"seq-\" are the store's", cut(ev.Key, 80))
+		return ev, at("key %q: keys starting with \"seq-\" are the store's", errs.Clip(ev.Key, 80))
 	case len(ev.Attrs) > l.Attrs:
 		return ev, at("%d attributes, the maximum is %d", len(ev.Attrs), l.Attrs)
 	}
@@ -390,7 +390,7 @@ func normalize(ev Event, i int, l Limits) (Event, error) {
 		attrs := make(map[string]string, len(ev.Attrs))
 		for k, v := range ev.Attrs {
 			if k == "" || len(k) > 128 || !printable(k) {
-				return ev, at("attribute name %q must be 1 to 128 printable bytes", cut(k, 80))
+				return ev, at("attribute name %q must be 1 to 128 printable bytes", errs.Clip(k, 80))
 			}
 			attrs[k] = clean(v, l.StringBytes)
 		}
@@ -424,7 +424,7 @@ func normalize(ev Event, i int, l Limits) (Event, error) {
 		switch cc.Mode {
 		case "", "sync", "thread", "process":
 		default:
-			return ev, at("checkpoint.mode %q: use sync, thread or process", cut(cc.Mode, 40))
+			return ev, at("checkpoint.mode %q: use sync, thread or process", errs.Clip(cc.Mode, 40))
 		}
 		cc.Error = clean(cc.Error, l.MessageBytes)
 		cc.Staging = clean(cc.Staging, 64)
@@ -455,16 +455,5 @@ func clean(s string, n int) string {
 			return r
 		}, s)
 	}
-	return cut(s, n)
-}
-
-// cut returns s cut to at most n bytes on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return errs.Clip(s, n)
 }
