@@ -341,6 +341,12 @@ func LimitError(have, adding, max int) error {
 	return errs.RunLimit("events per run", int64(have), int64(adding), int64(max), "report fewer events (a span replaced in place by its key counts once)")
 }
 
+// RunDeleted is the error for reading or adding the events of a deleted
+// run.
+func RunDeleted(runID string) error {
+	return &errs.Error{Code: errs.NotFound, Msg: "Run with id=" + runID + " is deleted: its events cannot be read or added", Hint: "restore the run"}
+}
+
 func invalidf(format string, args ...any) error { return errs.Errorf(errs.Invalid, format, args...) }
 
 // maxTimeMs bounds timestamps: year 2286, far past any real event, well
