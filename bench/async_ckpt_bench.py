@@ -110,7 +110,7 @@ def rank_main(rank: int, a: argparse.Namespace, url: str, port: int, out: str) -
         # moves, and the mean of the two is the fairest baseline.
         before = steps_for(last_upload.get(mode, 1.0)) if measured else 0.0
         w = VolumeWriter(f"{a.vol}/{kind}_{staging}/step_{save_no[0]}", client=client, staging=staging,
-                         nice=a.thread_nice if kind == "thread" else None)
+                         nice=a.thread_nice if kind == "thread" else a.process_nice)
         dist.barrier()
         t0 = time.perf_counter()
         fut = dcp.async_save(state, storage_writer=w, process_group=ckpt_pg,
@@ -170,6 +170,8 @@ def main() -> None:
     p.add_argument("--server-nice", type=int, default=19,
                    help="the server's nice level: 19 as if it ran on another machine (it does, beside a real training job)")
     p.add_argument("--thread-nice", type=int, default=0, help="VolumeWriter(nice=) in the thread modes")
+    p.add_argument("--process-nice", type=int, default=None,
+                   help="VolumeWriter(nice=) in the process modes (default: the writer's own, 10)")
     a = p.parse_args()
     a.bytes = int((0.25 if a.short else a.size_gib) * (1 << 30))
     tmp = tempfile.mkdtemp(prefix="sextant-abench-", dir=a.dir or None)
@@ -219,7 +221,7 @@ def main() -> None:
             recorded[key]["saves"] += 1
             recorded[key]["complete"] += c.get("outcome") == "complete"
         result = {"benchmark": "async_checkpoint", "short": a.short, "cpus": os.cpu_count(), "ranks": a.ranks, "reps": a.reps,
-                  "server_nice": a.server_nice, "thread_nice": a.thread_nice, "load_average_at_start": os.getloadavg()[0],
+                  "server_nice": a.server_nice, "thread_nice": a.thread_nice, "process_nice": a.process_nice, "load_average_at_start": os.getloadavg()[0],
                   "bytes": a.bytes, "staging_clone_s": round(med["staging_clone_s"], 3),
                   "staging_copy_into_s": round(med["staging_copy_into_s"], 3), "modes": modes,
                   "recorded_on_run": recorded,

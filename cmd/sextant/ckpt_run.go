@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -86,7 +87,7 @@ func checkpointRow(ev *runevents.Event, status tracking.RunStatus) string {
 		st = "incomplete"
 	}
 	if ck.Outcome == runevents.OutcomeFailed && ck.Error != "" {
-		st = "failed: " + truncateText(ck.Error, 60)
+		st = "failed: " + errs.Truncate(strings.ReplaceAll(ck.Error, "\n", " "), 60)
 	}
 	step := "-"
 	if ev.Step >= 0 {
@@ -113,15 +114,4 @@ func checkpointRow(ev *runevents.Event, status tracking.RunStatus) string {
 	}
 	return strings.Join([]string{step, ck.Path, st, dash(ck.Bytes > 0, humanBytes(ck.Bytes)), dash(ck.Ranks > 0, fmt.Sprint(ck.Ranks)),
 		dash(mode != "", mode), dash(ck.BlockedMs >= 0, ms(ck.BlockedMs)), upload, landed}, "\t")
-}
-
-func truncateText(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

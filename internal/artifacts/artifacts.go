@@ -75,10 +75,7 @@ func CleanPath(p string) (string, error) {
 }
 
 func invalidPath(p, why string) error {
-	if len(p) > 200 {
-		p = p[:200] + "..."
-	}
-	return errs.Errorf(errs.Invalid, "Invalid path %q: %s", p, why)
+	return errs.Errorf(errs.Invalid, "Invalid path %q: %s", errs.Truncate(p, 200), why)
 }
 
 func fileKey(p string) (string, error) {

@@ -320,17 +320,14 @@ func invalidKey(key, reason string) error {
 	return errs.Errorf(errs.Invalid, "invalid blob key %q: %s", clip(key), reason)
 }
 
-// clip shortens s for an error message.
+// clip shortens s for an error message: its first 80 bytes, whole
+// characters only, and "…" when it was cut.
 func clip(s string) string {
 	const n = 80
 	if len(s) <= n {
 		return s
 	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
+	return errs.Clip(s, n) + "…"
 }
 
 // notFound is the error for a missing blob.

@@ -145,9 +145,20 @@ func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	return Clip(s, n) + "..."
+}
+
+// Clip returns the longest prefix of s that is at most n bytes long and
+// does not end inside a UTF-8 character: s itself when it is no longer
+// than n. It is Truncate without the "...", for a field that is stored
+// cut rather than quoted. n below 0 counts as 0.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
 	n = max(n, 0)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + "..."
+	return s[:n]
 }

@@ -24,6 +24,23 @@ func TestTruncate(t *testing.T) {
 	f("日本語", 6, "日本...")
 }
 
+func TestClip(t *testing.T) {
+	f := func(s string, n int, want string) {
+		t.Helper()
+		if got := errs.Clip(s, n); got != want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", s, n, got, want)
+		}
+	}
+	f("", 3, "")
+	f("abc", 3, "abc")
+	f("abcd", 3, "abc")
+	f("abcd", -1, "")
+	f("aé", 2, "a")
+	f("日本語", 5, "日")
+	f("日本語", 6, "日本")
+	f("\xff\xfe", 1, "\xff") // bytes that are not UTF-8 are cut where they fall
+}
+
 func FuzzTruncate(f *testing.F) {
 	f.Add("日本語 text", 4)
 	f.Fuzz(func(t *testing.T, s string, n int) {

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sextant/sextant/internal/errs"
 )
 
 // Field is one numeric reading of a GPU. The numbers are persisted: they
@@ -247,13 +249,7 @@ func cleanString(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	if len(s) > MaxStringLen {
-		n := MaxStringLen
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
+	s = errs.Clip(s, MaxStringLen)
 	if strings.IndexFunc(s, isControl) < 0 {
 		return s
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/blob/blobtest"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/runevents"
@@ -56,6 +57,31 @@ type authServer struct {
 
 func mustAuthServer(t *testing.T) *authServer {
 	t.Helper()
+	return mustAuthServerOn(t, dirBlobs)
+}
+
+// dirBlobs opens a blob store in a new local directory; name says what it
+// holds (artifacts, files, volumes).
+func dirBlobs(t *testing.T, name string) blob.Store {
+	t.Helper()
+	st, err := blob.OpenDir(filepath.Join(t.TempDir(), name), blob.DirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// s3Blobs returns a blob opener for mustAuthServerOn that opens each store
+// in a fresh prefix of a MinIO server's bucket (blobtest.MustS3Server).
+func s3Blobs(t *testing.T) func(*testing.T, string) blob.Store {
+	srv := blobtest.MustS3Server(t)
+	return func(t *testing.T, _ string) blob.Store { return srv.MustOpen(t) }
+}
+
+// mustAuthServerOn is mustAuthServer with its artifacts, workspace files
+// and volumes in the blob stores openBlobs opens.
+func mustAuthServerOn(t *testing.T, openBlobs func(t *testing.T, name string) blob.Store) *authServer {
+	t.Helper()
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
 	store, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL", Metrics: reg})
@@ -67,18 +93,7 @@ func mustAuthServer(t *testing.T) *authServer {
 	if err := tr.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	blobs, err := blob.OpenDir(filepath.Join(t.TempDir(), "artifacts"), blob.DirOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := blob.OpenDir(filepath.Join(t.TempDir(), "files"), blob.DirOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	volBlobs, err := blob.OpenDir(filepath.Join(t.TempDir(), "volumes"), blob.DirOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	blobs, files, volBlobs := openBlobs(t, "artifacts"), openBlobs(t, "files"), openBlobs(t, "volumes")
 	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{})
 	ws := workspace.NewService(store.Workspace(), workspace.Options{BcryptCost: 4, Resources: vols})
 	if err := ws.Init(ctx); err != nil {

@@ -17,9 +17,16 @@ import (
 // are 409 ALREADY_EXISTS, and the file is the winner's. Under /Workspace a
 // check followed by a plain Put stored them all, the last one winning
 // (fails on that code); under /Volumes the upload claims refuse the second
-// already, and PutIfAbsent backs them.
+// already, and PutIfAbsent backs them. It runs with the files in a local
+// directory and in S3 (MinIO), whose PutIfAbsent is a conditional PUT
+// (If-None-Match: *).
 func TestNoOverwriteRace(t *testing.T) {
-	a, f := volumeServer(t)
+	t.Run("Dir", func(t *testing.T) { testNoOverwriteRace(t, mustAuthServer(t)) })
+	t.Run("S3", func(t *testing.T) { testNoOverwriteRace(t, mustAuthServerOn(t, s3Blobs(t))) })
+}
+
+func testNoOverwriteRace(t *testing.T, a *authServer) {
+	f := a.newFixture()
 	for name, target := range map[string]string{
 		"Workspace": "/api/2.0/fs/files/Workspace/Shared/race.txt",
 		"Volumes":   "/api/2.0/fs/files" + f.volumePath() + "/race.txt",

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -89,15 +88,14 @@ const pointsPerPart = 4096
 // in parts that together form the list, on up to GOMAXPROCS goroutines.
 // The parts come from encodeBuffers.
 func encodeHistory(key string, hb *tracking.HistoryBuffer) []*[]byte {
-	prefix := wire.AppendString([]byte(`{"key":`), key)
-	prefix = append(prefix, `,"value":`...)
+	prefix := wire.HistoryPrefix(key)
 	n := min(runtime.GOMAXPROCS(0), (len(hb.Points)+pointsPerPart-1)/pointsPerPart)
 	parts := make([]*[]byte, max(n, 1))
 	for i := range parts {
 		parts[i] = encodeBuffers.Get().(*[]byte)
 	}
 	if n <= 1 {
-		*parts[0] = appendHistory((*parts[0])[:0], prefix, hb, 0, len(hb.Points))
+		*parts[0] = wire.AppendHistory((*parts[0])[:0], prefix, hb, 0, len(hb.Points))
 		return parts
 	}
 	var wg sync.WaitGroup
@@ -105,93 +103,11 @@ func encodeHistory(key string, hb *tracking.HistoryBuffer) []*[]byte {
 	for i := range n {
 		wg.Go(func() {
 			from, to := i*per, min((i+1)*per, len(hb.Points))
-			*parts[i] = appendHistory((*parts[i])[:0], prefix, hb, from, to)
+			*parts[i] = wire.AppendHistory((*parts[i])[:0], prefix, hb, from, to)
 		})
 	}
 	wg.Wait()
 	return parts
-}
-
-// appendHistory appends hb.Points[from:to] as JSON objects, each but the
-// very first preceded by a comma. prefix is `{"key":"…","value":`.
-func appendHistory(dst, prefix []byte, hb *tracking.HistoryBuffer, from, to int) []byte {
-	// A point takes about 80 bytes; grow once.
-	dst = slices.Grow(dst, (to-from)*(len(prefix)+64))
-	var ts, step decimalCounter
-	_, j := hb.ContextAt(from, 0)
-	for i := from; i < to; i++ {
-		p := &hb.Points[i]
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, prefix...)
-		dst = wire.AppendFloat(dst, p.Value)
-		dst = append(dst, `,"timestamp":`...)
-		dst = ts.append(dst, p.TimestampMs)
-		dst = append(dst, `,"step":`...)
-		dst = step.append(dst, p.Step)
-		var c *tracking.MetricContext
-		if c, j = hb.ContextAt(i, j); c != nil {
-			dst = wire.AppendContext(dst, c)
-		}
-		dst = append(dst, '}')
-	}
-	return dst
-}
-
-// decimalCounter formats a sequence of integers that mostly grow by a
-// little, as the steps and timestamps of a history do: it keeps the
-// digits of the previous number and adds the difference to them digit by
-// digit, which costs a fraction of formatting each number anew.
-type decimalCounter struct {
-	v      int64
-	n      int // digits in use, at the end of digits; 0: none yet
-	digits [20]byte
-}
-
-func (c *decimalCounter) append(dst []byte, v int64) []byte {
-	// The common case, a step of 0 to 9 that carries no digit, inlines.
-	if d := v - c.v; c.n > 0 && v >= c.v && d < 10 && c.digits[len(c.digits)-1]+byte(d) <= '9' {
-		c.digits[len(c.digits)-1] += byte(d)
-		c.v = v
-		return append(dst, c.digits[len(c.digits)-c.n:]...)
-	}
-	return c.add(dst, v)
-}
-
-// add is append's general case.
-func (c *decimalCounter) add(dst []byte, v int64) []byte {
-	d := uint64(v - c.v)
-	if c.n == 0 || v < c.v || v < 0 || d >= 1<<20 {
-		return c.reset(dst, v)
-	}
-	c.v = v
-	i := len(c.digits) - 1
-	for carry := uint64(0); d > 0 || carry > 0; i-- {
-		if i < len(c.digits)-c.n {
-			if i < 0 {
-				return c.reset(dst, v)
-			}
-			c.digits[i] = '0'
-			c.n++
-		}
-		x := uint64(c.digits[i]-'0') + d%10 + carry
-		d /= 10
-		carry = x / 10
-		c.digits[i] = byte('0' + x%10)
-	}
-	return append(dst, c.digits[len(c.digits)-c.n:]...)
-}
-
-func (c *decimalCounter) reset(dst []byte, v int64) []byte {
-	start := len(dst)
-	dst = strconv.AppendInt(dst, v, 10)
-	c.v, c.n = v, 0
-	if v >= 0 {
-		c.n = len(dst) - start
-		copy(c.digits[len(c.digits)-c.n:], dst[start:])
-	}
-	return dst
 }
 
 // writeParts writes a 200 JSON response made of head, parts and tail.

@@ -2,44 +2,11 @@ package httpapi
 
 import (
 	"encoding/json"
-	"math"
-	"math/rand/v2"
-	"strconv"
 	"testing"
 
 	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
 )
-
-func TestDecimalCounter(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	var c decimalCounter
-	v := int64(-3)
-	for i := range 200_000 {
-		switch r.IntN(10) {
-		case 0:
-			v = r.Int64() - r.Int64() // anything, a reset
-		case 1:
-			v -= r.Int64N(100) // backwards
-		case 2:
-			v = math.MaxInt64 - r.Int64N(3)
-		default:
-			v += r.Int64N(1 << uint(r.IntN(22)))
-		}
-		if v < 0 && r.IntN(2) == 0 {
-			v = -v
-		}
-		got := string(c.append(nil, v))
-		if want := strconv.FormatInt(v, 10); got != want {
-			t.Fatalf("value %d: %s, want %s", i, got, want)
-		}
-	}
-	for _, v := range []int64{0, 9, 10, 99, 100, 999999, 1000000, 0, 1} {
-		if got, want := string(c.append(nil, v)), strconv.FormatInt(v, 10); got != want {
-			t.Fatalf("%s, want %s", got, want)
-		}
-	}
-}
 
 // TestEncodeHistory checks the parallel encoder against encoding/json's
 // reading of it, contexts and part boundaries included.

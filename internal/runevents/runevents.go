@@ -341,6 +341,12 @@ func LimitError(have, adding, max int) error {
 	return errs.RunLimit("events per run", int64(have), int64(adding), int64(max), "report fewer events (a span replaced in place by its key counts once)")
 }
 
+// RunDeleted is the error for reading or adding the events of a deleted
+// run.
+func RunDeleted(runID string) error {
+	return &errs.Error{Code: errs.NotFound, Msg: "Run with id=" + runID + " is deleted: its events cannot be read or added", Hint: "restore the run"}
+}
+
 func invalidf(format string, args ...any) error { return errs.Errorf(errs.Invalid, format, args...) }
 
 // maxTimeMs bounds timestamps: year 2286, far past any real event, well
@@ -378,9 +384,9 @@ func normalize(ev Event, i int, l Limits) (Event, error) {
 	case len(ev.Key) > l.StringBytes:
 		return ev, at("key has %d bytes, the maximum is %d", len(ev.Key), l.StringBytes)
 	case ev.Key != "" && !printable(ev.Key):
-		return ev, at("key %q holds control characters", cut(ev.Key, 80))
+		return ev, at("key %q holds control characters", errs.Clip(ev.Key, 80))
 	case strings.HasPrefix(ev.Key, "seq-"):
-		return ev, at("key %q: keys starting with \"seq-\" are the store's", cut(ev.Key, 80))
+		return ev, at("key %q: keys starting with \"seq-\" are the store's", errs.Clip(ev.Key, 80))
 	case len(ev.Attrs) > l.Attrs:
 		return ev, at("%d attributes, the maximum is %d", len(ev.Attrs), l.Attrs)
 	}
@@ -390,7 +396,7 @@ func normalize(ev Event, i int, l Limits) (Event, error) {
 		attrs := make(map[string]string, len(ev.Attrs))
 		for k, v := range ev.Attrs {
 			if k == "" || len(k) > 128 || !printable(k) {
-				return ev, at("attribute name %q must be 1 to 128 printable bytes", cut(k, 80))
+				return ev, at("attribute name %q must be 1 to 128 printable bytes", errs.Clip(k, 80))
 			}
 			attrs[k] = clean(v, l.StringBytes)
 		}
@@ -424,7 +430,7 @@ func normalize(ev Event, i int, l Limits) (Event, error) {
 		switch cc.Mode {
 		case "", "sync", "thread", "process":
 		default:
-			return ev, at("checkpoint.mode %q: use sync, thread or process", cut(cc.Mode, 40))
+			return ev, at("checkpoint.mode %q: use sync, thread or process", errs.Clip(cc.Mode, 40))
 		}
 		cc.Error = clean(cc.Error, l.MessageBytes)
 		cc.Staging = clean(cc.Staging, 64)
@@ -455,16 +461,5 @@ func clean(s string, n int) string {
 			return r
 		}, s)
 	}
-	return cut(s, n)
-}
-
-// cut returns s cut to at most n bytes on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return errs.Clip(s, n)
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -27,10 +25,6 @@ func OpenEvents(ctx context.Context, s *Store) (*EventStore, error) {
 		return nil, err
 	}
 	return &EventStore{s: s}, nil
-}
-
-func deletedRunEvents(id string) error {
-	return &errs.Error{Code: errs.NotFound, Msg: fmt.Sprintf("Run with id=%s is deleted: its events cannot be read or added", id), Hint: "restore the run"}
 }
 
 // AppendEvents implements runevents.Store.
@@ -52,7 +46,7 @@ func (e *EventStore) AppendEvents(ctx context.Context, runID string, evs []runev
 			return sqlError(err, "get run")
 		}
 		if stage != "active" {
-			return deletedRunEvents(runID)
+			return runevents.RunDeleted(runID)
 		}
 		// The state row is locked on PostgreSQL so that replicas appending
 		// to one run take turns.
@@ -141,7 +135,7 @@ func (e *EventStore) ListEvents(ctx context.Context, q runevents.Query, nowMs in
 		return runevents.Page{}, sqlError(err, "list events")
 	}
 	if stage != "active" {
-		return runevents.Page{}, deletedRunEvents(q.RunID)
+		return runevents.Page{}, runevents.RunDeleted(q.RunID)
 	}
 	var b strings.Builder
 	b.WriteString(`SELECT seq, key, kind, severity, time_ms, end_ms, is_open, node, gpu, step, message, data FROM run_events WHERE run_pk = ? AND seq > ?`)

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -306,12 +305,15 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 	var order []string
 	seenID := false
 	for _, k := range q.OrderBy {
+		if err := search.CheckExperimentOrderKey(k); err != nil {
+			return tracking.ExperimentPage{}, err
+		}
 		col := map[string]string{
 			search.AttrName: "e.name", search.AttrExperimentID: "e.experiment_id",
 			search.AttrCreationTime: "e.creation_time", search.AttrLastUpdateTime: "e.last_update_time",
 		}[k.Key]
 		if col == "" {
-			return tracking.ExperimentPage{}, errs.Errorf(errs.Invalid, "Invalid order_by key '%s' for experiments", k.Key)
+			return tracking.ExperimentPage{}, fmt.Errorf("search experiments: no SQL to order by %s", k)
 		}
 		if k.Key == search.AttrExperimentID {
 			seenID = true
@@ -340,7 +342,7 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 			return tracking.ExperimentPage{}, tracking.BadPageToken(q.PageToken, "")
 		}
 		if tok.Query != "" && tok.Query != fingerprint {
-			return tracking.ExperimentPage{}, errs.E(errs.Invalid, "page_token belongs to a different search (filter, order_by or view_type changed)")
+			return tracking.ExperimentPage{}, tracking.PageTokenOfOtherSearch("filter, order_by or view_type")
 		}
 		offset = tok.Offset
 	}
@@ -386,6 +388,9 @@ func prefixCols(prefix, cols string) string {
 }
 
 func experimentClause(c search.Comparison) (string, []any, error) {
+	if err := search.CheckExperimentClause(c); err != nil {
+		return "", nil, err
+	}
 	switch c.Entity {
 	case search.Attribute:
 		switch c.Key {
@@ -401,5 +406,5 @@ func experimentClause(c search.Comparison) (string, []any, error) {
 	case search.Tag:
 		return sideCompare(`SELECT t.value FROM experiment_tags t WHERE t.experiment_id = e.experiment_id AND t.key = ?`, c)
 	}
-	return "", nil, errs.Errorf(errs.Invalid, "Invalid attribute '%s.%s' for experiments", c.Entity, c.Key)
+	return "", nil, fmt.Errorf("search experiments: no SQL for %s", c)
 }

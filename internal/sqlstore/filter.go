@@ -4,47 +4,39 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
-// stringCompare renders `col <op> ?` for a string comparison. LIKE is
-// case-sensitive (the connection sets case_sensitive_like); ILIKE lowers
-// both sides.
+// stringCompare renders `col <op> ?` for a string comparison, once
+// search decides that c is one. LIKE is case-sensitive (the connection
+// sets case_sensitive_like); ILIKE lowers both sides.
 func stringCompare(col string, c search.Comparison) (string, []any, error) {
+	if err := c.CheckString(); err != nil {
+		return "", nil, err
+	}
 	switch c.Op {
-	case search.OpEq, search.OpNe:
-		if c.Value.Kind != search.String {
-			return "", nil, errs.Errorf(errs.Invalid, "%s.%s %s needs a quoted string value", c.Entity, c.Key, c.Op)
-		}
-		return col + " " + string(c.Op) + " ?", []any{c.Value.Str}, nil
 	case search.OpLike:
 		return col + " LIKE ?", []any{c.Value.Str}, nil
 	case search.OpILike:
 		return "lower(" + col + ") LIKE lower(?)", []any{c.Value.Str}, nil
 	case search.OpIn, search.OpNotIn:
-		if c.Value.Kind != search.List || len(c.Value.List) == 0 {
-			return "", nil, errs.Errorf(errs.Invalid, "%s.%s %s needs a non-empty list of strings", c.Entity, c.Key, c.Op)
-		}
 		args := make([]any, len(c.Value.List))
 		for i, v := range c.Value.List {
 			args[i] = v
 		}
 		return col + " " + string(c.Op) + " (" + placeholders(len(args)) + ")", args, nil
 	}
-	return "", nil, errs.Errorf(errs.Invalid, "operator %s is not supported for %s.%s", c.Op, c.Entity, c.Key)
+	// = and !=.
+	return col + " " + string(c.Op) + " ?", []any{c.Value.Str}, nil
 }
 
-// numberCompare renders `col <op> ?` for a numeric comparison.
+// numberCompare renders `col <op> ?` for a numeric comparison, once
+// search decides that c is one.
 func numberCompare(col string, c search.Comparison) (string, []any, error) {
-	switch c.Op {
-	case search.OpEq, search.OpNe, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
-		if c.Value.Kind != search.Number {
-			return "", nil, errs.Errorf(errs.Invalid, "%s.%s %s needs a numeric value", c.Entity, c.Key, c.Op)
-		}
-		return col + " " + string(c.Op) + " ?", []any{c.Value.Num}, nil
+	if err := c.CheckNumber(); err != nil {
+		return "", nil, err
 	}
-	return "", nil, errs.Errorf(errs.Invalid, "operator %s is not supported for %s.%s", c.Op, c.Entity, c.Key)
+	return col + " " + string(c.Op) + " ?", []any{c.Value.Num}, nil
 }
 
 // sideCompare renders a comparison on a key/value side table (params,

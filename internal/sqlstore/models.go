@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
@@ -319,6 +318,9 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 		dsWhere = " AND (" + strings.Join(ors, " OR ") + ")"
 	}
 	for _, c := range q.Filter.Clauses {
+		if err := search.CheckLoggedModelClause(c); err != nil {
+			return tracking.LoggedModelPage{}, err
+		}
 		var w string
 		var a []any
 		var err error
@@ -342,10 +344,10 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 			case loggedModelAttrCols[c.Key] != "":
 				w, a, err = stringCompare(loggedModelAttrCols[c.Key], c)
 			default:
-				err = errs.Errorf(errs.Invalid, "Invalid attribute '%s' for logged models", c.Key)
+				err = fmt.Errorf("search logged models: no SQL for %s", c)
 			}
 		default:
-			err = errs.Errorf(errs.Invalid, "Invalid search key '%s.%s' for logged models", c.Entity, c.Key)
+			err = fmt.Errorf("search logged models: no SQL for %s", c)
 		}
 		if err != nil {
 			return tracking.LoggedModelPage{}, err
@@ -396,7 +398,7 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 			return tracking.LoggedModelPage{}, tracking.BadPageToken(q.PageToken, "")
 		}
 		if tok.Query != fingerprint {
-			return tracking.LoggedModelPage{}, errs.E(errs.Invalid, "page_token belongs to a different search (experiment_ids, filter, datasets or order_by changed)")
+			return tracking.LoggedModelPage{}, tracking.PageTokenOfOtherSearch("experiment_ids, filter, datasets or order_by")
 		}
 		offset = tok.Offset
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -463,7 +462,7 @@ func decodeOffsetToken(tok, fingerprint string) (int, error) {
 		return 0, tracking.BadPageToken(tok, "")
 	}
 	if t.Query != fingerprint {
-		return 0, errs.E(errs.Invalid, "page_token belongs to a different search (filter or order_by changed)")
+		return 0, tracking.PageTokenOfOtherSearch("filter or order_by")
 	}
 	return t.Offset, nil
 }
@@ -473,12 +472,16 @@ func encodeOffsetToken(offset int, fingerprint string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// registryWhere renders registry filters. cols maps attribute names to
-// columns; tagSub selects a tag's value for the row.
-func registryWhere(f search.Filter, cols map[string]string, numeric map[string]bool, tagSub string) ([]string, []any, error) {
+// registryWhere renders registry filters. check is the search's rule of
+// what may be searched; cols maps attribute names to columns; tagSub
+// selects a tag's value for the row.
+func registryWhere(f search.Filter, check func(search.Comparison) error, cols map[string]string, numeric map[string]bool, tagSub string) ([]string, []any, error) {
 	var where []string
 	var args []any
 	for _, c := range f.Clauses {
+		if err := check(c); err != nil {
+			return nil, nil, err
+		}
 		var w string
 		var a []any
 		var err error
@@ -495,7 +498,7 @@ func registryWhere(f search.Filter, cols map[string]string, numeric map[string]b
 		case c.Entity == search.Attribute && cols[c.Key] != "":
 			w, a, err = stringCompare(cols[c.Key], c)
 		default:
-			err = errs.Errorf(errs.Invalid, "Invalid search key '%s.%s'", c.Entity, c.Key)
+			err = fmt.Errorf("search the model registry: no SQL for %s", c)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -524,7 +527,7 @@ func registryOrder(keys []search.OrderKey, cols map[string]string, def []string)
 func (s *TrackingStore) SearchRegisteredModels(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.RegisteredModel, string, error) {
 	cols := map[string]string{search.AttrName: "rm.name", search.AttrCreationTimestamp: "rm.creation_time", search.AttrLastUpdatedTimestamp: "rm.last_updated_time"}
 	numeric := map[string]bool{search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true}
-	where, args, err := registryWhere(q.Filter, cols, numeric, "SELECT t.value FROM registered_model_tags t WHERE t.rm_pk = rm.rm_pk AND t.key = ?")
+	where, args, err := registryWhere(q.Filter, search.CheckRegisteredModelClause, cols, numeric, "SELECT t.value FROM registered_model_tags t WHERE t.rm_pk = rm.rm_pk AND t.key = ?")
 	if err != nil {
 		return nil, "", err
 	}
@@ -570,7 +573,7 @@ func (s *TrackingStore) SearchModelVersions(ctx context.Context, q tracking.Regi
 		search.AttrCreationTimestamp: "v.creation_time", search.AttrLastUpdatedTimestamp: "v.last_updated_time",
 	}
 	numeric := map[string]bool{search.AttrVersionNumber: true, search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true}
-	where, args, err := registryWhere(q.Filter, cols, numeric, "SELECT t.value FROM model_version_tags t WHERE t.rm_pk = v.rm_pk AND t.version = v.version AND t.key = ?")
+	where, args, err := registryWhere(q.Filter, search.CheckModelVersionClause, cols, numeric, "SELECT t.value FROM model_version_tags t WHERE t.rm_pk = v.rm_pk AND t.version = v.version AND t.key = ?")
 	if err != nil {
 		return nil, "", err
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -93,6 +92,9 @@ func runAttrColumn(key string) (string, termKind, bool) {
 const runKey = "{run_pk}"
 
 func runClause(c search.Comparison) (string, []any, error) {
+	if err := search.CheckRunClause(c); err != nil {
+		return "", nil, err
+	}
 	switch c.Entity {
 	case search.Metric:
 		// The latest value; NULL when the run lacks the metric or its
@@ -131,13 +133,16 @@ func runClause(c search.Comparison) (string, []any, error) {
 			return "EXISTS (SELECT 1 FROM input_tags it WHERE it.run_pk = " + runKey + " AND it.key = '" + tracking.TagDataContext + "' AND " + w + ")", a, nil
 		}
 	}
-	return "", nil, errs.Errorf(errs.Invalid, "Invalid search key '%s.%s' for runs", c.Entity, c.Key)
+	return "", nil, fmt.Errorf("search runs: no SQL for %s", c)
 }
 
 // runOrder turns order keys into joins and sort terms.
 func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []sortTerm, err error) {
 	hasStart, hasID := false, false
 	for i, k := range keys {
+		if err := search.CheckRunOrderKey(k); err != nil {
+			return nil, nil, nil, err
+		}
 		alias := fmt.Sprintf("o%d", i)
 		switch k.Entity {
 		case search.Metric:
@@ -160,7 +165,7 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 		case search.Attribute:
 			col, kind, ok := runAttrColumn(k.Key)
 			if !ok {
-				return nil, nil, nil, errs.Errorf(errs.Invalid, "Invalid order_by key 'attributes.%s' for runs", k.Key)
+				return nil, nil, nil, fmt.Errorf("search runs: no SQL to order by %s", k)
 			}
 			switch k.Key {
 			case search.AttrStartTime:
@@ -173,7 +178,7 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 			}
 			terms = append(terms, sortTerm{expr: col, desc: k.Desc, kind: kind, src: termSource{k.Entity, k.Key, partValue}})
 		default:
-			return nil, nil, nil, errs.Errorf(errs.Invalid, "Invalid order_by key '%s.%s' for runs", k.Entity, k.Key)
+			return nil, nil, nil, fmt.Errorf("search runs: no SQL to order by %s", k)
 		}
 	}
 	if !hasStart {
@@ -626,7 +631,7 @@ func decodeRunToken(tok, fingerprint string, terms []sortTerm) ([]any, error) {
 		return nil, bad
 	}
 	if t.Query != fingerprint {
-		return nil, errs.E(errs.Invalid, "page_token belongs to a different search (experiment_ids, filter, order_by or run_view_type changed)")
+		return nil, tracking.PageTokenOfOtherSearch("experiment_ids, filter, order_by or run_view_type")
 	}
 	if len(t.Values) != len(terms) {
 		return nil, bad

@@ -192,3 +192,10 @@ func BadPageToken(token, route string) error {
 	}
 	return &errs.Error{Code: errs.Invalid, Msg: fmt.Sprintf("invalid page_token %q%s: pass back the next_page_token of the previous page unchanged", errs.Truncate(token, 40), of)}
 }
+
+// PageTokenOfOtherSearch is the error for a page token made by a search
+// whose query differed from this one in what changed names, as in "filter
+// or order_by".
+func PageTokenOfOtherSearch(changed string) error {
+	return errs.Errorf(errs.Invalid, "page_token belongs to a different search (%s changed)", changed)
+}

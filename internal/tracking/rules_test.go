@@ -78,4 +78,7 @@ func TestExperimentRules(t *testing.T) {
 	if err := tracking.BadPageToken(strings.Repeat("x", 100), "runs/search"); errs.CodeOf(err) != errs.Invalid || !strings.Contains(err.Error(), "for runs/search: pass back") {
 		t.Errorf("page token: %v", err)
 	}
+	if err, want := tracking.PageTokenOfOtherSearch("filter or order_by"), "page_token belongs to a different search (filter or order_by changed)"; errs.CodeOf(err) != errs.Invalid || errs.MessageOf(err) != want {
+		t.Errorf("page token of another search: %v, want %q", err, want)
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -129,12 +130,15 @@ func compressible(ct string) bool {
 	return strings.HasPrefix(ct, "text/") || strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, "image/svg")
 }
 
-// Pages are the paths of the UI's pages, as web/src/main.ts registers
+// Pages returns the paths of the UI's pages, as web/src/main.ts registers
 // them with route(): ":name" stands for one path segment and a final "*"
 // for the rest of the path, and a trailing slash is allowed, as in
 // web/src/router.ts. index.html answers these paths only
-// (TestPagesMatchTheApp keeps the two lists in step).
-var Pages = []string{
+// (TestPagesMatchTheApp keeps the two lists in step). The slice is the
+// caller's.
+func Pages() []string { return slices.Clone(pages) }
+
+var pages = []string{
 	"/login",
 	"/",
 	"/workspace/*",
@@ -150,9 +154,9 @@ var Pages = []string{
 	"/volumes/*",
 }
 
-// IsPage reports whether p is the path of one of the UI's Pages.
+// IsPage reports whether p is the path of one of the UI's pages (Pages).
 func IsPage(p string) bool {
-	for _, pattern := range Pages {
+	for _, pattern := range pages {
 		if matchPage(pattern, p) {
 			return true
 		}

@@ -121,7 +121,7 @@ func assertEmpty(t *testing.T, rec *httptest.ResponseRecorder) {
 	}
 }
 
-// TestPagesMatchTheApp: ui.Pages lists exactly the routes that the app
+// TestPagesMatchTheApp: ui.Pages() lists exactly the routes that the app
 // registers in web/src/main.ts, so that every page the router shows can be
 // reloaded and no other path answers HTML.
 func TestPagesMatchTheApp(t *testing.T) {
@@ -136,8 +136,24 @@ func TestPagesMatchTheApp(t *testing.T) {
 	if len(app) == 0 {
 		t.Fatal("found no route('...') call in web/src/main.ts")
 	}
-	if !slices.Equal(app, ui.Pages) {
-		t.Fatalf("web/src/main.ts registers %q, ui.Pages lists %q: update ui.Pages", app, ui.Pages)
+	if pages := ui.Pages(); !slices.Equal(app, pages) {
+		t.Fatalf("web/src/main.ts registers %q, ui.Pages lists %q: update ui.Pages", app, pages)
+	}
+}
+
+// TestPagesIsTheCallers: a caller that changes the slice Pages returned
+// changes neither the next caller's nor which paths are pages.
+func TestPagesIsTheCallers(t *testing.T) {
+	p := ui.Pages()
+	want := slices.Clone(p)
+	for i := range p {
+		p[i] = "/changed"
+	}
+	if got := ui.Pages(); !slices.Equal(got, want) {
+		t.Fatalf("Pages() after a caller changed its slice: %q, want %q", got, want)
+	}
+	if !ui.IsPage("/runs/abc") || ui.IsPage("/changed") {
+		t.Fatal("IsPage follows a caller's change to the slice Pages returned")
 	}
 }
 

@@ -400,7 +400,7 @@ func decodePageToken(tok string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	name := strings.TrimSuffix(string(b), "/")
 	if err != nil || name == "" || strings.Contains(name, "/") || blob.ValidateKey(name) != nil {
-		return "", errs.Errorf(errs.Invalid, "invalid page_token %q: pass the next_page_token of the previous page", clip(tok))
+		return "", errs.Errorf(errs.Invalid, "invalid page_token %q: pass the next_page_token of the previous page", errs.Truncate(tok, 120))
 	}
 	return string(b), nil
 }
@@ -525,7 +525,7 @@ func describeBusy(inFlight []Upload, self string, nowMs int64) string {
 	if len(names) > len(parts) {
 		more = fmt.Sprintf(" and %d more", len(names)-len(parts))
 	}
-	return fmt.Sprintf("%d other file(s) of this directory are still being uploaded: %s%s", len(names), clip(strings.Join(parts, ", ")), more)
+	return fmt.Sprintf("%d other file(s) of this directory are still being uploaded: %s%s", len(names), errs.Truncate(strings.Join(parts, ", "), 120), more)
 }
 
 func (s *Service) renewClaim(ctx context.Context, u *Upload) {

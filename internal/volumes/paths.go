@@ -79,7 +79,7 @@ func (p Path) Join(name string) Path {
 // directory written as such).
 func ParsePath(s string) (Path, error) {
 	bad := func(why string) (Path, error) {
-		return Path{}, errs.Errorf(errs.Invalid, "Invalid path %q: %s", clip(s), why)
+		return Path{}, errs.Errorf(errs.Invalid, "Invalid path %q: %s", errs.Truncate(s, 120), why)
 	}
 	if !utf8.ValidString(s) {
 		return bad("not valid UTF-8")

@@ -97,3 +97,20 @@ func FuzzParsePath(f *testing.F) {
 		}
 	})
 }
+
+// TestQuotedInputWholeCharacters checks that an error quoting a long
+// input cuts it between characters: a cut at a byte count split the
+// three-byte 日 at byte 120, and %q showed its first byte as \xe6.
+func TestQuotedInputWholeCharacters(t *testing.T) {
+	long := strings.Repeat("a", 119) + "日本語"
+	want := `aaaa..."`
+	_, errSplit := SplitFullName("volume", long, 3)
+	_, errName := ValidateName("volume", long)
+	_, errPath := ParsePath("/Volumes/" + long[9:])
+	for name, err := range map[string]error{"SplitFullName": errSplit, "ValidateName": errName, "ParsePath": errPath} {
+		msg := errs.MessageOf(err)
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(msg, want) || strings.Contains(msg, `\x`) {
+			t.Errorf("%s: %q, want an invalid error quoting %s", name, msg, want)
+		}
+	}
+}

@@ -186,14 +186,14 @@ func ValidateName(kind, name string) (string, error) {
 		return "", errs.Errorf(errs.Invalid, "a %s name is required", kind)
 	}
 	if len(name) > MaxNameLen {
-		return "", errs.Errorf(errs.Invalid, "%s name %q is longer than %d bytes", kind, clip(name), MaxNameLen)
+		return "", errs.Errorf(errs.Invalid, "%s name %q is longer than %d bytes", kind, errs.Truncate(name, 120), MaxNameLen)
 	}
 	for i, r := range name {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
 		case r == '-' && i > 0:
 		default:
-			return "", errs.Errorf(errs.Invalid, "invalid %s name %q: use letters, digits, '_' and '-' (not first)", kind, clip(name))
+			return "", errs.Errorf(errs.Invalid, "invalid %s name %q: use letters, digits, '_' and '-' (not first)", kind, errs.Truncate(name, 120))
 		}
 	}
 	return strings.ToLower(name), nil
@@ -208,7 +208,7 @@ func SplitFullName(kind, full string, n int) ([]string, error) {
 		if n == 3 {
 			want += ".<volume>"
 		}
-		return nil, errs.Errorf(errs.Invalid, "invalid %s name %q: want %s", kind, clip(full), want)
+		return nil, errs.Errorf(errs.Invalid, "invalid %s name %q: want %s", kind, errs.Truncate(full, 120), want)
 	}
 	kinds := []string{"catalog", "schema", "volume"}
 	for i, p := range parts {
@@ -219,11 +219,4 @@ func SplitFullName(kind, full string, n int) ([]string, error) {
 		parts[i] = v
 	}
 	return parts, nil
-}
-
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "..."
-	}
-	return s
 }

@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"strconv"
-
 	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -184,45 +182,6 @@ func ToRun(r *tracking.Run) *Run {
 		w.Outputs.ModelOutputs = append(w.Outputs.ModelOutputs, ModelOutput(m))
 	}
 	return w
-}
-
-// AppendHistoryPoint appends one metric of a history response. History
-// responses are the largest the server writes (a 200,000-point history is
-// about 15 MB), so they are built by hand into one buffer.
-func AppendHistoryPoint(dst []byte, key string, p *tracking.HistoryPoint, runID string) []byte {
-	dst = append(dst, `{"key":`...)
-	dst = AppendString(dst, key)
-	dst = append(dst, `,"value":`...)
-	dst = AppendFloat(dst, p.Value)
-	dst = append(dst, `,"timestamp":`...)
-	dst = strconv.AppendInt(dst, p.TimestampMs, 10)
-	dst = append(dst, `,"step":`...)
-	dst = strconv.AppendInt(dst, p.Step, 10)
-	if c := p.Context; c != nil {
-		dst = AppendContext(dst, c)
-	}
-	if runID != "" {
-		dst = append(dst, `,"run_id":`...)
-		dst = AppendString(dst, runID)
-	}
-	return append(dst, '}')
-}
-
-// AppendContext appends a point's context fields, each after a comma.
-func AppendContext(dst []byte, c *tracking.MetricContext) []byte {
-	if c.DatasetName != "" {
-		dst = append(dst, `,"dataset_name":`...)
-		dst = AppendString(dst, c.DatasetName)
-	}
-	if c.DatasetDigest != "" {
-		dst = append(dst, `,"dataset_digest":`...)
-		dst = AppendString(dst, c.DatasetDigest)
-	}
-	if c.ModelID != "" {
-		dst = append(dst, `,"model_id":`...)
-		dst = AppendString(dst, c.ModelID)
-	}
-	return dst
 }
 
 // Domain returns the experiment as tracking has it (tags included).

@@ -383,12 +383,12 @@ func ParseResource(s string) (Resource, error) {
 		parts := map[string]int{"catalog": 1, "schema": 2, "volume": 3}[kind]
 		names := strings.Split(key, ".")
 		if len(names) != parts || slices.Contains(names, "") {
-			return Resource{}, errs.Errorf(errs.Invalid, "resource %q: a %s is named by %d dot-separated names, such as %s", clip(s), kind, parts, []string{"", "catalog:main", "schema:main.team", "volume:main.team.checkpoints"}[parts])
+			return Resource{}, errs.Errorf(errs.Invalid, "resource %q: a %s is named by %d dot-separated names, such as %s", errs.Truncate(s, 120), kind, parts, []string{"", "catalog:main", "schema:main.team", "volume:main.team.checkpoints"}[parts])
 		}
 		k := map[string]ResourceKind{"catalog": ResourceCatalog, "schema": ResourceSchema, "volume": ResourceVolume}[kind]
 		return Resource{k, strings.ToLower(key)}, nil
 	}
-	return Resource{}, errs.Errorf(errs.Invalid, "resource %q must be experiment:<id>, folder:<path>, catalog:<name>, schema:<catalog>.<schema> or volume:<catalog>.<schema>.<volume>", clip(s))
+	return Resource{}, errs.Errorf(errs.Invalid, "resource %q must be experiment:<id>, folder:<path>, catalog:<name>, schema:<catalog>.<schema> or volume:<catalog>.<schema>.<volume>", errs.Truncate(s, 120))
 }
 
 // Permissions lists the grants on a resource (CAN_READ needed).
@@ -473,7 +473,7 @@ func (s *Service) CreateGroup(ctx context.Context, sub *Subject, name string) er
 		return err
 	}
 	if name == "" || name == "users" || strings.ContainsAny(name, ":/") || utf8.RuneCountInString(name) > 100 {
-		return errs.Errorf(errs.Invalid, "invalid group name %q (1 to 100 characters, no ':' or '/', not 'users')", clip(name))
+		return errs.Errorf(errs.Invalid, "invalid group name %q (1 to 100 characters, no ':' or '/', not 'users')", errs.Truncate(name, 120))
 	}
 	if _, err := s.store.CreateGroup(ctx, name); err != nil {
 		return err

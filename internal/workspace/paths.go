@@ -37,7 +37,7 @@ func NormalizePath(p string) (string, error) {
 		return "", errs.E(errs.Invalid, "workspace path is not valid UTF-8")
 	}
 	if !strings.HasPrefix(p, "/") {
-		return "", errs.Errorf(errs.Invalid, "%q is not an absolute workspace path: names are paths such as /Users/<you>/%s or /Shared/%s", clip(p), clip(p), clip(p))
+		return "", errs.Errorf(errs.Invalid, "%q is not an absolute workspace path: names are paths such as /Users/<you>/%s or /Shared/%s", errs.Truncate(p, 120), errs.Truncate(p, 120), errs.Truncate(p, 120))
 	}
 	var segs []string
 	for _, s := range strings.Split(p, "/") {
@@ -45,14 +45,14 @@ func NormalizePath(p string) (string, error) {
 		case "":
 			continue // repeated or trailing slash
 		case ".", "..":
-			return "", errs.Errorf(errs.Invalid, "workspace path %q contains a %q segment", clip(p), s)
+			return "", errs.Errorf(errs.Invalid, "workspace path %q contains a %q segment", errs.Truncate(p, 120), s)
 		}
 		if len(s) > MaxNameLen {
-			return "", errs.Errorf(errs.Invalid, "workspace path %q has a name longer than %d bytes", clip(p), MaxNameLen)
+			return "", errs.Errorf(errs.Invalid, "workspace path %q has a name longer than %d bytes", errs.Truncate(p, 120), MaxNameLen)
 		}
 		for _, r := range s {
 			if unicode.IsControl(r) || r == '\\' {
-				return "", errs.Errorf(errs.Invalid, "workspace path %q contains a control character or backslash", clip(p))
+				return "", errs.Errorf(errs.Invalid, "workspace path %q contains a control character or backslash", errs.Truncate(p, 120))
 			}
 		}
 		segs = append(segs, s)
@@ -82,10 +82,3 @@ func Ancestors(p string) []string {
 
 // HomeOf returns a user's home folder.
 func HomeOf(email string) string { return UsersRoot + "/" + email }
-
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "..."
-	}
-	return s
-}

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -26,5 +27,21 @@ func TestParseResource(t *testing.T) {
 	}
 	if s := (Resource{ResourceVolume, "a.b.c"}).String(); s != "volume a.b.c" {
 		t.Fatal(s)
+	}
+}
+
+// TestQuotedInputWholeCharacters checks that an error quoting a long
+// input cuts it between characters: a cut at a byte count split the
+// three-byte 日 at byte 120, and %q showed its first byte as \xe6.
+func TestQuotedInputWholeCharacters(t *testing.T) {
+	long := strings.Repeat("a", 119) + "日本語"
+	want := `aaaa..."`
+	_, errPath := NormalizePath(long)
+	_, errResource := ParseResource("experiment" + long[10:])
+	for name, err := range map[string]error{"NormalizePath": errPath, "ParseResource": errResource} {
+		msg := errs.MessageOf(err)
+		if !errs.Is(err, errs.Invalid) || !strings.Contains(msg, want) || strings.Contains(msg, `\x`) {
+			t.Errorf("%s: %q, want an invalid error quoting %s", name, msg, want)
+		}
 	}
 }

@@ -191,7 +191,7 @@ func NormalizeEmail(email string) (string, error) {
 	email = strings.TrimSpace(email)
 	a, err := mail.ParseAddress(email)
 	if err != nil || a.Address != email || strings.ContainsAny(email, "/\\ ") || len(email) > 254 {
-		return "", errs.Errorf(errs.Invalid, "%q is not a valid email address", clip(email))
+		return "", errs.Errorf(errs.Invalid, "%q is not a valid email address", errs.Truncate(email, 120))
 	}
 	return strings.ToLower(email), nil
 }
@@ -666,7 +666,7 @@ func (s *Service) checkThrottle(email, addr string) error {
 			limit = maxFailuresPerAddr
 		}
 		if w := s.failures[k]; w != nil && now.Sub(w.start) < failureWindowLen && w.n >= limit {
-			return errs.Errorf(errs.Throttled, "too many failed sign-ins for %s; try again in %d seconds", clip(k[strings.Index(k, ":")+1:]), int(failureWindowLen-now.Sub(w.start))/int(time.Second)+1)
+			return errs.Errorf(errs.Throttled, "too many failed sign-ins for %s; try again in %d seconds", errs.Truncate(k[strings.Index(k, ":")+1:], 120), int(failureWindowLen-now.Sub(w.start))/int(time.Second)+1)
 		}
 	}
 	return nil

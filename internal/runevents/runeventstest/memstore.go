@@ -59,7 +59,7 @@ func (m *MemStore) run(id string) (*memRun, error) {
 	case r == nil:
 		return nil, errs.Errorf(errs.NotFound, "Run with id=%s not found", id)
 	case r.deleted:
-		return nil, &errs.Error{Code: errs.NotFound, Msg: fmt.Sprintf("Run with id=%s is deleted: its events cannot be read or added", id), Hint: "restore the run"}
+		return nil, runevents.RunDeleted(id)
 	}
 	return r, nil
 }
