@@ -256,6 +256,13 @@ try {
   const slowReq = requests.length;
   const metrics = Object.fromEntries((await cdp.send('Performance.getMetrics')).metrics.map((m) => [m.name, m.value]));
   const mem1 = tabMemory(br.profile);
+  const heap1 = await cdp.send('Runtime.getHeapUsage');
+  // The same after a full garbage collection of the page: what the tab
+  // holds, apart from what is only waiting for the collector.
+  await cdp.send('HeapProfiler.collectGarbage');
+  await sleep(1000);
+  const mem2 = tabMemory(br.profile);
+  const heap2 = await cdp.send('Runtime.getHeapUsage');
   out.experiment_charts = {
     runs: RUNS,
     keys: KEYS,
@@ -270,6 +277,9 @@ try {
     dom_nodes: metrics.Nodes,
     tab_memory_before_scroll: mem0,
     tab_memory_after_scroll: mem1,
+    tab_memory_after_scroll_and_gc: mem2,
+    page_heap_after_scroll: heap1,
+    page_heap_after_scroll_and_gc: heap2,
     target_memory_bytes: 500 * 2 ** 20,
   };
   const ec = out.experiment_charts;
