@@ -3,7 +3,10 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"math"
 	"strings"
+
+	"github.com/sextant/sextant/internal/tracking"
 )
 
 // What the loaders of child rows share: a page of runs, experiments or
@@ -66,4 +69,26 @@ func (in interner) get(b []byte) string {
 		in[s] = s
 	}
 	return s
+}
+
+// scanLatestMetric reads a row of metric_series' run_pk, key, step,
+// timestamp, value, is_nan, model_id, dataset_name and dataset_digest, in
+// that order, into its run's key and a metric; key is the caller's buffer
+// for the raw key, strs its interner.
+func scanLatestMetric(rows *sql.Rows, strs interner, key *sql.RawBytes) (int64, tracking.Metric, error) {
+	var pk int64
+	var m tracking.Metric
+	var v sql.NullFloat64
+	var isNaN bool
+	var model, dsName, dsDigest sql.NullString
+	if err := rows.Scan(&pk, key, &m.Step, &m.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest); err != nil {
+		return 0, m, err
+	}
+	m.Key = strs.get(*key)
+	m.Value = v.Float64
+	if isNaN {
+		m.Value = math.NaN()
+	}
+	m.ModelID, m.DatasetName, m.DatasetDigest = model.String, dsName.String, dsDigest.String
+	return pk, m, nil
 }

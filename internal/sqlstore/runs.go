@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"math"
 	"runtime"
 	"strconv"
 
@@ -199,20 +198,10 @@ func (s *db) loadLatestMetrics(ctx context.Context, args []any, byPK map[int64]*
 	strs := interner{}
 	var key sql.RawBytes
 	return s.queryEach(ctx, `SELECT run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest FROM metric_series WHERE run_pk IN (`+placeholders(len(args))+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
-		var pk int64
-		var m tracking.Metric
-		var v sql.NullFloat64
-		var isNaN bool
-		var model, dsName, dsDigest sql.NullString
-		if err := rows.Scan(&pk, &key, &m.Step, &m.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest); err != nil {
+		pk, m, err := scanLatestMetric(rows, strs, &key)
+		if err != nil {
 			return err
 		}
-		m.Key = strs.get(key)
-		m.Value = v.Float64
-		if isNaN {
-			m.Value = math.NaN()
-		}
-		m.ModelID, m.DatasetName, m.DatasetDigest = model.String, dsName.String, dsDigest.String
 		r := byPK[pk]
 		r.Data.Metrics = append(r.Data.Metrics, m)
 		return nil

@@ -250,20 +250,10 @@ func readRunMetrics(ctx context.Context, q queryer, sel runSelect, rs *runSet, b
 	var key sql.RawBytes
 	return eachRow(ctx, q, `SELECT m.run_pk, m.key, m.step, m.timestamp, m.value, m.is_nan, m.model_id, m.dataset_name, m.dataset_digest
 		FROM `+sel.from+` CROSS JOIN metric_series m ON m.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
-		var pk int64
-		var m tracking.Metric
-		var v sql.NullFloat64
-		var isNaN bool
-		var model, dsName, dsDigest sql.NullString
-		if err := rows.Scan(&pk, &key, &m.Step, &m.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest); err != nil {
+		pk, m, err := scanLatestMetric(rows, strs, &key)
+		if err != nil {
 			return err
 		}
-		m.Key = strs.get(key)
-		m.Value = v.Float64
-		if isNaN {
-			m.Value = math.NaN()
-		}
-		m.ModelID, m.DatasetName, m.DatasetDigest = model.String, dsName.String, dsDigest.String
 		rs.metrics[pk] = append(rs.metrics[pk], m)
 		return b.add(metOverhead + int64(len(key)+len(m.ModelID)+len(m.DatasetName)+len(m.DatasetDigest)))
 	})
