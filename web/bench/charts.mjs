@@ -35,7 +35,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { createExperiment, createRun, launch, repo, sleep, startServer } from '../test/e2e/harness.mjs';
+import { CHROMIUM, CHROMIUM_FLAGS, createExperiment, createRun, launch, repo, sleep, startServer } from '../test/e2e/harness.mjs';
+import { bareBrowser } from './bare.mjs';
 
 const env = (k, d) => Number(process.env['SEXTANT_BENCH_' + k] ?? d);
 const RUNS = env('RUNS', 100);
@@ -117,64 +118,97 @@ function tabMemory(profile) {
   return best;
 }
 
-/** firstScreen waits until every chart on screen has drawn; returns ms since navigation start. */
-async function firstScreen(page, timeout = 120_000) {
-  const h = await page.waitForFunction(
-    () => {
-      const sc = document.querySelector('.board-scroll');
-      if (!sc) return false;
-      const r = sc.getBoundingClientRect();
-      const vis = [...document.querySelectorAll('.board .chart')].filter((c) => {
-        const b = c.getBoundingClientRect();
-        return b.bottom > r.top && b.top < Math.min(r.bottom, innerHeight);
-      });
-      if (vis.length === 0 || !vis.every((c) => c.dataset.drawMs)) return false;
-      const runs = (window.__sextantPerf ?? []).find((e) => e.name === 'runs-table-paint');
-      return { ms: performance.now(), runs_arrived_ms: runs ? Math.round(runs.at) : null, charts: vis.length, points: vis.reduce((a, c) => a + Number(c.dataset.points), 0), slowest_chart_ms: Math.max(...vis.map((c) => Number(c.dataset.drawMs))), slowest_fetch_ms: Math.max(...vis.map((c) => Number(c.dataset.fetchMs))) };
-    },
-    null,
-    { timeout, polling: 'raf' },
-  );
-  const v = await h.jsonValue();
-  return { ...v, ms: Math.round(v.ms) };
+/** chartsDrawn (run in the page) is, once every chart on screen has drawn, what the first screen cost; else false. */
+function chartsDrawn() {
+  const sc = document.querySelector('.board-scroll');
+  if (!sc) return false;
+  const r = sc.getBoundingClientRect();
+  const vis = [...document.querySelectorAll('.board .chart')].filter((c) => {
+    const b = c.getBoundingClientRect();
+    return b.bottom > r.top && b.top < Math.min(r.bottom, innerHeight);
+  });
+  if (vis.length === 0 || !vis.every((c) => c.dataset.drawMs)) return false;
+  const runs = (window.__sextantPerf ?? []).find((e) => e.name === 'runs-table-paint');
+  return { ms: Math.round(performance.now()), runs_arrived_ms: runs ? Math.round(runs.at) : null, charts: vis.length, points: vis.reduce((a, c) => a + Number(c.dataset.points), 0), slowest_chart_ms: Math.max(...vis.map((c) => Number(c.dataset.drawMs))), slowest_fetch_ms: Math.max(...vis.map((c) => Number(c.dataset.fetchMs))) };
 }
 
-/** scrollAll scrolls the board from top to bottom by px per frame; frames per second and the worst frames. */
+/** firstScreen waits until every chart on screen has drawn; returns ms since navigation start. */
+async function firstScreen(page, timeout = 120_000) {
+  const h = await page.waitForFunction(chartsDrawn, null, { timeout, polling: 'raf' });
+  return h.jsonValue();
+}
+
+/** scrollBoard (run in the page) scrolls the board from top to bottom by px per frame; frames per second and the worst frames. */
+function scrollBoard({ px, maxMs }) {
+  return new Promise((resolve) => {
+    const el = document.querySelector('.board-scroll');
+    el.scrollTop = 0;
+    const frames = [];
+    const t0 = performance.now();
+    let last = t0;
+    const tick = (t) => {
+      frames.push(t - last);
+      last = t;
+      el.scrollTop += px;
+      const end = el.scrollTop + el.clientHeight >= el.scrollHeight - 2;
+      if (!end && t - t0 < maxMs) requestAnimationFrame(tick);
+      else {
+        frames.shift();
+        const total = frames.reduce((a, b) => a + b, 0);
+        const sorted = [...frames].sort((a, b) => a - b);
+        resolve({
+          px_per_frame: px,
+          scrolled_px: Math.round(el.scrollTop),
+          screens: Math.round((el.scrollTop / el.clientHeight) * 10) / 10,
+          reached_end: end,
+          fps: Math.round((frames.length / total) * 1000 * 10) / 10,
+          frames: frames.length,
+          p95_frame_ms: Math.round(sorted[Math.floor(sorted.length * 0.95)] * 10) / 10,
+          worst_frame_ms: Math.round(sorted.at(-1) * 10) / 10,
+        });
+      }
+    };
+    requestAnimationFrame(tick);
+  });
+}
+
+/** bareRun measures the chart view at url in a browser without DevTools domains (first screens, scrolling, the tab's memory). */
+async function bareRun(url) {
+  const b = await bareBrowser(CHROMIUM, CHROMIUM_FLAGS);
+  try {
+    const tries = [];
+    for (let k = 0; k < TRIES; k++) {
+      await b.goto('about:blank');
+      await b.goto(url);
+      tries.push(await b.waitFor(chartsDrawn));
+    }
+    const mem0 = tabMemory(b.profile);
+    const fast = await b.evaluate(scrollBoard, { px: 240, maxMs: 120_000 });
+    await sleep(1500);
+    const slow = await b.evaluate(scrollBoard, { px: 25, maxMs: 20_000 });
+    await sleep(1500);
+    const mem1 = tabMemory(b.profile);
+    const heap1 = await b.heapUsage();
+    await b.collectGarbage();
+    await sleep(1000);
+    return {
+      first_screen: tries,
+      first_screen_ms: tries.map((x) => x.ms),
+      scroll_all_keys_fast: fast,
+      scroll_reading: slow,
+      tab_memory_before_scroll: mem0,
+      tab_memory_after_scroll: mem1,
+      tab_memory_after_scroll_and_gc: tabMemory(b.profile),
+      page_heap_after_scroll: heap1,
+      page_heap_after_scroll_and_gc: await b.heapUsage(),
+    };
+  } finally {
+    await b.close();
+  }
+}
+
 async function scrollAll(page, px, maxMs = 120_000) {
-  return page.evaluate(
-    ({ px, maxMs }) =>
-      new Promise((resolve) => {
-        const el = document.querySelector('.board-scroll');
-        el.scrollTop = 0;
-        const frames = [];
-        const t0 = performance.now();
-        let last = t0;
-        const tick = (t) => {
-          frames.push(t - last);
-          last = t;
-          el.scrollTop += px;
-          const end = el.scrollTop + el.clientHeight >= el.scrollHeight - 2;
-          if (!end && t - t0 < maxMs) requestAnimationFrame(tick);
-          else {
-            frames.shift();
-            const total = frames.reduce((a, b) => a + b, 0);
-            const sorted = [...frames].sort((a, b) => a - b);
-            resolve({
-              px_per_frame: px,
-              scrolled_px: Math.round(el.scrollTop),
-              screens: Math.round((el.scrollTop / el.clientHeight) * 10) / 10,
-              reached_end: end,
-              fps: Math.round((frames.length / total) * 1000 * 10) / 10,
-              frames: frames.length,
-              p95_frame_ms: Math.round(sorted[Math.floor(sorted.length * 0.95)] * 10) / 10,
-              worst_frame_ms: Math.round(sorted.at(-1) * 10) / 10,
-            });
-          }
-        };
-        requestAnimationFrame(tick);
-      }),
-    { px, maxMs },
-  );
+  return page.evaluate(scrollBoard, { px, maxMs });
 }
 
 const out = { machine: { cpus: cpus().length }, shipped: shipped() };
@@ -283,7 +317,13 @@ try {
     target_memory_bytes: 500 * 2 ** 20,
   };
   const ec = out.experiment_charts;
-  ec.ok = Math.min(...ec.first_screen_ms) < 1000 && fast.fps > 30 && slow.fps > 30 && mem1.private_bytes < 500 * 2 ** 20;
+  // The same in a browser with no DevTools domain enabled (bench/bare.mjs):
+  // what a user's tab costs. The figures above are a Playwright-driven tab's,
+  // which also keeps a copy of every response body for the inspector.
+  ec.measured_above_with = 'Playwright (DevTools Network domain enabled: Chromium keeps a copy of every response body)';
+  ec.without_devtools = await bareRun(`${srv.url}/experiments/${exp}?view=charts&first=100`);
+  const bare = ec.without_devtools;
+  ec.ok = Math.min(...bare.first_screen_ms) < 1000 && bare.scroll_all_keys_fast.fps > 30 && bare.scroll_reading.fps > 30 && bare.tab_memory_after_scroll.private_bytes < 500 * 2 ** 20;
 
   // ---- the run page of one of them, beside it ----
   const runTries = [];
