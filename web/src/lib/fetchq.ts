@@ -219,6 +219,11 @@ function getWorker(): Worker | null {
   return worker;
 }
 
+/** startWorker starts the worker ahead of the first chart (a page that will draw charts calls it first thing). */
+export function startWorker(): void {
+  getWorker();
+}
+
 /** bulk fetches one request's runs: in the worker when there is one, else here. */
 async function bulk(ids: string[], q: SeriesQuery): Promise<Map<string, Series>> {
   const w = getWorker();

@@ -11,6 +11,7 @@ import { BoardChart, ChartBoard, keyCharts } from '../components/board';
 import { ChartGroup, ChartRun, latestSteps, linesOf } from '../components/chart';
 import { RunPlots } from '../components/runplots';
 import { h, Scope } from '../dom';
+import { startWorker } from '../lib/fetchq';
 import { colour } from '../lib/format';
 import { GroupBy, groupByString, groupRuns, parseGroupBy } from '../lib/groups';
 import { setQuery } from '../router';
@@ -66,6 +67,7 @@ function metricKeysOf(runs: readonly Run[]): string[] {
 
 /** experimentCharts is the chart view of an experiment. */
 export function experimentCharts(o: ExpViewOpts, q: URLSearchParams, scope: Scope): ExpView {
+  startWorker(); // while the runs load: the first charts' requests need it
   let first = FIRST.includes(Number(q.get('first'))) ? Number(q.get('first')) : 10;
   let by = parseGroupBy(q.get('group'));
   const firstSel = h('select', { 'aria-label': 'Runs shown', name: 'first-runs' }, FIRST.map((n) => h('option', { value: String(n), selected: n === first }, `first ${n}`)));
