@@ -117,14 +117,20 @@ export interface SeriesQuery {
 
 /**
  * The server samples exactly (every point decoded) while a request's runs
- * hold at most 256 Ki points in range, and from chunk summaries (4 points
- * per chunk of up to 4,096) above: 100 runs of 10,000 steps would come back
- * as about 10 points each. plan splits such runs into a few requests that
- * stay under the limit; runs long enough for summaries to give the points
- * asked, or of unknown length, go 100 to a request. At most MAX_SPLIT
- * requests per 100 runs: beyond, summaries it is.
+ * hold at most 64 Ki points in range (tracking's exactSampleLimit; a Go
+ * test holds the two equal), and from chunk sketches and summaries above:
+ * each chunk's sixteenths' lowest and highest points while that gives
+ * fewer than twice the points asked, else its first, lowest, highest and
+ * last. plan splits runs of medium length into a few requests that each
+ * stay under the limit (100 runs of 2,000 steps: 4 requests, exact); runs
+ * long enough for summaries to give the points asked, or of unknown
+ * length, go 100 to a request, and so do runs that would need more than
+ * MAX_SPLIT requests per 100 (100 runs of 10,000 steps: one request, about
+ * 100 sketch points each, where 16 requests would give 200: the first
+ * screen of a board draws 6 such charts, and zooming fetches the steps
+ * shown exactly).
  */
-const EXACT_LIMIT = 250_000;
+const EXACT_LIMIT = 64 * 1024;
 const SUMMARY_POINTS_PER_CHUNK = 4;
 const CHUNK_POINTS = 4096;
 const MAX_SPLIT = 4;

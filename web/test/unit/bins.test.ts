@@ -67,16 +67,20 @@ import { plan } from '../../src/lib/fetchq';
 
 test('plan splits runs of medium length so each request is sampled exactly, and leaves long or unknown ones 100 a request', () => {
   const ids = Array.from({ length: 100 }, (_, i) => 'r' + i);
-  // 100 runs of 10,000 points: 1,000,000 in all, in 4 requests of at most 250,000.
-  const p = plan(ids, 200, () => 10_000);
+  // 100 runs of 2,000 points: 200,000 in all, in 4 requests of at most 65,536.
+  const p = plan(ids, 200, () => 2_000);
   assert.equal(p.length, 4);
   assert.deepEqual(p.flat().sort(), [...ids].sort());
+  for (const r of p) assert.ok(r.length * 2_000 <= 64 * 1024, `${r.length} runs of 2,000 points in one request`);
+  // 100 runs of 10,000 points would need 16 requests: one, from sketches.
+  assert.equal(plan(ids, 200, () => 10_000).length, 1);
   // Long runs: summaries give the points asked; unknown: as before.
   assert.equal(plan(ids, 200, () => 1_000_000).length, 1);
   assert.equal(plan(ids, 200).length, 1);
   // Too many requests needed (100,000 points each): summaries it is.
   assert.equal(plan(ids, 200, () => 100_000).length, 1);
-  // Few points in all: one request.
-  assert.equal(plan(ids, 200, () => 1000).length, 1);
+  // Few points in all: one request; a few more: two.
+  assert.equal(plan(ids, 200, () => 500).length, 1);
+  assert.equal(plan(ids, 200, () => 1000).length, 2);
   assert.equal(plan([...ids, ...ids.map((x) => x + 'b')], 200).length, 2);
 });
