@@ -86,6 +86,7 @@ export async function startServer({ auth = 'off', extraArgs = [] } = {}) {
   const srv = {
     url,
     dataDir,
+    pid: proc.pid,
     get stderr() {
       return stderr;
     },
