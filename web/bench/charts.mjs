@@ -80,6 +80,8 @@ function batchBody(runId, keys, from, to, value) {
 }
 
 const round = (v) => Number(v.toPrecision(5));
+/** median of the tries: what the targets are judged on. */
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
 
 /** post sends a prepared JSON body. */
 async function post(srv, path, body) {
@@ -191,8 +193,9 @@ async function settle(pid) {
 
 /** bareRun measures the chart view at url in a browser without DevTools domains (first screens, scrolling, the tab's memory). */
 async function bareRun(url, serverPid) {
-  // A foreground tab: what Playwright's own flags also ask for.
-  const b = await bareBrowser(CHROMIUM, [...CHROMIUM_FLAGS, '--disable-background-timer-throttling', '--disable-backgrounding-occluded-windows', '--disable-renderer-backgrounding']);
+  // A foreground tab laid out as Playwright's: what its own flags also ask
+  // for (hidden scrollbars: the board has 3 columns at 1,400 px, not 2).
+  const b = await bareBrowser(CHROMIUM, [...CHROMIUM_FLAGS, '--hide-scrollbars', '--disable-background-timer-throttling', '--disable-backgrounding-occluded-windows', '--disable-renderer-backgrounding']);
   try {
     const tries = [];
     for (let k = 0; k < TRIES; k++) {
@@ -350,7 +353,7 @@ try {
   ec.measured_above_with = 'Playwright (DevTools Network domain enabled: Chromium keeps a copy of every response body)';
   ec.without_devtools = bareFirst;
   const bare = ec.without_devtools;
-  ec.ok = Math.min(...bare.first_screen_ms) < 1000 && bare.scroll_all_keys_fast.fps > 30 && bare.scroll_reading.fps > 30 && bare.tab_memory_after_scroll.private_bytes < 500 * 2 ** 20;
+  ec.ok = median(bare.first_screen_ms) < 1000 && bare.scroll_all_keys_fast.fps > 30 && bare.scroll_reading.fps > 30 && bare.tab_memory_after_scroll.private_bytes < 500 * 2 ** 20;
 
   // ---- the run page of one of them, beside it ----
   const runTries = [];
@@ -371,7 +374,7 @@ try {
     await page.goto(`${srv.url}/compare?runs=${ids.slice(0, 10).join(',')}`);
     cmp.push({ ...(await firstScreen(page)), requests: requests.length });
   }
-  out.compare = { runs: 10, keys: KEYS, steps_of_charts_on_screen: STEPS_FULL, every_chart_on_screen_drawn_ms: cmp.map((x) => x.ms), tries: cmp, target_ms: 1000, ok: Math.min(...cmp.map((x) => x.ms)) < 1000 };
+  out.compare = { runs: 10, keys: KEYS, steps_of_charts_on_screen: STEPS_FULL, every_chart_on_screen_drawn_ms: cmp.map((x) => x.ms), tries: cmp, target_ms: 1000, ok: median(cmp.map((x) => x.ms)) < 1000 };
 
   // ---- group by: GROUP_RUNS runs, 10 groups, a GROUP_STEPS-step metric ----
   t = Date.now();
@@ -407,7 +410,7 @@ try {
     });
     gt.push({ ...v, requests: requests.length });
   }
-  out.group_by = { runs: GROUP_RUNS, groups: 10, steps: GROUP_STEPS, tries: gt, chart_draw_ms: gt.map((x) => x.chart_draw_ms), target_ms: 500, ok: Math.min(...gt.map((x) => x.chart_draw_ms)) < 500 };
+  out.group_by = { runs: GROUP_RUNS, groups: 10, steps: GROUP_STEPS, tries: gt, chart_draw_ms: gt.map((x) => x.chart_draw_ms), target_ms: 500, ok: median(gt.map((x) => x.chart_draw_ms)) < 500 };
   out.problems = br.problems;
 } finally {
   await br.close();
