@@ -76,6 +76,7 @@ export class ChartBoard {
   private raf = 0;
   private scrolling = false;
   private top = 0;
+  private vh = 800;
   private settle: () => void;
 
   constructor(
@@ -255,6 +256,7 @@ export class ChartBoard {
     const st = this.scroller.scrollTop;
     const vh = this.scroller.clientHeight || 800;
     this.top = st;
+    this.vh = vh;
     const from = this.first(st - OVERSCAN);
     let to = from;
     while (to < this.rows.length && this.rows[to].top < st + vh + OVERSCAN) to++;
@@ -307,6 +309,7 @@ export class ChartBoard {
             // The scroll position as of the last scroll event: reading
             // scrollTop here would force a layout for every queued task.
             priority: () => Math.abs(rowTop - this.top),
+            background: () => rowTop >= this.top + this.vh || rowTop + CARD_H <= this.top,
           },
           scope,
         );

@@ -69,6 +69,8 @@ export interface ChartOpts extends ChartSettings {
   live?: () => boolean;
   /** the urgency of this chart's requests (lower first), read when a request slot frees */
   priority?: () => number;
+  /** whether the chart is off screen now (its requests wait for the charts on screen) */
+  background?: () => boolean;
   /** wait this long before the first request (a chart scrolled past at once asks nothing) */
   deferMs?: number;
   /** about how many points a run has of a key (its latest step + 1), when known: see fetchq.plan */
@@ -252,7 +254,7 @@ export class MetricChart {
         const est = this.opts.estimate;
         // A zoomed range holds fewer points: the whole series' size overestimates it, which only splits less.
         const estimate = est && !range ? (id: string) => est(id, key) : undefined;
-        const got = await loadSeries({ key, runIds: [...new Set(runIds)], points, minmax: !this.grouped, range, priority, signal: ac.signal, fresh, estimate });
+        const got = await loadSeries({ key, runIds: [...new Set(runIds)], points, minmax: !this.grouped, range, priority, background: this.opts.background, signal: ac.signal, fresh, estimate });
         for (const [id, s] of got) out.set(sid(key, id), s);
       }),
     );

@@ -22,6 +22,8 @@ export const EMPTY: Series = { steps: new Float64Array(0), ts: new Float64Array(
 interface Task {
   run: () => Promise<void>;
   priority: () => number;
+  /** whether the task is for something off screen now (a prefetch) */
+  background?: () => boolean;
   signal?: AbortSignal;
   reject: (e: unknown) => void;
 }
@@ -30,6 +32,8 @@ interface Task {
 export const CONCURRENCY = 4;
 const queue: Task[] = [];
 let running = 0;
+/** tasks running that were for something on screen when they started */
+let runningOnScreen = 0;
 
 function pump(): void {
   while (running < CONCURRENCY && queue.length) {
@@ -47,20 +51,27 @@ function pump(): void {
       if (p < bestP) (bestP = p), (best = i);
     }
     if (best < 0) return;
+    // A prefetch waits while what is on screen is still being fetched: on
+    // the 2 cores a small server has, it would slow the charts people wait
+    // for (the first screen of a board asks 6 charts and prefetches 6).
+    const bg = queue[best].background?.() ?? false;
+    if (bg && runningOnScreen > 0) return;
     const [t] = queue.splice(best, 1);
     running++;
+    if (!bg) runningOnScreen++;
     void t.run().finally(() => {
       running--;
+      if (!bg) runningOnScreen--;
       pump();
     });
   }
 }
 
 /** enqueue runs fn when a slot is free; a task aborted while it waits is dropped. */
-export function enqueue<T>(fn: () => Promise<T>, priority: () => number, signal?: AbortSignal): Promise<T> {
+export function enqueue<T>(fn: () => Promise<T>, priority: () => number, signal?: AbortSignal, background?: () => boolean): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     if (signal?.aborted) return reject(new DOMException('aborted', 'AbortError'));
-    queue.push({ run: () => fn().then(resolve, reject), priority, signal, reject });
+    queue.push({ run: () => fn().then(resolve, reject), priority, background, signal, reject });
     pump();
   });
 }
@@ -108,6 +119,8 @@ export interface SeriesQuery {
   minmax: boolean;
   range: { start: number; end: number } | null;
   priority: () => number;
+  /** whether the chart is off screen now: its requests wait for those of the charts on screen */
+  background?: () => boolean;
   signal?: AbortSignal;
   /** skip the cache (a live refresh) */
   fresh?: boolean;
@@ -190,6 +203,7 @@ export async function loadSeries(q: SeriesQuery): Promise<Map<string, Series>> {
         },
         q.priority,
         q.signal,
+        q.background,
       ),
     ),
   );

@@ -63,7 +63,7 @@ test('groupBands averages runs, not points: a run with more points in a bin weig
   assert.deepEqual(bands[0].mean, [5]);
 });
 
-import { plan } from '../../src/lib/fetchq';
+import { enqueue, plan } from '../../src/lib/fetchq';
 
 test('plan splits runs of medium length so each request is sampled exactly, and leaves long or unknown ones 100 a request', () => {
   const ids = Array.from({ length: 100 }, (_, i) => 'r' + i);
@@ -83,4 +83,36 @@ test('plan splits runs of medium length so each request is sampled exactly, and 
   assert.equal(plan(ids, 200, () => 500).length, 1);
   assert.equal(plan(ids, 200, () => 1000).length, 2);
   assert.equal(plan([...ids, ...ids.map((x) => x + 'b')], 200).length, 2);
+});
+
+test('a prefetch (an off-screen chart) waits until the on-screen requests are done, then runs', async () => {
+  const order: string[] = [];
+  let release!: () => void;
+  const onScreen = enqueue(
+    () =>
+      new Promise<void>((r) => {
+        order.push('on-screen start');
+        release = () => (order.push('on-screen end'), r());
+      }),
+    () => 0,
+  );
+  let off = true;
+  const prefetch = enqueue(async () => void order.push('prefetch start'), () => 900, undefined, () => off);
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(order, ['on-screen start']);
+  release();
+  await Promise.all([onScreen, prefetch]);
+  assert.deepEqual(order, ['on-screen start', 'on-screen end', 'prefetch start']);
+  // Scrolled into view while it waits: it no longer waits.
+  order.length = 0;
+  const busy = enqueue(() => new Promise<void>((r) => ((release = r), order.push('busy'))), () => 0);
+  const later = enqueue(async () => void order.push('later'), () => 900, undefined, () => off);
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(order, ['busy']);
+  off = false;
+  const nudge = enqueue(async () => void order.push('nudge'), () => 1000); // any enqueue pumps the queue
+  await Promise.all([later, nudge]);
+  assert.deepEqual(order, ['busy', 'later', 'nudge']);
+  release();
+  await busy;
 });
