@@ -115,4 +115,14 @@ test('a prefetch (an off-screen chart) waits until the on-screen requests are do
   assert.deepEqual(order, ['busy', 'later', 'nudge']);
   release();
   await busy;
+  // An off-screen chart nearer than one on screen still waits for it.
+  order.length = 0;
+  const first = enqueue(() => new Promise<void>((r) => ((release = r), order.push('first'))), () => 0);
+  const near = enqueue(async () => void order.push('near, off screen'), () => 10, undefined, () => true);
+  const far = enqueue(async () => void order.push('far, on screen'), () => 500);
+  await far;
+  assert.deepEqual(order, ['first', 'far, on screen']);
+  release();
+  await Promise.all([first, near]);
+  assert.deepEqual(order, ['first', 'far, on screen', 'near, off screen']);
 });
