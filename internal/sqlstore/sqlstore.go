@@ -288,8 +288,15 @@ func sqliteParams() url.Values {
 	// MLflow's LIKE is case-sensitive; ILIKE lowers both sides.
 	q.Set("_cslike", "1")
 	q.Set("_cache_size", strconv.Itoa(-sqliteCacheKiB)) // 64 MiB page cache per connection
+	// Each connection keeps its recently used statements prepared: a
+	// sampled read of 100 runs makes about 400 small queries, and SQLite
+	// spent a sixth of it preparing the same few texts again.
+	q.Set("_stmt_cache_size", strconv.Itoa(sqliteStmtCache))
 	return q
 }
+
+// sqliteStmtCache is the number of prepared statements each connection keeps.
+const sqliteStmtCache = 64
 
 // writerDSN is the write (and checkpoint) connections' DSN. Setting WAL on
 // a database that is in WAL mode already writes nothing.
