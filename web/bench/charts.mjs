@@ -180,14 +180,19 @@ function cpuSeconds(pid) {
   return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (100 Hz)
 }
 
-/** settle waits until process pid has used under 5% of a core for 2 s (at most 60 s); returns the CPU seconds it used meanwhile. */
+/**
+ * settle waits until process pid has used under 5% of a core for 6 s (at
+ * most 120 s): longer than the server's idle sweep (every 5 s, merging
+ * fresh small chunks), which a 2 s window could fall between. Returns the
+ * CPU seconds it used meanwhile.
+ */
 async function settle(pid) {
   const start = cpuSeconds(pid);
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000;
   for (;;) {
     const c = cpuSeconds(pid);
-    await sleep(2000);
-    if (cpuSeconds(pid) - c < 0.1 || Date.now() > deadline) return Math.round((cpuSeconds(pid) - start) * 10) / 10;
+    await sleep(6000);
+    if (cpuSeconds(pid) - c < 0.3 || Date.now() > deadline) return Math.round((cpuSeconds(pid) - start) * 10) / 10;
   }
 }
 
