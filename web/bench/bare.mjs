@@ -84,7 +84,6 @@ export async function bareBrowser(executable, flags, { width = 1400, height = 90
     },
     collectGarbage: () => page('HeapProfiler.collectGarbage'),
     heapUsage: () => page('Runtime.getHeapUsage'),
-    screenshot: async () => Buffer.from((await page('Page.captureScreenshot', { format: 'png' })).data, 'base64'),
     async close() {
       await send('Browser.close').catch(() => {});
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
