@@ -142,12 +142,20 @@ type runIndex struct {
 	// apply updates them (expIndex.mu held for writing).
 	ordersMu sync.Mutex
 	orders   []*sortedRuns
+	// stages are the runs' lifecycle stages by ordinal (idxRun.ord); cols
+	// the columns kept (search_index_columns.go), under colsMu as orders.
+	stages []uint8
+	colsMu sync.Mutex
+	cols   []*column
 }
 
 // idxRun is a run as the index holds it. It is never changed: a change of
 // the run replaces it, so a page may keep it after the lock is released.
 type idxRun struct {
 	pk int64
+	// ord is the run's ordinal in its runIndex, set before the runIndex
+	// holds it: the index of its values in the columns.
+	ord int32
 	// run has the run's Info and Data; Inputs and Outputs are left empty.
 	// Data's slices are sorted by key and clipped, so that appending to a
 	// copy never writes into them.
@@ -537,6 +545,7 @@ func (ri *runIndex) apply(pks []int64, loaded map[int64]*idxRun) {
 			changes = append(changes, c)
 		}
 	}
+	ri.renumber(changes)
 	kept := ri.orders[:0]
 	for _, o := range ri.orders {
 		if len(pks) > len(o.entries)/4+64 {
@@ -557,5 +566,11 @@ func (ri *runIndex) size() int64 {
 		n += o.size()
 	}
 	ri.ordersMu.Unlock()
+	n += int64(cap(ri.stages))
+	ri.colsMu.Lock()
+	for _, c := range ri.cols {
+		n += c.size()
+	}
+	ri.colsMu.Unlock()
 	return n
 }

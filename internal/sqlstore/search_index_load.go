@@ -66,6 +66,7 @@ func (ix *searchIndex) loadExperiment(ctx context.Context, e *expIndex) (*runInd
 		for _, r := range ri.runs {
 			ri.runBytes += r.bytes
 		}
+		ri.number()
 		if ri.runBytes > ix.budget {
 			return nil, errTooLarge
 		}

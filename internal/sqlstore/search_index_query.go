@@ -31,6 +31,7 @@ type memQuery struct {
 	exp         int64
 	view        tracking.ViewType
 	clauses     []func(*idxRun) bool
+	comps       []search.Comparison // the clauses, as parsed
 	drivers     []search.Comparison // the clauses a search may start from
 	terms       []sortTerm
 	cursor      []any
@@ -70,6 +71,7 @@ func compileMemQuery(q tracking.RunQuery) (*memQuery, bool, error) {
 		f, can := memClause(c)
 		ok = ok && can
 		mq.clauses = append(mq.clauses, f)
+		mq.comps = append(mq.comps, c)
 		if drives(c) {
 			mq.drivers = append(mq.drivers, c)
 		}
@@ -198,26 +200,6 @@ func floatOp(op search.Op, a, b float64) bool {
 		return a >= b
 	}
 	return false
-}
-
-// match reports whether r passes the view type and the filter.
-func (mq *memQuery) match(r *idxRun) bool {
-	switch mq.view {
-	case tracking.ActiveOnly:
-		if r.run.Info.LifecycleStage != tracking.Active {
-			return false
-		}
-	case tracking.DeletedOnly:
-		if r.run.Info.LifecycleStage != tracking.Deleted {
-			return false
-		}
-	}
-	for _, c := range mq.clauses {
-		if !c(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // metric returns the run's latest value of key, or nil.
@@ -444,6 +426,7 @@ type sortedRuns struct {
 type orderEntry struct {
 	r    *idxRun
 	rank uint8
+	ord  int32 // r.ord, here so that a walk reads no run it skips
 	v    termVal
 }
 
@@ -479,7 +462,7 @@ func newSortedRuns(terms []sortTerm, runs map[int64]*idxRun) *sortedRuns {
 }
 
 func (o *sortedRuns) entry(r *idxRun) orderEntry {
-	e := orderEntry{r: r}
+	e := orderEntry{r: r, ord: r.ord}
 	for _, t := range o.terms[:o.g0-1] {
 		e.rank = e.rank<<1 | uint8(r.term(t.src).i)
 	}
@@ -693,6 +676,7 @@ func (o *sortedRuns) selects(c search.Comparison) (lo, hi int) {
 // order; expIndex.mu is held for reading.
 func (ri *runIndex) find(mq *memQuery) []*idxRun {
 	n := len(ri.runs)
+	match := ri.matcher(mq)
 	var drive *sortedRuns
 	lo, hi := 0, 0
 	share := 1.0
@@ -708,7 +692,7 @@ func (ri *runIndex) find(mq *memQuery) []*idxRun {
 		// Sorted with the values of the first order key computed once.
 		o := newOrder(mq.terms)
 		for _, en := range drive.entries[lo:hi] {
-			if mq.match(en.r) && (mq.cursor == nil || compareCursor(mq.terms, en.r, mq.cursor) > 0) {
+			if match(en.ord, en.r) && (mq.cursor == nil || compareCursor(mq.terms, en.r, mq.cursor) > 0) {
 				o.entries = append(o.entries, o.entry(en.r))
 			}
 		}
@@ -728,7 +712,7 @@ func (ri *runIndex) find(mq *memQuery) []*idxRun {
 	}
 	out := make([]*idxRun, 0, min(mq.max+1, 1024))
 	for _, en := range o.entries[pos:] {
-		if !mq.match(en.r) {
+		if !match(en.ord, en.r) {
 			continue
 		}
 		out = append(out, en.r)

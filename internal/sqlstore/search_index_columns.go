@@ -1,0 +1,304 @@
+package sqlstore
+
+import (
+	"math"
+
+	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/tracking/search"
+)
+
+// A search that walks the runs in its order, or the runs a clause
+// selects, tests thousands of them against its filter. Testing a run by
+// reading it (the idxRun, then its metrics, params or tags array, each
+// somewhere else in a heap of hundreds of megabytes) missed the CPU's
+// caches a few times per run: at 100,000 runs the walk was half of a
+// metric + param search. A column holds one key's values of every run in
+// one array indexed by the run's ordinal in the runIndex (idxRun.ord,
+// orderEntry.ord), so a test reads an array that stays in the cache; the
+// lifecycle stage, which every search but ALL tests, is one always kept.
+// Columns are made when a search first needs one and kept up to date by
+// apply, like the sorted orders.
+
+// maxColumns is the number of columns an experiment's index keeps.
+const maxColumns = 16
+
+// Lifecycle stages by ordinal (runIndex.stages).
+const (
+	stageGone uint8 = iota // no run has the ordinal now
+	stageActive
+	stageDeleted
+	stageOther
+)
+
+func stageOf(r *idxRun) uint8 {
+	switch r.run.Info.LifecycleStage {
+	case tracking.Active:
+		return stageActive
+	case tracking.Deleted:
+		return stageDeleted
+	}
+	return stageOther
+}
+
+type colKey struct {
+	entity search.Entity // Metric, Param or Tag
+	key    string
+}
+
+// column is one key's values of every run of a runIndex, by ordinal.
+type column struct {
+	key colKey
+	// nums, of a metric: the latest value; NaN where the run has none or
+	// its latest value is NaN (every comparison is false for both).
+	nums []float64
+	// ids, of a param or tag: 1 + the value's index in strs; 0: none.
+	ids   []int32
+	strs  []string
+	index map[string]int32
+}
+
+// number gives ri's runs their ordinals; ri is not shared yet.
+func (ri *runIndex) number() {
+	ri.stages = make([]uint8, 0, len(ri.runs))
+	for _, r := range ri.runs {
+		r.ord = int32(len(ri.stages))
+		ri.stages = append(ri.stages, stageOf(r))
+	}
+}
+
+// renumber gives the runs of changes their ordinals: a changed run keeps
+// its own, a new one takes the next. The caller holds expIndex.mu for
+// writing, or owns ri.
+func (ri *runIndex) renumber(changes []runChange) {
+	for _, c := range changes {
+		switch {
+		case c.new != nil && c.old != nil:
+			c.new.ord = c.old.ord
+		case c.new != nil:
+			c.new.ord = int32(len(ri.stages))
+			ri.stages = append(ri.stages, stageGone)
+		}
+		if c.new != nil {
+			ri.stages[c.new.ord] = stageOf(c.new)
+		} else {
+			ri.stages[c.old.ord] = stageGone
+		}
+	}
+	kept := ri.cols[:0]
+	for _, col := range ri.cols {
+		col.grow(len(ri.stages))
+		for _, c := range changes {
+			if c.new != nil {
+				col.set(c.new.ord, c.new)
+			} else {
+				col.set(c.old.ord, nil)
+			}
+		}
+		// A tag whose values keep changing fills the dictionary with
+		// values no run has any more: make the column again when needed.
+		if len(col.strs) <= 2*len(ri.runs)+1024 {
+			kept = append(kept, col)
+		}
+	}
+	clear(ri.cols[len(kept):])
+	ri.cols = kept
+}
+
+// column returns the column of k: kept, or made now and kept. The caller
+// holds expIndex.mu for reading, or owns ri.
+func (ri *runIndex) column(k colKey) *column {
+	ri.colsMu.Lock()
+	defer ri.colsMu.Unlock()
+	for i, c := range ri.cols {
+		if c.key == k {
+			copy(ri.cols[1:i+1], ri.cols[:i])
+			ri.cols[0] = c
+			return c
+		}
+	}
+	c := &column{key: k}
+	if k.entity != search.Metric {
+		c.index = map[string]int32{}
+	}
+	c.grow(len(ri.stages))
+	for _, r := range ri.runs {
+		c.set(r.ord, r)
+	}
+	ri.cols = append([]*column{c}, ri.cols...)
+	if len(ri.cols) > maxColumns {
+		ri.cols[maxColumns] = nil
+		ri.cols = ri.cols[:maxColumns]
+	}
+	return c
+}
+
+// grow makes room for n ordinals.
+func (c *column) grow(n int) {
+	if c.key.entity == search.Metric {
+		for len(c.nums) < n {
+			c.nums = append(c.nums, math.NaN())
+		}
+		return
+	}
+	for len(c.ids) < n {
+		c.ids = append(c.ids, 0)
+	}
+}
+
+// set stores r's value (r nil: none) at ord.
+func (c *column) set(ord int32, r *idxRun) {
+	if c.key.entity == search.Metric {
+		v := math.NaN()
+		if r != nil {
+			if m := r.metric(c.key.key); m != nil {
+				v = m.Value
+			}
+		}
+		c.nums[ord] = v
+		return
+	}
+	var s string
+	ok := false
+	if r != nil {
+		if c.key.entity == search.Param {
+			s, ok = r.param(c.key.key)
+		} else {
+			s, ok = r.tag(c.key.key)
+		}
+	}
+	if !ok {
+		c.ids[ord] = 0
+		return
+	}
+	id, found := c.index[s]
+	if !found {
+		c.strs = append(c.strs, s)
+		id = int32(len(c.strs))
+		c.index[s] = id
+	}
+	c.ids[ord] = id
+}
+
+func (c *column) size() int64 {
+	n := int64(8*cap(c.nums)+4*cap(c.ids)) + 256
+	for _, s := range c.strs {
+		n += int64(len(s)) + 48 // the string, its header and its map entry
+	}
+	return n
+}
+
+// colTest is a clause's test on a run's ordinal.
+type colTest func(ord int32) bool
+
+// columnTest compiles c as memClause does, testing a column; nil when c
+// is not a comparison of a metric, param or tag a column answers.
+func (ri *runIndex) columnTest(c search.Comparison) colTest {
+	switch c.Entity {
+	case search.Metric:
+		x := c.Value.Num
+		if c.Value.Kind != search.Number || math.IsNaN(x) {
+			return nil
+		}
+		nums := ri.column(colKey{search.Metric, c.Key}).nums
+		// NaN (none) fails every comparison but !=, which checks it.
+		switch c.Op {
+		case search.OpEq:
+			return func(o int32) bool { return nums[o] == x }
+		case search.OpNe:
+			return func(o int32) bool { v := nums[o]; return v == v && v != x }
+		case search.OpLt:
+			return func(o int32) bool { return nums[o] < x }
+		case search.OpLe:
+			return func(o int32) bool { return nums[o] <= x }
+		case search.OpGt:
+			return func(o int32) bool { return nums[o] > x }
+		case search.OpGe:
+			return func(o int32) bool { return nums[o] >= x }
+		}
+		return nil
+	case search.Param, search.Tag:
+	default:
+		return nil
+	}
+	switch c.Op {
+	case search.OpIsNull:
+		ids := ri.column(colKey{c.Entity, c.Key}).ids
+		return func(o int32) bool { return ids[o] == 0 }
+	case search.OpIsNotNull:
+		ids := ri.column(colKey{c.Entity, c.Key}).ids
+		return func(o int32) bool { return ids[o] != 0 }
+	case search.OpEq:
+		if c.Value.Kind != search.String {
+			return nil
+		}
+		col := ri.column(colKey{c.Entity, c.Key})
+		want, ids := col.index[c.Value.Str], col.ids
+		if want == 0 {
+			return func(int32) bool { return false }
+		}
+		return func(o int32) bool { return ids[o] == want }
+	}
+	test, ok := stringOp(c)
+	if !ok {
+		return nil
+	}
+	col := ri.column(colKey{c.Entity, c.Key})
+	ids, strs := col.ids, col.strs
+	// Each distinct value is tested once, when a run first has it.
+	memo := make([]uint8, len(strs)+1)
+	return func(o int32) bool {
+		id := ids[o]
+		if id == 0 {
+			return false
+		}
+		m := memo[id]
+		if m == 0 {
+			m = 2
+			if test(strs[id-1]) {
+				m = 1
+			}
+			memo[id] = m
+		}
+		return m == 1
+	}
+}
+
+// matcher returns mq's filter and view type as a test of a run with its
+// ordinal: the clauses a column answers first, the others on the run.
+// The caller holds expIndex.mu for reading, or owns ri; the test is valid
+// while it does.
+func (ri *runIndex) matcher(mq *memQuery) func(ord int32, r *idxRun) bool {
+	var cols []colTest
+	var rest []func(*idxRun) bool
+	for i, c := range mq.comps {
+		if t := ri.columnTest(c); t != nil {
+			cols = append(cols, t)
+		} else {
+			rest = append(rest, mq.clauses[i])
+		}
+	}
+	stages := ri.stages
+	var want uint8 // 0: any stage
+	switch mq.view {
+	case tracking.ActiveOnly:
+		want = stageActive
+	case tracking.DeletedOnly:
+		want = stageDeleted
+	}
+	return func(ord int32, r *idxRun) bool {
+		if want != 0 && stages[ord] != want {
+			return false
+		}
+		for _, t := range cols {
+			if !t(ord) {
+				return false
+			}
+		}
+		for _, f := range rest {
+			if !f(r) {
+				return false
+			}
+		}
+		return true
+	}
+}
