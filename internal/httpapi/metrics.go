@@ -85,25 +85,33 @@ func putEncodeBuffers(parts []*[]byte) {
 const pointsPerPart = 4096
 
 // encodeHistory encodes the points of hb as comma-separated JSON objects,
-// in parts that together form the list, on up to GOMAXPROCS goroutines.
-// The parts come from encodeBuffers.
+// in parts that together form the list (see encodeParts).
 func encodeHistory(key string, hb *tracking.HistoryBuffer) []*[]byte {
 	prefix := wire.HistoryPrefix(key)
-	n := min(runtime.GOMAXPROCS(0), (len(hb.Points)+pointsPerPart-1)/pointsPerPart)
-	parts := make([]*[]byte, max(n, 1))
+	return encodeParts(len(hb.Points), pointsPerPart, func(dst []byte, from, to int) []byte {
+		return wire.AppendHistory(dst, prefix, hb, from, to)
+	})
+}
+
+// encodeParts encodes items [0, n) with enc, which appends items
+// [from, to), in parts that together form the whole, on up to GOMAXPROCS
+// goroutines of at least per items each. The parts come from
+// encodeBuffers.
+func encodeParts(n, per int, enc func(dst []byte, from, to int) []byte) []*[]byte {
+	k := max(1, min(runtime.GOMAXPROCS(0), (n+per-1)/per))
+	parts := make([]*[]byte, k)
 	for i := range parts {
 		parts[i] = encodeBuffers.Get().(*[]byte)
 	}
-	if n <= 1 {
-		*parts[0] = wire.AppendHistory((*parts[0])[:0], prefix, hb, 0, len(hb.Points))
+	if k == 1 {
+		*parts[0] = enc((*parts[0])[:0], 0, n)
 		return parts
 	}
+	size := (n + k - 1) / k
 	var wg sync.WaitGroup
-	per := (len(hb.Points) + n - 1) / n
-	for i := range n {
+	for i := range k {
 		wg.Go(func() {
-			from, to := i*per, min((i+1)*per, len(hb.Points))
-			*parts[i] = wire.AppendHistory((*parts[i])[:0], prefix, hb, from, to)
+			*parts[i] = enc((*parts[i])[:0], min(i*size, n), min((i+1)*size, n))
 		})
 	}
 	wg.Wait()

@@ -6,20 +6,40 @@ import (
 	"github.com/sextant/sextant/internal/tracking"
 )
 
-// appendRuns appends the runs/search response for page. A page of 1,000
+// AppendRuns appends the runs/search response for page. A page of 1,000
 // runs is about a megabyte of JSON; encoding/json spent more time on it,
 // reflecting over Run, than the search that found the runs. The shape
-// is Run's, field for field.
+// is Run's, field for field. It is AppendRunsHead, AppendRunRange over
+// every run, then AppendRunsTail: a server may encode the range in parts.
 func AppendRuns(dst []byte, page tracking.RunPage) []byte {
-	dst = append(dst, '{')
+	dst = AppendRunsHead(dst, page)
+	dst = AppendRunRange(dst, page.Runs, 0, len(page.Runs))
+	return AppendRunsTail(dst, page)
+}
+
+// AppendRunsHead appends what comes before page's runs.
+func AppendRunsHead(dst []byte, page tracking.RunPage) []byte {
 	if len(page.Runs) > 0 {
-		dst = append(dst, `"runs":[`...)
-		for i, r := range page.Runs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendRun(dst, r)
+		return append(dst, `{"runs":[`...)
+	}
+	return append(dst, '{')
+}
+
+// AppendRunRange appends runs[from:to], comma-separated, with a comma
+// first unless from is 0.
+func AppendRunRange(dst []byte, runs []*tracking.Run, from, to int) []byte {
+	for i := from; i < to; i++ {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
+		dst = appendRun(dst, runs[i])
+	}
+	return dst
+}
+
+// AppendRunsTail appends what comes after page's runs.
+func AppendRunsTail(dst []byte, page tracking.RunPage) []byte {
+	if len(page.Runs) > 0 {
 		dst = append(dst, ']')
 	}
 	if page.NextPageToken != "" {
@@ -30,20 +50,6 @@ func AppendRuns(dst []byte, page tracking.RunPage) []byte {
 		dst = AppendString(dst, page.NextPageToken)
 	}
 	return append(dst, '}')
-}
-
-// RunsSizeHint is about the size of AppendRuns' output for page, a little
-// more for most pages, so that a buffer made that large rarely grows (a
-// page of runs with thousands of metrics each is tens of megabytes).
-func RunsSizeHint(page tracking.RunPage) int {
-	n := 1024
-	for _, r := range page.Runs {
-		n += 1024 + 112*len(r.Data.Metrics) + 64*(len(r.Data.Params)+len(r.Data.Tags))
-		for _, t := range r.Data.Tags {
-			n += len(t.Value)
-		}
-	}
-	return n
 }
 
 // appendRun appends one run as Run encodes it.
