@@ -2,6 +2,7 @@ package wire
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -28,6 +29,7 @@ func AppendRunsHead(dst []byte, page tracking.RunPage) []byte {
 // AppendRunRange appends runs[from:to], comma-separated, with a comma
 // first unless from is 0.
 func AppendRunRange(dst []byte, runs []*tracking.Run, from, to int) []byte {
+	touchRuns(runs[from:to])
 	for i := from; i < to; i++ {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -36,6 +38,38 @@ func AppendRunRange(dst []byte, runs []*tracking.Run, from, to int) []byte {
 	}
 	return dst
 }
+
+// touchRuns reads a byte of each string and array that encoding runs
+// reads, for every run first. Those reads depend on nothing but the run,
+// so the CPU waits for their cache misses together; encoding run after
+// run waited for each in turn. The runs of a search come from an index of
+// hundreds of megabytes: a page of 1,000 runs of a 100,000-run
+// experiment encoded four times slower than the same page in the cache.
+func touchRuns(runs []*tracking.Run) {
+	var sum byte
+	first := func(s string) byte {
+		if len(s) > 0 {
+			return s[0]
+		}
+		return 0
+	}
+	for _, r := range runs {
+		sum += first(r.Info.RunID) + first(r.Info.RunName) + first(r.Info.ArtifactURI)
+		for i := range r.Data.Metrics {
+			sum += first(r.Data.Metrics[i].Key)
+		}
+		for i := range r.Data.Params {
+			sum += first(r.Data.Params[i].Value)
+		}
+		for i := range r.Data.Tags {
+			sum += first(r.Data.Tags[i].Value)
+		}
+	}
+	touched.Store(uint32(sum)) // so that the reads are not left out
+}
+
+// touched keeps touchRuns' reads from being compiled away.
+var touched atomic.Uint32
 
 // AppendRunsTail appends what comes after page's runs.
 func AppendRunsTail(dst []byte, page tracking.RunPage) []byte {
