@@ -29,8 +29,10 @@ func AppendRunsHead(dst []byte, page tracking.RunPage) []byte {
 // AppendRunRange appends runs[from:to], comma-separated, with a comma
 // first unless from is 0.
 func AppendRunRange(dst []byte, runs []*tracking.Run, from, to int) []byte {
-	touchRuns(runs[from:to])
 	for i := from; i < to; i++ {
+		if (i-from)%touchGroup == 0 {
+			touchRuns(runs[i:min(i+touchGroup, to)])
+		}
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -38,6 +40,11 @@ func AppendRunRange(dst []byte, runs []*tracking.Run, from, to int) []byte {
 	}
 	return dst
 }
+
+// touchGroup is the number of runs touchRuns reads ahead: enough misses
+// to overlap, few enough that what it reads is still in the cache when
+// they are encoded, even for runs with thousands of metrics.
+const touchGroup = 32
 
 // touchRuns reads a byte of each string and array that encoding runs
 // reads, for every run first. Those reads depend on nothing but the run,
