@@ -443,8 +443,26 @@ func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 
 // runsPerPart is the least number of runs worth a goroutine of their own
 // when a page is encoded (a run is a few microseconds of strings read
-// from all over the heap).
-const runsPerPart = 128
+// from all over the heap), for runs of up to keysPerRun metrics, params
+// and tags; runs with more make a part with fewer (the chart board reads
+// 100 runs of 3,000 metrics each: 24 MB).
+const (
+	runsPerPart = 128
+	keysPerRun  = 16
+)
+
+// runsPerPartOf returns the least number of page's runs worth a part.
+func runsPerPartOf(page tracking.RunPage) int {
+	keys := 0
+	for _, r := range page.Runs {
+		keys += len(r.Data.Metrics) + len(r.Data.Params) + len(r.Data.Tags)
+	}
+	avg := keys / max(1, len(page.Runs))
+	if avg <= keysPerRun {
+		return runsPerPart
+	}
+	return max(1, runsPerPart*keysPerRun/avg)
+}
 
 // writeRuns writes page as runs/search answers it, encoded in parts on
 // the idle cores into pooled buffers: a page of 1,000 runs is a megabyte,
@@ -452,7 +470,7 @@ const runsPerPart = 128
 // megabytes that the collector marks every cycle) allocating it on every
 // search made garbage collection a fifth of the search.
 func writeRuns(w http.ResponseWriter, page tracking.RunPage) error {
-	parts := encodeParts(len(page.Runs), runsPerPart, func(dst []byte, from, to int) []byte {
+	parts := encodeParts(len(page.Runs), runsPerPartOf(page), func(dst []byte, from, to int) []byte {
 		return wire.AppendRunRange(dst, page.Runs, from, to)
 	})
 	defer putEncodeBuffers(parts)
