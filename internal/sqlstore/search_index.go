@@ -389,7 +389,7 @@ func (ix *searchIndex) startLoadLocked(e *expIndex) {
 		defer ix.wg.Done()
 		defer close(done)
 		t0 := time.Now()
-		next, err := ix.catchUp(ix.ctx, e)
+		runs, err := ix.catchUp(ix.ctx, e)
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
 		e.loading = nil
@@ -407,18 +407,21 @@ func (ix *searchIndex) startLoadLocked(e *expIndex) {
 			}
 			ix.dropLocked(e)
 		default:
-			ix.log.Debug("runs search index: loaded", "experiment_id", e.id, "runs", len(next.runs), "bytes", e.bytes.Load(), "took", time.Since(t0))
+			ix.log.Debug("runs search index: loaded", "experiment_id", e.id, "runs", runs, "bytes", e.bytes.Load(), "took", time.Since(t0))
 			ix.accountLocked(e)
 		}
 	}()
 }
 
-// catchUp brings e up to date (see startLoadLocked) and returns its runs.
-func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (*runIndex, error) {
+// catchUp brings e up to date (see startLoadLocked) and returns the
+// number of its runs, counted under e.mu: searches apply changes to them.
+func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (int, error) {
 	e.mu.RLock()
 	cur := e.cur
 	var terms [][]sortTerm
+	n := 0 // cur's runs, counted under the lock: a search may apply changes to cur
 	if cur != nil {
+		n = len(cur.runs)
 		cur.ordersMu.Lock()
 		for _, o := range cur.orders {
 			terms = append(terms, o.terms)
@@ -427,9 +430,9 @@ func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (*runIndex, err
 	}
 	e.mu.RUnlock()
 	if cur != nil {
-		ok, err := ix.refresh(ctx, e, ix.bigLimit(len(cur.runs)))
+		ok, err := ix.refresh(ctx, e, ix.bigLimit(n))
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		if ok {
 			// Sort again the orders that applying dropped, so that
@@ -439,37 +442,38 @@ func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (*runIndex, err
 				e.cur.order(ts)
 			}
 			e.bytes.Store(e.cur.size())
-			cur = e.cur
+			n = len(e.cur.runs)
 			e.mu.RUnlock()
-			return cur, nil
+			return n, nil
 		}
 	}
 	next, err := ix.loadExperiment(ctx, e)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	for _, ts := range terms {
 		next.order(ts)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return 0, err
 		}
 		if b := next.size(); b > ix.budget {
-			return nil, errTooLarge
+			return 0, errTooLarge
 		}
 		e.mu.Lock()
 		if e.cur == nil || e.cur.applied <= next.applied {
 			e.cur = next
 			e.bytes.Store(next.size())
+			n = len(next.runs)
 			e.mu.Unlock()
-			return next, nil
+			return n, nil
 		}
 		e.mu.Unlock()
 		// A search applied newer changes to the old runs meanwhile.
 		ch, err := ix.changesSince(ctx, e, next.applied, math.MaxInt32)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		next.apply(ch.pks, ch.runs)
 		next.applied = max(next.applied, ch.seq)
