@@ -171,7 +171,7 @@ func (s *Server) logMetric(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	m, err := req.MetricIn.Domain("")
+	m, err := req.MetricIn.Domain("", 0)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 		Tags:    make([]tracking.Tag, len(req.Tags)),
 	}
 	for i := range req.Metrics {
-		m, err := req.Metrics[i].Domain(indexed("metrics", i))
+		m, err := req.Metrics[i].Domain("metrics", i)
 		if err != nil {
 			return err
 		}

@@ -222,7 +222,13 @@ func TestErrors(t *testing.T) {
 		"BadFilter":         {"POST", "/api/2.0/mlflow/runs/search", `{"experiment_ids":["0"],"filter":"metrics.x <"}`, "", 400, "INVALID_PARAMETER_VALUE", "position"},
 		"BadViewType":       {"POST", "/api/2.0/mlflow/runs/search", `{"experiment_ids":["0"],"run_view_type":"SOME"}`, "", 400, "INVALID_PARAMETER_VALUE", "ACTIVE_ONLY"},
 		"Duplicate":         {"POST", "/api/2.0/mlflow/experiments/create", `{"name":"Default"}`, "", 400, "RESOURCE_ALREADY_EXISTS", "Default"},
-		"BatchTooBig":       {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","params":[` + strings.TrimSuffix(strings.Repeat(`{"key":"k","value":"v"},`, 101), ",") + `]}`, "", 400, "RESOURCE_LIMIT_EXCEEDED", "100 params"},
+		// A batch names the point at fault; a key checked for one point is
+		// not taken as checked for a different key after it.
+		"BatchMissingTimestamp": {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a","value":2}]}`, "", 400, "INVALID_PARAMETER_VALUE", "'metrics[1].timestamp'"},
+		"BatchNegativeStep":     {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a","value":1,"timestamp":1},{"key":"a","value":1,"timestamp":1,"step":-3}]}`, "", 400, "INVALID_PARAMETER_VALUE", "metrics[2] 'a': step -3 is negative"},
+		"BatchBadSecondKey":     {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a","value":1,"timestamp":2},{"key":"a/../b","value":1,"timestamp":1}]}`, "", 400, "INVALID_PARAMETER_VALUE", "'a/../b'"},
+		"BatchBadKeyRepeated":   {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a b!","value":1,"timestamp":1},{"key":"a b!","value":1,"timestamp":2}]}`, "", 400, "INVALID_PARAMETER_VALUE", "'a b!'"},
+		"BatchTooBig":           {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","params":[` + strings.TrimSuffix(strings.Repeat(`{"key":"k","value":"v"},`, 101), ",") + `]}`, "", 400, "RESOURCE_LIMIT_EXCEEDED", "100 params"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -419,10 +419,13 @@ func (s *Service) LogBatch(ctx context.Context, runID string, b Batch) error {
 	case len(b.Metrics)+len(b.Params)+len(b.Tags) > l.BatchTotal:
 		return errs.Errorf(errs.LimitExceeded, "limit exceeded: A batch logging request can contain at most %d metrics, params and tags in total. Got %d", l.BatchTotal, len(b.Metrics)+len(b.Params)+len(b.Tags))
 	}
-	for i, m := range b.Metrics {
-		if err := l.validateMetric(m, i); err != nil {
+	checkedKey := ""
+	for i := range b.Metrics {
+		m := &b.Metrics[i]
+		if err := l.validateMetric(m, i, m.Key != "" && m.Key == checkedKey); err != nil {
 			return err
 		}
+		checkedKey = m.Key
 	}
 	seen := make(map[string]string, len(b.Params))
 	for _, p := range b.Params {
@@ -474,7 +477,7 @@ func (s *Service) LogMetric(ctx context.Context, runID string, m Metric) error {
 	if err := ValidateRunID(runID); err != nil {
 		return err
 	}
-	if err := s.limits.validateMetric(m, -1); err != nil {
+	if err := s.limits.validateMetric(&m, -1, false); err != nil {
 		return err
 	}
 	return s.store.LogBatch(ctx, runID, Batch{Metrics: []Metric{m}})

@@ -99,26 +99,33 @@ func idShape(id string, n int) bool {
 	return true
 }
 
-// validateMetric checks one metric point.
-func (l Limits) validateMetric(m Metric, i int) error {
-	where := "metric"
-	if i >= 0 {
-		where = fmt.Sprintf("metrics[%d]", i)
+// validateMetric checks one metric point; i is its index in a batch, or -1.
+// keyChecked says m.Key already passed ValidateKey (a batch repeats a few
+// keys a thousand times). The message's prefix is made only for an error:
+// this runs for every point of every log-batch.
+func (l Limits) validateMetric(m *Metric, i int, keyChecked bool) error {
+	if !keyChecked {
+		if err := ValidateKey("metric", m.Key, l.KeyLength); err != nil {
+			return err
+		}
 	}
-	if err := ValidateKey("metric", m.Key, l.KeyLength); err != nil {
-		return err
+	where := func() string {
+		if i < 0 {
+			return "metric"
+		}
+		return fmt.Sprintf("metrics[%d]", i)
 	}
 	if m.Step < 0 {
-		return invalidf("%s '%s': step %d is negative; steps must be between 0 and %d", where, m.Key, m.Step, l.MaxStep)
+		return invalidf("%s '%s': step %d is negative; steps must be between 0 and %d", where(), m.Key, m.Step, l.MaxStep)
 	}
 	if m.Step > l.MaxStep {
-		return invalidf("%s '%s': step %d exceeds the largest accepted step %d", where, m.Key, m.Step, l.MaxStep)
+		return invalidf("%s '%s': step %d exceeds the largest accepted step %d", where(), m.Key, m.Step, l.MaxStep)
 	}
 	if m.TimestampMs < 0 {
-		return invalidf("%s '%s': timestamp %d is negative; timestamps are milliseconds since the Unix epoch", where, m.Key, m.TimestampMs)
+		return invalidf("%s '%s': timestamp %d is negative; timestamps are milliseconds since the Unix epoch", where(), m.Key, m.TimestampMs)
 	}
 	if len(m.DatasetName) > 500 || len(m.DatasetDigest) > 36 || len(m.ModelID) > 256 {
-		return invalidf("%s '%s': dataset_name (at most 500), dataset_digest (at most 36) or model_id (at most 256) is too long", where, m.Key)
+		return invalidf("%s '%s': dataset_name (at most 500), dataset_digest (at most 36) or model_id (at most 256) is too long", where(), m.Key)
 	}
 	// NaN and ±Inf are valid values: MLflow stores them.
 	return nil

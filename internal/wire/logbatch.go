@@ -29,16 +29,25 @@ type MetricIn struct {
 }
 
 // Domain returns the metric as tracking has it, or errs.Invalid naming
-// the missing field (prefixed with field, such as "metrics[3].").
-func (m *MetricIn) Domain(field string) (tracking.Metric, error) {
-	if m.Key == "" {
-		return tracking.Metric{}, invalid("Missing value for required parameter '%skey'", field)
+// the missing field, prefixed with list[i]. ("metrics[3].") when list is
+// not empty. The prefix is made only for an error: a log-batch converts a
+// thousand metrics.
+func (m *MetricIn) Domain(list string, i int) (tracking.Metric, error) {
+	missing := ""
+	switch {
+	case m.Key == "":
+		missing = "key"
+	case !m.Value.Set:
+		missing = "value"
+	case !m.Timestamp.Set:
+		missing = "timestamp"
 	}
-	if !m.Value.Set {
-		return tracking.Metric{}, invalid("Missing value for required parameter '%svalue'", field)
-	}
-	if !m.Timestamp.Set {
-		return tracking.Metric{}, invalid("Missing value for required parameter '%stimestamp'", field)
+	if missing != "" {
+		prefix := ""
+		if list != "" {
+			prefix = list + "[" + strconv.Itoa(i) + "]."
+		}
+		return tracking.Metric{}, invalid("Missing value for required parameter '%s%s'", prefix, missing)
 	}
 	return tracking.Metric{
 		Key:   m.Key,
