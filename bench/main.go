@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -77,6 +78,7 @@ func main() {
 	flag.IntVar(&c.bytesPoints, "bytes-points", 2_000_000, "reads: points per series in the bytes-per-point part")
 	flag.IntVar(&c.readsRounds, "reads-rounds", 15, "reads: timed rounds per measurement (peers at most 5)")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
+	cpuProfile := flag.String("cpuprofile", "", "write the benchmark process's own CPU profile (the load generator's) to this file")
 	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|gpu|logs|replicas|all ... (all: every one but replicas and reads)")
@@ -88,6 +90,17 @@ func main() {
 		os.Exit(2)
 	}
 	c.serverArgs = strings.Fields(*serverArgs)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	c.command = strings.Join(os.Args, " ")
 	switch *db {
 	case "sqlite":

@@ -29,6 +29,12 @@ func invalid(format string, args ...any) error {
 // readBody reads a JSON request body, enforcing the size limit and UTF-8.
 // An empty body reads as "{}", as in MLflow.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return s.readBodyInto(w, r, new(bytes.Buffer))
+}
+
+// readBodyInto is readBody reading into buf, which must be empty; the body
+// returned is buf's bytes, or a copy of them.
+func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -38,7 +44,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	// A body of known length is read into one buffer of its size (a
 	// log-batch is about 80 KB: io.ReadAll would grow and copy it eight
 	// times). MinRead more, so the read that finds the end does not grow it.
-	var buf bytes.Buffer
 	if n := r.ContentLength; n > 0 && n <= s.opts.MaxBodyBytes {
 		buf.Grow(int(n) + bytes.MinRead)
 	}

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
@@ -263,16 +266,19 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
-	body, err := s.readBody(w, r)
+	sc := logBatchPool.Get().(*logBatchScratch)
+	defer sc.release()
+	body, err := s.readBodyInto(w, r, &sc.body)
 	if err != nil {
 		return err
 	}
-	var req wire.LogBatchRequest
-	if err := wire.DecodeLogBatch(body, &req); err != nil {
+	req := &sc.req
+	if err := wire.DecodeLogBatch(body, req); err != nil {
 		return err
 	}
+	sc.metrics = slices.Grow(sc.metrics[:0], len(req.Metrics))[:len(req.Metrics)]
 	b := tracking.Batch{
-		Metrics: make([]tracking.Metric, len(req.Metrics)),
+		Metrics: sc.metrics,
 		Params:  make([]tracking.Param, len(req.Params)),
 		Tags:    make([]tracking.Tag, len(req.Tags)),
 	}
@@ -329,6 +335,36 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeRaw(w, emptyObject)
+}
+
+// logBatchScratch is the memory a log-batch request needs besides what it
+// stores: its body, the decoded request and the converted metrics, about
+// 300 KB for 1,000 metrics. Hundreds of requests a second allocated,
+// zeroed and collected them (a fifth of the server's CPU under ingestion);
+// the pool keeps them. Nothing of them outlives the request: the parser
+// copies every string out of the body, and the store copies the points
+// before it returns (it returns once its write is done).
+type logBatchScratch struct {
+	body    bytes.Buffer
+	req     wire.LogBatchRequest
+	metrics []tracking.Metric
+}
+
+var logBatchPool = sync.Pool{New: func() any { return new(logBatchScratch) }}
+
+// logBatchScratchMax bounds what goes back to the pool: a rare huge body
+// (the limit is configurable) is left to the collector.
+const logBatchScratchMax = 4 << 20
+
+func (sc *logBatchScratch) release() {
+	if sc.body.Cap() > logBatchScratchMax {
+		return
+	}
+	sc.body.Reset()
+	sc.req = wire.LogBatchRequest{Metrics: sc.req.Metrics[:0]}
+	clear(sc.metrics) // drop the strings it points to
+	sc.metrics = sc.metrics[:0]
+	logBatchPool.Put(sc)
 }
 
 func indexed(field string, i int) string {

@@ -35,7 +35,10 @@ type slice struct {
 
 // prepareSlices groups a request's metrics by (key, context), sorts and
 // dedups each group and encodes it, with a sketch when it has sketchMin
-// points or more.
+// points or more. The groups' points share one array, cut to each group's
+// count (counted first): growing a slice per group cost a tenth of the
+// request's allocations. A batch lists a key's points together, so a point
+// is compared with the previous point's group before the map is asked.
 func prepareSlices(ms []tracking.Metric, sketchMin int) ([]*slice, error) {
 	if len(ms) == 0 {
 		return nil, nil
@@ -44,17 +47,39 @@ func prepareSlices(ms []tracking.Metric, sketchMin int) ([]*slice, error) {
 		key string
 		ctx tracking.MetricContext
 	}
-	idx := make(map[gk]*slice, 16)
-	var out []*slice
-	for _, m := range ms {
-		k := gk{m.Key, m.MetricContext}
-		sl := idx[k]
-		if sl == nil {
-			sl = &slice{key: m.Key, ctx: m.MetricContext}
-			idx[k] = sl
-			out = append(out, sl)
+	idx := make(map[gk]int, 16)
+	var (
+		out    []*slice
+		counts []int
+		group  = make([]int32, len(ms))
+		last   = -1
+	)
+	for i := range ms {
+		m := &ms[i]
+		g := last
+		if g < 0 || m.Key != out[g].key || m.MetricContext != out[g].ctx {
+			k := gk{m.Key, m.MetricContext}
+			var ok bool
+			if g, ok = idx[k]; !ok {
+				g = len(out)
+				idx[k] = g
+				out = append(out, &slice{key: m.Key, ctx: m.MetricContext})
+				counts = append(counts, 0)
+			}
+			last = g
 		}
-		sl.pts = append(sl.pts, m.Point)
+		group[i] = int32(g)
+		counts[g]++
+	}
+	pts := make([]metrics.Point, len(ms))
+	off := 0
+	for g, sl := range out {
+		sl.pts = pts[off : off : off+counts[g]]
+		off += counts[g]
+	}
+	for i := range ms {
+		sl := out[group[i]]
+		sl.pts = append(sl.pts, ms[i].Point)
 	}
 	for _, sl := range out {
 		if err := sl.encode(sketchMin); err != nil {

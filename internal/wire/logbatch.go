@@ -74,7 +74,8 @@ type KVIn struct {
 // malformed JSON) falls back to the strict general decoder, which also
 // writes the error messages. The fuzz test FuzzDecodeLogBatch checks that
 // the two agree whenever the fast path succeeds. body must be valid UTF-8
-// (httpapi's readBody checks).
+// (httpapi's readBody checks). req must be zero but for a Metrics slice
+// with capacity to reuse.
 func DecodeLogBatch(body []byte, req *LogBatchRequest) error {
 	p := batchParser{b: body}
 	if p.parse(req) {
@@ -278,7 +279,10 @@ func (p *batchParser) parse(req *LogBatchRequest) bool {
 			if !once(1) {
 				return false
 			}
-			req.Metrics = make([]MetricIn, 0, 1024)
+			if cap(req.Metrics) < 1024 {
+				req.Metrics = make([]MetricIn, 0, 1024)
+			}
+			req.Metrics = req.Metrics[:0] // a caller's pooled slice is reused
 			ok = p.array(func() bool {
 				req.Metrics = append(req.Metrics, MetricIn{})
 				return p.metric(&req.Metrics[len(req.Metrics)-1])

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -144,6 +145,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("MetricHistory", func(t *testing.T) { testMetricHistory(t, newEnv(t, open, limits)) })
 	t.Run("DuplicatePoints", func(t *testing.T) { testDuplicatePoints(t, newEnv(t, open, limits)) })
 	t.Run("MetricContext", func(t *testing.T) { testMetricContext(t, newEnv(t, open, limits)) })
+	t.Run("InterleavedBatch", func(t *testing.T) { testInterleavedBatch(t, newEnv(t, open, limits)) })
 	t.Run("BulkInterval", func(t *testing.T) { testBulkInterval(t, newEnv(t, open, limits)) })
 	t.Run("SampledReads", func(t *testing.T) { testSampledReads(t, open) })
 	t.Run("HistoryPagesInsideChunks", func(t *testing.T) { testHistoryPagesInsideChunks(t, newEnv(t, open, limits)) })
@@ -604,6 +606,51 @@ func testMetricContext(t *testing.T, e *env) {
 	e.mustLog(id, tracking.Batch{Metrics: []tracking.Metric{again}})
 	if h := e.history(id, "acc", 0); len(h) != 2 {
 		t.Fatalf("re-linked point stored twice: %+v", h)
+	}
+}
+
+// testInterleavedBatch logs batches whose keys and contexts alternate in
+// every pattern (runs of one key, a key back after others, a context on
+// some points of a key) with steps out of order: each point lands in its
+// own key's history, with its context, whatever its neighbours.
+func testInterleavedBatch(t *testing.T, e *env) {
+	id := e.mustRun("0", "interleaved").Info.RunID
+	keys := []string{"a", "b", "c"}
+	want := map[string][]tracking.HistoryPoint{}
+	rng := rand.New(rand.NewPCG(7, 11))
+	step := int64(0)
+	for range 3 {
+		batch := make([]tracking.Metric, 0, 1000)
+		for len(batch) < 1000 {
+			key := keys[rng.IntN(len(keys))]
+			for n := 1 + rng.IntN(4); n > 0 && len(batch) < 1000; n-- { // runs of one key
+				m := metric(key, step, 1_700_000_000_000+step, float64(step)/3)
+				step++
+				var ctx *tracking.MetricContext
+				if rng.IntN(5) == 0 {
+					m.ModelID = "m-1"
+					ctx = &tracking.MetricContext{ModelID: "m-1"}
+				}
+				batch = append(batch, m)
+				want[key] = append(want[key], tracking.HistoryPoint{Point: m.Point, Context: ctx})
+			}
+		}
+		rng.Shuffle(len(batch)/2, func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+		e.mustLog(id, tracking.Batch{Metrics: batch})
+	}
+	for _, key := range keys {
+		got := e.history(id, key, 0)
+		w := want[key]
+		slices.SortFunc(w, func(a, b tracking.HistoryPoint) int { return int(a.Step - b.Step) })
+		if len(got) != len(w) {
+			t.Fatalf("%s: %d points, want %d", key, len(got), len(w))
+		}
+		for i := range got {
+			g := got[i]
+			if !metrics.Equal(g.Point, w[i].Point) || (g.Context == nil) != (w[i].Context == nil) || (g.Context != nil && g.Context.ModelID != w[i].Context.ModelID) {
+				t.Fatalf("%s: point %d = %+v %+v, want %+v %+v", key, i, g.Point, g.Context, w[i].Point, w[i].Context)
+			}
+		}
 	}
 }
 
