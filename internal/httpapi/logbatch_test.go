@@ -57,7 +57,7 @@ func TestLogBatchConcurrentRequests(t *testing.T) {
 			key := fmt.Sprintf("c%d/k%d", c, k)
 			r := do(t, s, "GET", "/api/2.0/mlflow/metrics/get-history?run_id="+runs[c]+"&metric_key="+key+"&max_results=25000", nil)
 			pts, _ := r.body["metrics"].([]any)
-			want := batches * ((perBatch-k+2)/3) // i%3 == k of each batch
+			want := batches * ((perBatch - k + 2) / 3) // i%3 == k of each batch
 			if r.status != 200 || len(pts) != want {
 				t.Fatalf("%s: %d, %d points, want %d", key, r.status, len(pts), want)
 			}
