@@ -506,6 +506,28 @@ func (c *client) postRaw(ctx context.Context, path string, body []byte) ([]byte,
 	return b, nil
 }
 
+// postDiscard sends a POST and reads the whole answer without keeping it:
+// a timed round's client cost then does not grow with the answer the way
+// io.ReadAll's growing and copying does (0.3-0.5 ms of a 860 KB page of
+// 1,000 runs here), for every server alike.
+func (c *client) postDiscard(ctx context.Context, path string, body []byte) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return 0, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+	return io.Copy(io.Discard, resp.Body)
+}
+
 func truncateBytes(b []byte, n int) string {
 	if len(b) > n {
 		return string(b[:n]) + "..."
