@@ -44,8 +44,10 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes
 	// A body of known length is read into one buffer of its size (a
 	// log-batch is about 80 KB: io.ReadAll would grow and copy it eight
 	// times). MinRead more, so the read that finds the end does not grow it.
+	// Not more than 1 MiB ahead of the bytes themselves: a declared length
+	// alone must not make the server hold memory.
 	if n := r.ContentLength; n > 0 && n <= s.opts.MaxBodyBytes {
-		buf.Grow(int(n) + bytes.MinRead)
+		buf.Grow(int(min(n, 1<<20)) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	body := buf.Bytes()
