@@ -64,6 +64,11 @@ const DefaultSearchIndexBytes = 256 << 20
 // budget is searched with SQL before the index tries it again.
 const searchIndexRetry = 10 * time.Minute
 
+// memoShare is the share of the index's budget (1/memoShare) that the
+// JSON kept of one experiment's runs may take: they are a cache, and must
+// not make the budget drop an experiment whose runs fit.
+const memoShare = 8
+
 // inlineMax is the number of changed runs a search applies itself, some
 // 20 ms of reads; more are applied in the background
 // (searchIndex.inlineMax).
@@ -147,6 +152,9 @@ type runIndex struct {
 	stages []uint8
 	colsMu sync.Mutex
 	cols   []*column
+	// memo counts the bytes the runs' memos keep (tracking.Memo): each
+	// run's JSON once a search returned it, up to memoShare of the budget.
+	memo *tracking.MemoBytes
 }
 
 // idxRun is a run as the index holds it. It is never changed: a change of
@@ -538,6 +546,7 @@ func (ri *runIndex) apply(pks []int64, loaded map[int64]*idxRun) {
 	for _, pk := range pks {
 		c := runChange{old: ri.runs[pk], new: loaded[pk]}
 		if c.old != nil {
+			c.old.run.Memo.Retire()
 			ri.runBytes -= c.old.bytes
 			delete(ri.runs, pk)
 		}
@@ -564,7 +573,7 @@ func (ri *runIndex) apply(pks []int64, loaded map[int64]*idxRun) {
 
 // size is the estimate of ri's bytes.
 func (ri *runIndex) size() int64 {
-	n := int64(expOverhead) + ri.runBytes
+	n := int64(expOverhead) + ri.runBytes + ri.memo.Used()
 	ri.ordersMu.Lock()
 	for _, o := range ri.orders {
 		n += o.size()

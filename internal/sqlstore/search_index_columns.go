@@ -61,6 +61,7 @@ type column struct {
 func (ri *runIndex) number() {
 	ri.stages = make([]uint8, 0, len(ri.runs))
 	for _, r := range ri.runs {
+		r.run.Memo = tracking.NewMemo(ri.memo)
 		r.ord = int32(len(ri.stages))
 		ri.stages = append(ri.stages, stageOf(r))
 	}
@@ -79,6 +80,7 @@ func (ri *runIndex) renumber(changes []runChange) {
 			ri.stages = append(ri.stages, stageGone)
 		}
 		if c.new != nil {
+			c.new.run.Memo = tracking.NewMemo(ri.memo)
 			ri.stages[c.new.ord] = stageOf(c.new)
 		} else {
 			ri.stages[c.old.ord] = stageGone

@@ -53,7 +53,7 @@ func (ix *searchIndex) loadExperiment(ctx context.Context, e *expIndex) (*runInd
 		if ch == nil {
 			continue
 		}
-		ri := &runIndex{runs: make(map[int64]*idxRun, len(runs)), applied: max(ch.seq, seq)}
+		ri := &runIndex{runs: make(map[int64]*idxRun, len(runs)), applied: max(ch.seq, seq), memo: tracking.NewMemoBytes(ix.budget / memoShare)}
 		for _, r := range runs {
 			ri.runs[r.pk] = r
 		}

@@ -785,6 +785,8 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (trackin
 		runs[i] = r.run
 		page.Runs[i] = &runs[i]
 		if r.io {
+			// The copy gets its inputs and outputs: the JSON kept lacks them.
+			runs[i].Memo = nil
 			ioArgs = append(ioArgs, r.pk)
 			byPK[r.pk] = &runs[i]
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/sextant/sextant/internal/sqlstore"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // indexEnv is a SQLite store whose searches wait for the search index, with
@@ -70,9 +71,17 @@ func (e *indexEnv) query(exps []string, filter string, orderBy []string, view tr
 func pageText(p tracking.RunPage) string {
 	var b strings.Builder
 	for _, r := range p.Runs {
-		fmt.Fprintf(&b, "%+v\n", *r)
+		c := *r
+		c.Memo = nil
+		fmt.Fprintf(&b, "%+v\n", c)
 	}
-	fmt.Fprintf(&b, "token %q", p.NextPageToken)
+	fmt.Fprintf(&b, "token %q\n", p.NextPageToken)
+	// The JSON too, encoded twice: the index's runs keep theirs once
+	// encoded (tracking.Memo), and must never answer with a stale one.
+	b.Write(wire.AppendRuns(nil, p))
+	if j := wire.AppendRuns(nil, p); !strings.HasSuffix(b.String(), string(j)) {
+		fmt.Fprintf(&b, "\nencoded again: %s", j)
+	}
 	return b.String()
 }
 
@@ -541,6 +550,37 @@ func TestSearchIndexBudget(t *testing.T) {
 		}
 		if used := e.s.SearchIndexBytes(); used > 250<<10 || used < 100<<10 {
 			t.Fatalf("the index holds %d bytes", used)
+		}
+	})
+	t.Run("MemosCounted", func(t *testing.T) {
+		// The JSON each run keeps once encoded counts in the budget, and
+		// stops counting when the run changes.
+		e := newIndexEnv(t, sqlstore.Options{}, 11)
+		exp := e.experiment("memo")
+		fill(e, exp, 50)
+		q := e.query([]string{exp}, "", []string{"metrics.loss"}, tracking.ActiveOnly, 50, "")
+		search := func() tracking.RunPage {
+			t.Helper()
+			p, err := e.s.Tracking().SearchRuns(e.ctx, q)
+			e.must(err)
+			return p
+		}
+		p := search()
+		b0 := e.s.SearchIndexBytes()
+		kept := 0
+		for _, r := range p.Runs {
+			kept += len(wire.AppendRuns(nil, tracking.RunPage{Runs: []*tracking.Run{r}})) - len(`{"runs":[]}`)
+		}
+		p = search()
+		if b1 := e.s.SearchIndexBytes(); b1-b0 != int64(kept) {
+			t.Fatalf("the index holds %d bytes more after its runs were encoded (%d bytes of JSON)", b1-b0, kept)
+		}
+		for _, r := range p.Runs {
+			e.must(e.svc.SetTag(e.ctx, r.Info.RunID, tracking.Tag{Key: "t", Value: "v"}))
+		}
+		search()
+		if b2 := e.s.SearchIndexBytes(); b2-b0 > int64(kept)/2 {
+			t.Fatalf("the index holds %d bytes more after its runs changed (%d bytes of JSON before)", b2-b0, kept)
 		}
 	})
 	t.Run("Off", func(t *testing.T) {

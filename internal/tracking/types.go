@@ -169,6 +169,9 @@ type Run struct {
 	Data    RunData
 	Inputs  RunInputs
 	Outputs RunOutputs
+	// Memo, when set, keeps this run's JSON once encoded (see Memo); the
+	// run must then not be changed.
+	Memo *Memo
 }
 
 // RunInputs are the datasets and models a run used.

@@ -71,3 +71,47 @@ func TestAppendRuns(t *testing.T) {
 func metricPoint(step, ts int64, v float64) metrics.Point {
 	return metrics.Point{Step: step, TimestampMs: ts, Value: v}
 }
+
+// TestAppendRunsMemo checks that a run with a memo is encoded once, the
+// same as without, and answered from the memo after; a retired memo keeps
+// nothing.
+func TestAppendRunsMemo(t *testing.T) {
+	run := func(m *tracking.Memo) *tracking.Run {
+		return &tracking.Run{
+			Info: tracking.RunInfo{RunID: "ab", RunName: "n\"x", ExperimentID: "1", Status: tracking.StatusFinished, StartTimeMs: 5, LifecycleStage: tracking.Active},
+			Data: tracking.RunData{Metrics: []tracking.Metric{{Key: "loss", Point: metricPoint(1, 2, 0.1)}}, Params: []tracking.Param{{Key: "lr", Value: "0.1"}}},
+			Memo: m,
+		}
+	}
+	want := AppendRuns(nil, tracking.RunPage{Runs: []*tracking.Run{run(nil), run(nil)}})
+	held := tracking.NewMemoBytes(1 << 20)
+	m := tracking.NewMemo(held)
+	page := tracking.RunPage{Runs: []*tracking.Run{run(m), run(nil)}}
+	for range 2 {
+		if got := AppendRuns(nil, page); string(got) != string(want) {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	}
+	one := len(AppendRuns(nil, tracking.RunPage{Runs: []*tracking.Run{run(nil)}})) - len(`{"runs":[]}`)
+	if held.Used() != int64(one) || len(m.Load()) != one {
+		t.Fatalf("memo keeps %d bytes, counted %d; a run is %d", len(m.Load()), held.Used(), one)
+	}
+	// What the memo keeps is what is sent.
+	m2 := tracking.NewMemo(nil)
+	m2.Store([]byte(`{"kept":1}`))
+	if got := AppendRuns(nil, tracking.RunPage{Runs: []*tracking.Run{run(m2)}}); string(got) != `{"runs":[{"kept":1}]}` {
+		t.Fatalf("got %s", got)
+	}
+	// Over the holder's bound, a memo keeps nothing.
+	small := tracking.NewMemo(tracking.NewMemoBytes(int64(one - 1)))
+	if got := AppendRuns(nil, tracking.RunPage{Runs: []*tracking.Run{run(small)}}); small.Load() != nil || string(got) != `{"runs":[`+string(m.Load())+`]}` {
+		t.Fatalf("over the bound: got %s, memo %q", got, small.Load())
+	}
+	m.Retire()
+	if held.Used() != 0 || m.Load() != nil {
+		t.Fatalf("a retired memo keeps %d bytes, counted %d", len(m.Load()), held.Used())
+	}
+	if got := AppendRuns(nil, page); string(got) != string(want) || m.Load() != nil {
+		t.Fatalf("after retiring: got %s, memo %q", got, m.Load())
+	}
+}
