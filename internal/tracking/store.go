@@ -83,10 +83,10 @@ type RunStore interface {
 	LogInputs(ctx context.Context, runID string, datasets []DatasetInput, models []ModelInput) error
 	// LogOutputs records models produced by an active run.
 	LogOutputs(ctx context.Context, runID string, models []ModelOutput) error
-	// SearchRuns returns one page of runs with their data. The runs are
-	// the caller's, but their Data slices may be shared with the store's
-	// caches and with other callers: read them, or replace a slice, never
-	// change one in place.
+	// SearchRuns returns one page of runs with their data. The runs may
+	// be the store's own (SQLite's search index), shared with other
+	// callers: read them, never change them; copy one (and drop its Memo)
+	// to change it.
 	SearchRuns(ctx context.Context, q RunQuery) (RunPage, error)
 }
 
