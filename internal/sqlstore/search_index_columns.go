@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
@@ -269,12 +270,19 @@ func (ri *runIndex) columnTest(c search.Comparison) colTest {
 // ordinal: the clauses a column answers first, the others on the run.
 // The caller holds expIndex.mu for reading, or owns ri; the test is valid
 // while it does.
-func (ri *runIndex) matcher(mq *memQuery) func(ord int32, r *idxRun) bool {
+func (ri *runIndex) matcher(mq *memQuery) (match func(ord int32, r *idxRun) bool, touch func([]orderEntry)) {
 	var cols []colTest
 	var rest []func(*idxRun) bool
+	var nums [][]float64
+	var ids [][]int32
 	for i, c := range mq.comps {
 		if t := ri.columnTest(c); t != nil {
 			cols = append(cols, t)
+			if col := ri.column(colKey{c.Entity, c.Key}); col.nums != nil {
+				nums = append(nums, col.nums)
+			} else {
+				ids = append(ids, col.ids)
+			}
 		} else {
 			rest = append(rest, mq.clauses[i])
 		}
@@ -287,7 +295,26 @@ func (ri *runIndex) matcher(mq *memQuery) func(ord int32, r *idxRun) bool {
 	case tracking.DeletedOnly:
 		want = stageDeleted
 	}
-	return func(ord int32, r *idxRun) bool {
+	// touch reads the columns' values of a block of runs before they are
+	// tested: the reads depend on nothing but the ordinals, so the CPU
+	// waits for their cache misses together, where testing run after run
+	// (each test a branch on the last) waited for each in turn. A walk of
+	// 8,000 runs of 100,000 spent most of its time in those misses.
+	touch = func(es []orderEntry) {
+		var sum uint64
+		for i := range es {
+			o := es[i].ord
+			sum += uint64(stages[o])
+			for _, n := range nums {
+				sum += math.Float64bits(n[o])
+			}
+			for _, d := range ids {
+				sum += uint64(d[o])
+			}
+		}
+		touchedCols.Store(sum)
+	}
+	match = func(ord int32, r *idxRun) bool {
 		if want != 0 && stages[ord] != want {
 			return false
 		}
@@ -303,4 +330,8 @@ func (ri *runIndex) matcher(mq *memQuery) func(ord int32, r *idxRun) bool {
 		}
 		return true
 	}
+	return match, touch
 }
+
+// touchedCols keeps matcher's reads from being compiled away.
+var touchedCols atomic.Uint64

@@ -672,6 +672,9 @@ func (o *sortedRuns) selects(c search.Comparison) (lo, hi int) {
 	return sort.Search(end, func(i int) bool { return es[i].v.s >= x }), sort.Search(end, func(i int) bool { return es[i].v.s > x })
 }
 
+// walkBlock is the number of runs a walk reads ahead (matcher's touch).
+const walkBlock = 64
+
 // entryCost is the cost of a run that passes a driven search, in tests
 // of a run against a column: its sort values are read from the run (its
 // struct and its metrics, params or tags, cache misses each in a large
@@ -695,7 +698,7 @@ func driveCheaper(driven, n, max int, share float64) bool {
 // order; expIndex.mu is held for reading.
 func (ri *runIndex) find(mq *memQuery) []*idxRun {
 	n := len(ri.runs)
-	match := ri.matcher(mq)
+	match, touch := ri.matcher(mq)
 	var drive *sortedRuns
 	lo, hi := 0, 0
 	share := 1.0
@@ -730,13 +733,19 @@ func (ri *runIndex) find(mq *memQuery) []*idxRun {
 		})
 	}
 	out := make([]*idxRun, 0, min(mq.max+1, 1024))
-	for _, en := range o.entries[pos:] {
-		if !match(en.ord, en.r) {
-			continue
-		}
-		out = append(out, en.r)
-		if len(out) > mq.max {
-			break
+	walk := o.entries[pos:]
+	for len(walk) > 0 && len(out) <= mq.max {
+		blk := walk[:min(walkBlock, len(walk))]
+		walk = walk[len(blk):]
+		touch(blk)
+		for _, en := range blk {
+			if !match(en.ord, en.r) {
+				continue
+			}
+			out = append(out, en.r)
+			if len(out) > mq.max {
+				break
+			}
 		}
 	}
 	return out
