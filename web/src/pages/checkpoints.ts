@@ -10,8 +10,10 @@
 // whether they are complete (DCP writes .metadata last). Each links into
 // the volume browser; the snippet loads or resumes from the newest
 // complete one. Every value, the error text included, is set as text.
+// While the run runs, the tab lists saves as they begin and land.
 
 import { ApiError, get, request, Run, SX } from '../api';
+import { config } from '../config';
 import { h, link, Scope } from '../dom';
 import { checkpointRows, CkptRow, fmtMs, RunEvent, stateText } from '../lib/checkpoints';
 import { fmtBytes, fmtTime } from '../lib/format';
@@ -103,14 +105,37 @@ function stateCell(td: HTMLTableCellElement, r: CkptRow): void {
 export function checkpointsView(run: Run, scope: Scope): HTMLElement {
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading checkpoints…'));
   const el = h('section', { class: 'checkpoints' }, h('h2', null, 'Checkpoints'), body);
-  runCheckpointEvents(run.info.run_id)
-    .catch(() => [] as RunEvent[]) // a server without run events: the tags alone
-    .then((events) => {
-      if (scope.disposed) return;
+  // The events as last shown: a running job's tab reads them again every
+  // runPollMs and shows them anew when they changed (a save began, landed
+  // or failed), each time in a scope of its own so that the last showing's
+  // directory reads stop.
+  let shown: string | undefined;
+  let showing = new Scope();
+  scope.add(() => showing.dispose());
+  let busy = false;
+  const load = async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const events = await runCheckpointEvents(run.info.run_id).catch(() => [] as RunEvent[]); // a server without run events: the tags alone
+      const sig = JSON.stringify(events);
+      if (scope.disposed || sig === shown) return;
+      shown = sig;
+      showing.dispose();
+      showing = new Scope();
       const { rows, loads } = checkpointRows(events, run.data.tags, run.info.status);
       el.firstElementChild!.textContent = rows.length ? `Checkpoints (${rows.length})` : 'Checkpoints';
-      body.replaceChildren(...render(run, rows, loads, scope));
-    });
+      body.replaceChildren(...render(run, rows, loads, showing));
+    } finally {
+      busy = false;
+    }
+  };
+  void load();
+  if (run.info.status === 'RUNNING') {
+    scope.interval(() => {
+      if (document.visibilityState === 'visible') void load();
+    }, config.runPollMs);
+  }
   return el;
 }
 

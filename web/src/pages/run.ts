@@ -281,7 +281,9 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       run = r;
       renderHead(r);
       if (first) showTab(tab);
-      else if (statusChanged && tab === 'overview') showTab(tab);
+      // A run that ended: its overview, and its checkpoints (a save still
+      // open is then cut off), as they stand now.
+      else if (statusChanged && (tab === 'overview' || tab === 'checkpoints')) showTab(tab);
     } catch (e) {
       if (first) content.replaceChildren(errorBox(e));
     }

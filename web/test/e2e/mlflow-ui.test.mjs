@@ -508,4 +508,28 @@ describe('checkpoints', () => {
     await noXSS();
     assert.equal(await page.locator('main script').count(), 0, 'injected HTML was rendered');
   });
+
+  test('a running run lists its saves as they begin and land, without a reload', async () => {
+    const { run: r } = await srv.api('POST', '/api/2.0/mlflow/runs/create', { experiment_id: ids.experiment, start_time: Date.now(), run_name: 'live-ckpt' });
+    const id = r.info.run_id;
+    const now = Date.now();
+    const save = (step, extra) => srv.api('POST', '/api/2.0/sextant/events/append', { run_id: id, events: [
+      { kind: 'checkpoint_save', key: 'ckpt-save:live-' + step, time_ms: now + step, step,
+        ...extra, checkpoint: { path: `${ckpt}/live_${step}`, mode: 'thread', staging: 'copy', ranks: 1, bytes: 2 ** 20, blocked_ms: 40, ...extra.checkpoint } },
+    ] });
+    await page.goto(`${srv.url}/runs/${id}?tab=checkpoints&run_poll_ms=250`);
+    await page.waitForSelector('.checkpoints p.empty');
+    await save(7, { open: true, checkpoint: { outcome: 'writing' } });
+    await page.waitForSelector('[data-testid=checkpoints] tr[data-step="7"][data-state="writing"]');
+    assert.equal(await page.textContent('.checkpoints h2'), 'Checkpoints (1)');
+    // The save fails; another begins.
+    await save(7, { end_ms: now + 900, checkpoint: { outcome: 'failed', error: 'disk full' } });
+    await save(8, { open: true, checkpoint: { outcome: 'writing' } });
+    await page.waitForSelector('[data-testid=checkpoints] tr[data-step="7"][data-state="failed"]');
+    await page.waitForSelector('[data-testid=checkpoints] tr[data-step="8"][data-state="writing"]');
+    assert.equal(await page.textContent('[data-testid=checkpoints] tr[data-step="7"] .ckpt-err-text'), 'disk full');
+    // The run ends with the save still open: it was cut off.
+    await srv.api('POST', '/api/2.0/mlflow/runs/update', { run_id: id, status: 'KILLED', end_time: Date.now() });
+    await page.waitForSelector('[data-testid=checkpoints] tr[data-step="8"][data-state="incomplete"]');
+  });
 });
