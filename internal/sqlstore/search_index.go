@@ -114,6 +114,8 @@ type searchIndex struct {
 	// memory and sql count the searches answered each way; loads the
 	// background loads started, builds the full builds among them.
 	memory, sql, loads, builds atomic.Int64
+	// plans counts the index's searches by the plan that found their page.
+	plans [3]atomic.Int64
 }
 
 // expIndex is the index of one experiment.
@@ -426,13 +428,17 @@ func (ix *searchIndex) startLoadLocked(e *expIndex) {
 func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (int, error) {
 	e.mu.RLock()
 	cur := e.cur
-	var terms [][]sortTerm
+	type kept struct {
+		terms []sortTerm
+		lead  int
+	}
+	var orders []kept
 	n := 0 // cur's runs, counted under the lock: a search may apply changes to cur
 	if cur != nil {
 		n = len(cur.runs)
 		cur.ordersMu.Lock()
 		for _, o := range cur.orders {
-			terms = append(terms, o.terms)
+			orders = append(orders, kept{o.terms, o.lead})
 		}
 		cur.ordersMu.Unlock()
 	}
@@ -446,8 +452,8 @@ func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (int, error) {
 			// Sort again the orders that applying dropped, so that
 			// searches find them sorted.
 			e.mu.RLock()
-			for _, ts := range terms {
-				e.cur.order(ts)
+			for _, o := range orders {
+				e.cur.orderLed(o.terms, o.lead)
 			}
 			e.bytes.Store(e.cur.size())
 			n = len(e.cur.runs)
@@ -459,8 +465,8 @@ func (ix *searchIndex) catchUp(ctx context.Context, e *expIndex) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, ts := range terms {
-		next.order(ts)
+	for _, o := range orders {
+		next.orderLed(o.terms, o.lead)
 	}
 	for {
 		if err := ctx.Err(); err != nil {

@@ -44,6 +44,17 @@ func (s *Store) SearchIndexCounts() (memory, sql, loads int64) {
 	return s.index.memory.Load(), s.index.sql.Load(), s.index.loads.Load()
 }
 
+// SearchIndexPlans returns the number of the index's searches that walked
+// the runs in order, sorted the runs a clause selects, and walked a led
+// order.
+func (s *Store) SearchIndexPlans() (walk, drive, led int64) {
+	if s.index == nil {
+		return 0, 0, 0
+	}
+	p := &s.index.plans
+	return p[planWalk].Load(), p[planDrive].Load(), p[planLed].Load()
+}
+
 // SearchIndexBuilds returns the number of full builds of experiments the
 // search index made.
 func (s *Store) SearchIndexBuilds() int64 { return s.index.builds.Load() }

@@ -417,9 +417,13 @@ func compareCursor(terms []sortTerm, r *idxRun, cursor []any) int {
 // (the terms up to the first value term: its flags, packed into rank, and
 // its value), so that sorting rarely evaluates a term.
 type sortedRuns struct {
-	sig     string
-	terms   []sortTerm
-	g0      int // the number of terms in the first order key
+	sig   string
+	terms []sortTerm
+	g0    int // the number of terms in the first order key
+	// lead, when not 0, is the number of leading terms that are a param's
+	// or a tag's (ledOrder): the order was sorted, and is sorted again, by
+	// taking the runs of the order of the other terms in turn.
+	lead    int
 	entries []orderEntry
 }
 
@@ -586,6 +590,25 @@ const maxOrders = 12
 // order returns the runs sorted by terms: kept, or sorted now and kept.
 // The caller holds expIndex.mu for reading, or owns ri.
 func (ri *runIndex) order(terms []sortTerm) *sortedRuns {
+	return ri.orderLed(terms, 0)
+}
+
+// kept returns the order of terms if it is kept, else nil.
+func (ri *runIndex) kept(terms []sortTerm) *sortedRuns {
+	sig := orderSig(terms)
+	ri.ordersMu.Lock()
+	defer ri.ordersMu.Unlock()
+	for _, o := range ri.orders {
+		if o.sig == sig {
+			return o
+		}
+	}
+	return nil
+}
+
+// orderLed is order, sorting terms whose first lead terms are a param's
+// or tag's (missing, value) with newLedOrder.
+func (ri *runIndex) orderLed(terms []sortTerm, lead int) *sortedRuns {
 	sig := orderSig(terms)
 	find := func() *sortedRuns {
 		for i, o := range ri.orders {
@@ -603,7 +626,11 @@ func (ri *runIndex) order(terms []sortTerm) *sortedRuns {
 	if o != nil {
 		return o
 	}
-	o = newSortedRuns(terms, ri.runs)
+	if lead > 0 {
+		o = ri.newLedOrder(terms, lead)
+	} else {
+		o = newSortedRuns(terms, ri.runs)
+	}
 	ri.ordersMu.Lock()
 	defer ri.ordersMu.Unlock()
 	if x := find(); x != nil {
@@ -684,24 +711,65 @@ const walkBlock = 64
 // ms walking 8,000 runs in order instead (reads benchmark).
 const entryCost = 8
 
-// driveCheaper reports whether starting from the driven runs a clause
-// selects beats walking the n runs in order, share being the estimated
-// share of the runs that pass every clause: the walk tests about
-// (max+1)/share runs, the driven search tests the driven runs and sorts
-// those of them that pass (about share*n).
-func driveCheaper(driven, n, max int, share float64) bool {
-	walk := min(float64(n), float64(max+1)/math.Max(share, 1e-12))
-	return float64(driven)+entryCost*share*float64(n) < walk
+// plan is the way a search finds its page.
+type plan int
+
+const (
+	planWalk  plan = iota // walk the runs in the search's order
+	planDrive             // sort the runs a clause selects that pass
+	planLed               // walk the runs an equality selects, in a led order
+)
+
+// walkCost is the number of runs a walk of n runs tests to fill a page
+// of max+1 when a share of them passes.
+func walkCost(n, max int, share float64) float64 {
+	return min(float64(n), float64(max+1)/math.Max(share, 1e-12))
+}
+
+// choosePlan chooses between walking the n runs in order, starting from
+// the driven runs a clause selects (the fewest; -1: no clause drives), and
+// walking the led runs an equality on a param or a tag selects in its led
+// order (search_index_led.go; -1: none), share being the estimated share of
+// the runs that pass every clause. The walk tests about (max+1)/share
+// runs; the driven search tests the driven runs and sorts those that pass
+// (about share*n); the led walk tests the led runs' share of the walk's,
+// and needs its order: kept, it is taken whenever it tests fewest runs; not
+// kept, sorting it is worth it in place of a walk that tests at least
+// twice as many runs (sorting the walk's order costs as much), not in
+// place of a driven search, which sorts only what passes.
+func choosePlan(n, max int, share float64, driven, led int, ledKept bool) plan {
+	walk := walkCost(n, max, share)
+	drive, ledc := math.Inf(1), math.Inf(1)
+	if driven >= 0 {
+		drive = float64(driven) + entryCost*share*float64(n)
+	}
+	if led == 0 {
+		ledc = 0
+	} else if led > 0 {
+		ledc = walkCost(led, max, min(1, share*float64(n)/float64(led)))
+	}
+	switch {
+	case ledKept && ledc < min(walk, drive):
+		return planLed
+	case drive < walk:
+		return planDrive
+	case 2*ledc < walk:
+		return planLed
+	}
+	return planWalk
 }
 
 // find returns up to mq.max+1 runs of the page after mq's cursor, in
-// order; expIndex.mu is held for reading.
-func (ri *runIndex) find(mq *memQuery) []*idxRun {
+// order, and the plan that found them; expIndex.mu is held for reading.
+func (ri *runIndex) find(mq *memQuery) ([]*idxRun, plan) {
 	n := len(ri.runs)
 	match, touch := ri.matcher(mq)
 	var drive *sortedRuns
 	lo, hi := 0, 0
 	share := 1.0
+	var led []sortTerm // the led order's terms
+	var ledBy search.Comparison
+	ledN, ledLead := -1, 0
 	for _, c := range mq.drivers {
 		o := ri.driverOrder(c)
 		l, h := o.selects(c)
@@ -709,8 +777,19 @@ func (ri *runIndex) find(mq *memQuery) []*idxRun {
 		if drive == nil || h-l < hi-lo {
 			drive, lo, hi = o, l, h
 		}
+		if c.Entity != search.Metric && (ledN < 0 || h-l < ledN) {
+			if ts, lead := ledTerms(c, mq.terms); ts != nil {
+				led, ledBy, ledN, ledLead = ts, c, h-l, lead
+			}
+		}
 	}
-	if drive != nil && driveCheaper(hi-lo, n, mq.max, share) {
+	driven := -1
+	if drive != nil {
+		driven = hi - lo
+	}
+	p := choosePlan(n, mq.max, share, driven, ledN, led != nil && ri.kept(led) != nil)
+	switch p {
+	case planDrive:
 		// Sorted with the values of the first order key computed once.
 		o := newOrder(mq.terms)
 		for _, en := range drive.entries[lo:hi] {
@@ -723,20 +802,28 @@ func (ri *runIndex) find(mq *memQuery) []*idxRun {
 		for i := range out {
 			out[i] = o.entries[i].r
 		}
-		return out
+		return out, p
+	case planLed:
+		o := ri.orderLed(led, ledLead)
+		l, h := o.selects(ledBy)
+		return walkPage(o.entries[l:h], mq, match, touch), p
 	}
-	o := ri.order(mq.terms)
-	pos := 0
+	return walkPage(ri.order(mq.terms).entries, mq, match, touch), p
+}
+
+// walkPage returns up to mq.max+1 runs of es, which are in mq's order,
+// that are after mq's cursor and pass match.
+func walkPage(es []orderEntry, mq *memQuery, match func(int32, *idxRun) bool, touch func([]orderEntry)) []*idxRun {
 	if mq.cursor != nil {
-		pos = sort.Search(len(o.entries), func(i int) bool {
-			return compareCursor(o.terms, o.entries[i].r, mq.cursor) > 0
+		pos := sort.Search(len(es), func(i int) bool {
+			return compareCursor(mq.terms, es[i].r, mq.cursor) > 0
 		})
+		es = es[pos:]
 	}
 	out := make([]*idxRun, 0, min(mq.max+1, 1024))
-	walk := o.entries[pos:]
-	for len(walk) > 0 && len(out) <= mq.max {
-		blk := walk[:min(walkBlock, len(walk))]
-		walk = walk[len(blk):]
+	for len(es) > 0 && len(out) <= mq.max {
+		blk := es[:min(walkBlock, len(es))]
+		es = es[len(blk):]
 		touch(blk)
 		for _, en := range blk {
 			if !match(en.ord, en.r) {
@@ -788,7 +875,8 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (trackin
 		}
 	}
 	e.mu.RLock()
-	found := e.cur.find(mq)
+	found, p := e.cur.find(mq)
+	ix.plans[p].Add(1)
 	// Orders sorted for this search count too.
 	e.bytes.Store(e.cur.size())
 	e.mu.RUnlock()

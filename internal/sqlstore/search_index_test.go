@@ -339,7 +339,89 @@ func TestSearchIndexMatchesSQL(t *testing.T) {
 				})
 			}
 			memory, sql, loads := e.s.SearchIndexCounts()
-			t.Logf("%d runs; searches: %d from the index, %d with SQL; %d loads, %d full builds", len(runs), memory, sql, loads, e.s.SearchIndexBuilds())
+			walk, drive, led := e.s.SearchIndexPlans()
+			t.Logf("%d runs; searches: %d from the index (%d walks, %d driven, %d led), %d with SQL; %d loads, %d full builds",
+				len(runs), memory, walk, drive, led, sql, loads, e.s.SearchIndexBuilds())
+			if walk == 0 || drive == 0 || led == 0 {
+				t.Errorf("a plan was never taken: %d walks, %d driven, %d led", walk, drive, led)
+			}
+		})
+	}
+}
+
+// TestSearchIndexLedOrder checks searches whose page is found by walking
+// a led order (an equality on a param or a tag, then the search's order):
+// enough runs that the plan is taken, tags that move runs from one value
+// to another, metrics, deletions and new runs between the pages, with the
+// changes applied by the search or by a catch-up (a new copy of the runs,
+// which sorts the led order again).
+func TestSearchIndexLedOrder(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inline=%t", inline), func(t *testing.T) {
+			e := newIndexEnv(t, sqlstore.Options{}, 23)
+			if !inline {
+				e.s.SetSearchIndexInline(0)
+			}
+			exp := e.experiment("led")
+			rng := e.rng
+			var runs []string
+			newRun := func() {
+				r, err := e.svc.CreateRun(e.ctx, tracking.CreateRunRequest{ExperimentID: exp, StartTimeMs: pick(rng, startTimes)})
+				e.must(err)
+				runs = append(runs, r.Info.RunID)
+				b := tracking.Batch{Metrics: []tracking.Metric{{Key: "loss", Point: metricPoint(rng)}}}
+				if rng.IntN(8) > 0 {
+					b.Params = []tracking.Param{{Key: "lr", Value: pick(rng, []string{"a", "b", "c", "d"})}}
+				}
+				if rng.IntN(8) > 0 {
+					b.Tags = []tracking.Tag{{Key: "team", Value: pick(rng, []string{"x", "y", "z"})}}
+				}
+				e.must(e.svc.LogBatch(e.ctx, r.Info.RunID, b))
+			}
+			for range 300 {
+				newRun()
+			}
+			write := func() {
+				id := pick(rng, runs)
+				var err error
+				switch rng.IntN(6) {
+				case 0:
+					newRun()
+				case 1, 2:
+					err = e.svc.SetTag(e.ctx, id, tracking.Tag{Key: "team", Value: pick(rng, []string{"x", "y", "z"})})
+				case 3:
+					err = e.svc.LogMetric(e.ctx, id, tracking.Metric{Key: "loss", Point: metricPoint(rng)})
+				case 4:
+					err = e.svc.DeleteRun(e.ctx, id)
+				case 5:
+					err = e.svc.DeleteTag(e.ctx, id, "team")
+				}
+				if err != nil && errs.CodeOf(err) == errs.Internal {
+					t.Fatal(err) // not a deleted run or a missing tag
+				}
+			}
+			filters := []string{
+				"params.lr = 'b' AND metrics.loss < 0.5",
+				"tags.team = 'y' AND metrics.loss >= 0",
+				"params.lr = 'a' AND tags.team = 'x'",
+				"params.lr = 'c'",
+				"tags.team = 'z' AND attributes.status = 'RUNNING'",
+			}
+			_, _, led0 := e.s.SearchIndexPlans()
+			for round := range 30 {
+				order := []string{pick(rng, []string{"metrics.loss", "metrics.loss DESC", "attributes.start_time", "tags.team DESC", "params.lr"})}
+				q := e.query([]string{exp}, filters[round%len(filters)], order, pick(rng, []tracking.ViewType{tracking.ActiveOnly, tracking.AllViews}), 1+rng.IntN(5), "")
+				e.sameAllPages(q, true, func() {
+					for range rng.IntN(3) {
+						write()
+					}
+				})
+			}
+			walk, drive, led := e.s.SearchIndexPlans()
+			t.Logf("%d runs; %d walks, %d driven, %d led", len(runs), walk, drive, led-led0)
+			if led-led0 < 100 {
+				t.Fatalf("%d searches walked a led order, want most of them", led-led0)
+			}
 		})
 	}
 }
