@@ -421,8 +421,9 @@ type sortedRuns struct {
 	terms []sortTerm
 	g0    int // the number of terms in the first order key
 	// lead, when not 0, is the number of leading terms that are a param's
-	// or a tag's (ledOrder): the order was sorted, and is sorted again, by
-	// taking the runs of the order of the other terms in turn.
+	// or a tag's (search_index_led.go): the order was sorted, and is
+	// sorted again, by taking the runs of the order of the other terms in
+	// turn.
 	lead    int
 	entries []orderEntry
 }
