@@ -267,15 +267,19 @@ func (ri *runIndex) columnTest(c search.Comparison) colTest {
 }
 
 // matcher returns mq's filter and view type as a test of a run with its
-// ordinal: the clauses a column answers first, the others on the run.
+// ordinal: the clauses a column answers first, the others on the run; the
+// clause of index skip (-1: none) is left out, every run tested passing it.
 // The caller holds expIndex.mu for reading, or owns ri; the test is valid
 // while it does.
-func (ri *runIndex) matcher(mq *memQuery) (match func(ord int32, r *idxRun) bool, touch func([]orderEntry)) {
+func (ri *runIndex) matcher(mq *memQuery, skip int) (match func(ord int32, r *idxRun) bool, touch func([]orderEntry)) {
 	var cols []colTest
 	var rest []func(*idxRun) bool
 	var nums [][]float64
 	var ids [][]int32
 	for i, c := range mq.comps {
+		if i == skip {
+			continue
+		}
 		if t := ri.columnTest(c); t != nil {
 			cols = append(cols, t)
 			if col := ri.column(colKey{c.Entity, c.Key}); col.nums != nil {

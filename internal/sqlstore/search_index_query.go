@@ -32,7 +32,7 @@ type memQuery struct {
 	view        tracking.ViewType
 	clauses     []func(*idxRun) bool
 	comps       []search.Comparison // the clauses, as parsed
-	drivers     []search.Comparison // the clauses a search may start from
+	drivers     []int               // the clauses a search may start from, by index
 	terms       []sortTerm
 	cursor      []any
 	fingerprint string
@@ -73,7 +73,7 @@ func compileMemQuery(q tracking.RunQuery) (*memQuery, bool, error) {
 		mq.clauses = append(mq.clauses, f)
 		mq.comps = append(mq.comps, c)
 		if drives(c) {
-			mq.drivers = append(mq.drivers, c)
+			mq.drivers = append(mq.drivers, len(mq.comps)-1)
 		}
 	}
 	_, _, terms, err := runOrder(q.OrderBy)
@@ -437,11 +437,15 @@ type orderEntry struct {
 
 // orderSig identifies a list of sort terms by what they compute.
 func orderSig(terms []sortTerm) string {
-	var b strings.Builder
+	b := make([]byte, 0, 32*len(terms))
 	for _, t := range terms {
-		fmt.Fprintf(&b, "%d %q %d %d %t;", t.src.entity, t.src.key, t.src.part, t.kind, t.desc)
+		b = strconv.AppendInt(b, int64(t.src.entity), 10)
+		b = strconv.AppendQuote(append(b, ' '), t.src.key)
+		b = strconv.AppendInt(append(b, ' '), int64(t.src.part), 10)
+		b = strconv.AppendInt(append(b, ' '), int64(t.kind), 10)
+		b = append(strconv.AppendBool(append(b, ' '), t.desc), ';')
 	}
-	return b.String()
+	return string(b)
 }
 
 // newOrder returns an empty order of terms.
@@ -764,14 +768,13 @@ func choosePlan(n, max int, share float64, driven, led int, ledKept bool) plan {
 // order, and the plan that found them; expIndex.mu is held for reading.
 func (ri *runIndex) find(mq *memQuery) ([]*idxRun, plan) {
 	n := len(ri.runs)
-	match, touch := ri.matcher(mq)
 	var drive *sortedRuns
 	lo, hi := 0, 0
 	share := 1.0
 	var led []sortTerm // the led order's terms
-	var ledBy search.Comparison
-	ledN, ledLead := -1, 0
-	for _, c := range mq.drivers {
+	ledBy, ledN, ledLead := -1, -1, 0
+	for _, i := range mq.drivers {
+		c := mq.comps[i]
 		o := ri.driverOrder(c)
 		l, h := o.selects(c)
 		share *= float64(h-l) / float64(max(n, 1))
@@ -780,7 +783,7 @@ func (ri *runIndex) find(mq *memQuery) ([]*idxRun, plan) {
 		}
 		if c.Entity != search.Metric && (ledN < 0 || h-l < ledN) {
 			if ts, lead := ledTerms(c, mq.terms); ts != nil {
-				led, ledBy, ledN, ledLead = ts, c, h-l, lead
+				led, ledBy, ledN, ledLead = ts, i, h-l, lead
 			}
 		}
 	}
@@ -789,6 +792,11 @@ func (ri *runIndex) find(mq *memQuery) ([]*idxRun, plan) {
 		driven = hi - lo
 	}
 	p := choosePlan(n, mq.max, share, driven, ledN, led != nil && ri.kept(led) != nil)
+	if p != planLed {
+		ledBy = -1
+	}
+	// The runs of a led range all pass the equality that selects them.
+	match, touch := ri.matcher(mq, ledBy)
 	switch p {
 	case planDrive:
 		// Sorted with the values of the first order key computed once.
@@ -806,7 +814,7 @@ func (ri *runIndex) find(mq *memQuery) ([]*idxRun, plan) {
 		return out, p
 	case planLed:
 		o := ri.orderLed(led, ledLead)
-		l, h := o.selects(ledBy)
+		l, h := o.selects(mq.comps[ledBy])
 		return walkPage(o.entries[l:h], mq, match, touch), p
 	}
 	return walkPage(ri.order(mq.terms).entries, mq, match, touch), p

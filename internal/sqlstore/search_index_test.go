@@ -376,6 +376,12 @@ func TestSearchIndexLedOrder(t *testing.T) {
 				if rng.IntN(8) > 0 {
 					b.Tags = []tracking.Tag{{Key: "team", Value: pick(rng, []string{"x", "y", "z"})}}
 				}
+				// Nine runs in ten have opt=adam: an equality most runs pass.
+				opt := "adam"
+				if rng.IntN(10) == 0 {
+					opt = "sgd"
+				}
+				b.Params = append(b.Params, tracking.Param{Key: "opt", Value: opt})
 				e.must(e.svc.LogBatch(e.ctx, r.Info.RunID, b))
 			}
 			for range 300 {
@@ -406,11 +412,20 @@ func TestSearchIndexLedOrder(t *testing.T) {
 				"params.lr = 'a' AND tags.team = 'x'",
 				"params.lr = 'c'",
 				"tags.team = 'z' AND attributes.status = 'RUNNING'",
+				// With a page of 1,000: a walk of every run (the equality
+				// does not halve it), and a driven search (few runs pass).
+				"params.opt = 'adam' AND metrics.loss < 0.5",
+				"params.opt = 'sgd'",
 			}
 			_, _, led0 := e.s.SearchIndexPlans()
-			for round := range 30 {
+			for round := range 42 {
 				order := []string{pick(rng, []string{"metrics.loss", "metrics.loss DESC", "attributes.start_time", "tags.team DESC", "params.lr"})}
-				q := e.query([]string{exp}, filters[round%len(filters)], order, pick(rng, []tracking.ViewType{tracking.ActiveOnly, tracking.AllViews}), 1+rng.IntN(5), "")
+				f := filters[round%len(filters)]
+				max := 1 + rng.IntN(5)
+				if strings.HasPrefix(f, "params.opt") {
+					max = 1000
+				}
+				q := e.query([]string{exp}, f, order, pick(rng, []tracking.ViewType{tracking.ActiveOnly, tracking.AllViews}), max, "")
 				e.sameAllPages(q, true, func() {
 					for range rng.IntN(3) {
 						write()
@@ -419,8 +434,8 @@ func TestSearchIndexLedOrder(t *testing.T) {
 			}
 			walk, drive, led := e.s.SearchIndexPlans()
 			t.Logf("%d runs; %d walks, %d driven, %d led", len(runs), walk, drive, led-led0)
-			if led-led0 < 100 {
-				t.Fatalf("%d searches walked a led order, want most of them", led-led0)
+			if led-led0 < 100 || walk == 0 || drive == 0 {
+				t.Fatalf("%d walks, %d driven, %d led: want most led, and some of each", walk, drive, led-led0)
 			}
 		})
 	}
