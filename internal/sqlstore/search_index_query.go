@@ -674,9 +674,18 @@ func drives(c search.Comparison) bool {
 }
 
 // driverOrder returns the runs sorted by c's key, ascending.
+//
+// A param's or a tag's has few values for many runs: sorting it compared
+// the runs of one value by start time and run ID, reading both runs each
+// time (300 ms at 100,000 runs with four values, the first search after a
+// restart). It is the led order of the key over the runs in start-time
+// order, which sorts by an integer nearly always.
 func (ri *runIndex) driverOrder(c search.Comparison) *sortedRuns {
 	_, _, terms, _ := runOrder([]search.OrderKey{{Entity: c.Entity, Key: c.Key}})
-	return ri.order(terms)
+	if c.Entity == search.Metric {
+		return ri.order(terms)
+	}
+	return ri.orderLed(terms, 2)
 }
 
 // selects returns the range of o's entries that clause c selects: those
