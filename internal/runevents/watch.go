@@ -98,6 +98,12 @@ type WatchOptions struct {
 	// StallFor is how long a run may go without metrics, output or events
 	// before it is stalled; 0 means 15 minutes, negative turns it off.
 	StallFor time.Duration
+	// AbandonedAfter: a run first seen silent this long is taken for
+	// abandoned, not stalled (a job killed without ending its run, or a
+	// run imported from another server, which stay RUNNING for ever), and
+	// is not alerted on until it moves again; 0 means the larger of a day
+	// and four times StallFor, negative never.
+	AbandonedAfter time.Duration
 	// Every is the time between two looks; 0 means 30 s.
 	Every time.Duration
 	// Leader reports whether this replica runs the watcher now (it holds
@@ -128,6 +134,9 @@ type Watcher struct {
 	// flagged are the runs this watcher opened spans on, to close them
 	// when the run stops running.
 	flagged map[string]RunActivity
+	// abandoned are the runs taken for abandoned, with the time of their
+	// last activity then, so that each is logged once.
+	abandoned map[string]int64
 }
 
 // NewWatcher returns a watcher that records its findings through events.
@@ -144,7 +153,11 @@ func NewWatcher(events *Service, activity Activity, opts WatchOptions) *Watcher 
 	if opts.Every <= 0 {
 		opts.Every = 30 * time.Second
 	}
-	w := &Watcher{events: events, activity: activity, opts: opts, now: opts.Now, log: opts.Logger, flagged: map[string]RunActivity{}}
+	if opts.AbandonedAfter == 0 {
+		opts.AbandonedAfter = max(24*time.Hour, 4*opts.StallFor)
+	}
+	w := &Watcher{events: events, activity: activity, opts: opts, now: opts.Now, log: opts.Logger,
+		flagged: map[string]RunActivity{}, abandoned: map[string]int64{}}
 	if w.now == nil {
 		w.now = time.Now
 	}
@@ -198,6 +211,11 @@ func (w *Watcher) Tick(ctx context.Context) error {
 	}
 	// Runs that ended (or were deleted) with a span open: it ends now.
 	w.mu.Lock()
+	for id := range w.abandoned {
+		if !running[id] {
+			delete(w.abandoned, id)
+		}
+	}
 	var gone []RunActivity
 	for id, r := range w.flagged {
 		if !running[id] {
@@ -301,6 +319,17 @@ func (w *Watcher) checkStalled(ctx context.Context, r *RunActivity, now int64) e
 		return nil
 	}
 	if now-last < w.opts.StallFor.Milliseconds() {
+		return nil
+	}
+	if a := w.opts.AbandonedAfter; a > 0 && now-last >= a.Milliseconds() {
+		w.mu.Lock()
+		seen, ok := w.abandoned[r.RunID]
+		w.abandoned[r.RunID] = last
+		w.mu.Unlock()
+		if !ok || seen != last {
+			w.log.Info("running run silent too long: taken for abandoned, not alerted on until it moves again",
+				"run_id", r.RunID, "silent_for", dur(now-last))
+		}
 		return nil
 	}
 	ev := Event{

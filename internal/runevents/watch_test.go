@@ -159,3 +159,52 @@ func TestWatcherIdleAndStalled(t *testing.T) {
 		t.Fatalf("a replica without the lease watched: %+v", st)
 	}
 }
+
+// TestWatcherAbandonedRuns: a run first seen silent for longer than
+// AbandonedAfter (a job killed without ending its run, an imported run)
+// gets no stalled span, tag or notification; once it moves it is watched
+// again and stalls as any run. A run that stalled while watched keeps its
+// span however long it stays silent.
+func TestWatcherAbandonedRuns(t *testing.T) {
+	h := runeventstest.MemHarness(t)
+	id := h.NewRun(t)
+	svc := runevents.NewService(h.Store, runevents.Options{})
+	t0 := int64(1_800_000_000_000)
+	now := t0 + 3*24*3_600_000 // three days after the run last moved
+	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "old", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
+	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{StallFor: 15 * time.Minute, Every: 30 * time.Second,
+		Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }})
+	ctx := context.Background()
+	tick := func() []runevents.Event {
+		t.Helper()
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := svc.All(ctx, runevents.Query{RunID: id, Kinds: []runevents.Kind{runevents.KindStalled}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	for range 3 {
+		if st := tick(); len(st) != 0 || len(f.tags) != 0 || len(f.sent) != 0 {
+			t.Fatalf("an abandoned run was alerted on: %+v, tags %v, sent %d", st, f.tags, len(f.sent))
+		}
+		now += 30_000
+	}
+	// It moves: watched again, and 15 minutes of silence stall it.
+	f.mu.Lock()
+	f.run.LastLogMs = now
+	f.mu.Unlock()
+	tick()
+	now += 15*60_000 + 30_000
+	st := tick()
+	if len(st) != 1 || !st[0].Open || f.tags[runevents.TagAlert] == "" || len(f.sent) != 1 {
+		t.Fatalf("after moving and 15 minutes of silence: %+v, tags %v, sent %d", st, f.tags, len(f.sent))
+	}
+	// Silent for days while its span is open: the span stays open.
+	now += 5 * 24 * 3_600_000
+	if st := tick(); len(st) != 1 || !st[0].Open || f.tags[runevents.TagAlert] == "" || len(f.sent) != 1 {
+		t.Fatalf("a stalled run's span after days: %+v, tags %v, sent %d", st, f.tags, len(f.sent))
+	}
+}
