@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -287,5 +288,72 @@ func TestImportAndMigrateSayWhichPathTheyUse(t *testing.T) {
 				t.Errorf("sextant %s did not create %s: %v", args[0], file, err)
 			}
 		})
+	}
+}
+
+// TestEndARunLeftRunning: runs end ends a RUNNING run found by name or id
+// with KILLED or the status asked for, leaves an ended run as it is, and
+// refuses a bad status.
+func TestEndARunLeftRunning(t *testing.T) {
+	addr, stop := runServer(t, nil, "--port", "0", "--data-dir", t.TempDir())
+	defer stop()
+	base := "http://" + addr
+	env := map[string]string{"MLFLOW_TRACKING_URI": base}
+	create := func(name string) string {
+		t.Helper()
+		var created struct {
+			Run struct {
+				Info struct {
+					RunID string `json:"run_id"`
+				} `json:"info"`
+			} `json:"run"`
+		}
+		body := fmt.Sprintf(`{"experiment_id": "0", "run_name": %q, "start_time": 1000}`, name)
+		if err := json.Unmarshal([]byte(postJSON(t, base+"/api/2.0/mlflow/runs/create", body)), &created); err != nil {
+			t.Fatal(err)
+		}
+		return created.Run.Info.RunID
+	}
+	info := func(id string) (status string, end int64) {
+		t.Helper()
+		var got struct {
+			Run struct {
+				Info struct {
+					Status  string `json:"status"`
+					EndTime int64  `json:"end_time"`
+				} `json:"info"`
+			} `json:"run"`
+		}
+		getJSON(t, base+"/api/2.0/mlflow/runs/get?run_id="+id, &got)
+		return got.Run.Info.Status, got.Run.Info.EndTime
+	}
+	zombie, other := create("zombie"), create("other")
+	before := time.Now().UnixMilli()
+	if out, _ := mustCLI(t, env, "", "runs", "end", "zombie"); out != "ended run zombie ("+zombie+"): KILLED\n" {
+		t.Fatalf("runs end zombie: %q", out)
+	}
+	if st, end := info(zombie); st != "KILLED" || end < before {
+		t.Fatalf("after runs end: %s, end time %d (before %d)", st, end, before)
+	}
+	if st, _ := info(other); st != "RUNNING" {
+		t.Fatalf("another run was ended: %s", st)
+	}
+	if out, _ := mustCLI(t, env, "", "runs", "end", "zombie", "--status", "finished"); !strings.Contains(out, "ended already: KILLED") {
+		t.Fatalf("runs end on an ended run: %q", out)
+	}
+	if st, _ := info(zombie); st != "KILLED" {
+		t.Fatalf("an ended run changed: %s", st)
+	}
+	if _, _, err := sextantCLI(t, env, "", "runs", "end", other, "--status", "running"); err == nil || !strings.Contains(err.Error(), "--status must be one of KILLED, FAILED, FINISHED") {
+		t.Fatalf("--status running: %v", err)
+	}
+	if _, _, err := sextantCLI(t, env, "", "runs", "end", "nosuch"); err == nil || !strings.Contains(err.Error(), `no run has the id or name "nosuch"`) {
+		t.Fatalf("an unknown run: %v", err)
+	}
+	if out, _ := mustCLI(t, env, "", "runs", "end", other, "--status", "failed"); !strings.HasSuffix(out, "): FAILED\n") {
+		t.Fatalf("runs end ID --status failed: %q", out)
+	}
+	if st, _ := info(other); st != "FAILED" {
+		t.Fatalf("after runs end --status failed: %s", st)
 	}
 }

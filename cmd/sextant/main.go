@@ -191,11 +191,12 @@ func commands() []*command {
 			},
 		},
 		{
-			name: "runs", summary: "list runs",
+			name: "runs", summary: "list runs; end one left running",
 			usage: []string{"sextant runs <command> [flags]"},
 			env:   clientEnv,
 			examples: []string{
 				"sextant runs ls --status RUNNING",
+				"sextant runs end 3f9a...c2",
 			},
 			subs: []*command{
 				{
@@ -208,6 +209,18 @@ func commands() []*command {
 						"sextant runs ls --experiment /Users/alice@example.com/train --status FAILED --limit 5",
 					},
 					run: runsLs,
+				},
+				{
+					name: "end", summary: "end a run left RUNNING by a job that died without ending it",
+					usage: []string{"sextant runs end RUN [--status KILLED|FAILED|FINISHED] [--experiment PATH]"},
+					about: "Ends a RUNNING run (its id, or its name: the newest run of that name) with a status (KILLED\nunless --status says otherwise) and the end time now, as the job would have had it ended the run\nitself. A run that has ended already is left as it is.",
+					env:   clientEnv,
+					examples: []string{
+						"sextant runs ls --status RUNNING",
+						"sextant runs end 3f9a...c2",
+						"sextant runs end sft-1 --experiment /Shared/llm --status FAILED",
+					},
+					run: runsEnd,
 				},
 			},
 		},

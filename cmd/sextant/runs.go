@@ -220,6 +220,48 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 	return tw.Flush()
 }
 
+// endStatuses are the statuses runs end takes.
+var endStatuses = []string{"KILLED", "FAILED", "FINISHED"}
+
+// runsEnd is `sextant runs end`: a run whose job died without ending it
+// (killed by the OOM killer, a preempted node) stays RUNNING for ever.
+func runsEnd(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error {
+	server := serverFlag(fs, m.Getenv)
+	experiment := fs.String("experiment", "", "find the run by name in this experiment only (its name, e.g. /Users/alice@example.com/train)")
+	status := fs.String("status", "KILLED", "the status it ends with: "+strings.Join(endStatuses, ", "))
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("runs end: give one run (its id or name), got %d arguments", len(pos))
+	}
+	st := strings.ToUpper(*status)
+	if !contains(endStatuses, st) {
+		return usageError("runs end: --status must be one of %s, got %q", strings.Join(endStatuses, ", "), *status)
+	}
+	cl, err := m.newClient(*server, "sextant-runs")
+	if err != nil {
+		return err
+	}
+	run, err := findRun(ctx, cl, m.Stderr, pos[0], *experiment)
+	if err != nil {
+		return err
+	}
+	i := run.Info
+	if i.Status != tracking.StatusRunning && i.Status != tracking.StatusScheduled {
+		fmt.Fprintf(m.Stdout, "run %s (%s) ended already: %s at %s; left as it is\n", orDash(i.RunName), i.RunID, i.Status, fmtTime(i.EndTimeMs))
+		return nil
+	}
+	rs, _ := tracking.ParseRunStatus(st)
+	end := time.Now().UnixMilli()
+	if err := cl.UpdateRun(ctx, i.RunID, tracking.RunUpdate{Status: &rs, EndTimeMs: &end}); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "ended run %s (%s): %s\n", orDash(i.RunName), i.RunID, st)
+	return nil
+}
+
 // runAlert is a running run's alert: GPUs idle or no output for a while.
 func runAlert(r *tracking.Run) string {
 	if r.Info.Status != tracking.StatusRunning {

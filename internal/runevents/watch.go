@@ -327,7 +327,7 @@ func (w *Watcher) checkStalled(ctx context.Context, r *RunActivity, now int64) e
 		w.abandoned[r.RunID] = last
 		w.mu.Unlock()
 		if !ok || seen != last {
-			w.log.Info("running run silent too long: taken for abandoned, not alerted on until it moves again",
+			w.log.Info("running run silent too long: taken for abandoned, not alerted on until it moves again (sextant runs end ends it)",
 				"run_id", r.RunID, "silent_for", dur(now-last))
 		}
 		return nil
