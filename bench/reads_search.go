@@ -238,6 +238,16 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 						m[name+"_growth_per_run_returned_from_"+strconv.Itoa(sizes[0])+"_runs"] = round2(growth * float64(h0) / float64(h))
 					}
 				}
+				// A shape whose page is not full at the first size, asked
+				// again for as many runs as it answered there: the growth
+				// of the search with the bytes of its answer held equal.
+				if h0 := firstHits[sh.Name]["sextant"]; h0 > 0 && h0 < searchPage {
+					same, err := samePageGrowth(ctx, on, sh, h0, c.readsRounds, first[sh.Name], sizes[0])
+					if err != nil {
+						return nil, err
+					}
+					m["same_page_as_"+strconv.Itoa(sizes[0])+"_runs"] = same
+				}
 			}
 			at[sh.Name] = m
 		}
@@ -250,6 +260,31 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		bySize[strconv.Itoa(size)+"_runs"] = at
 	}
 	out["by_size"] = bySize
+	return out, nil
+}
+
+// samePageGrowth times sh on the servers on asking for page runs, and
+// its growth from base, each server's median at the first size (whose
+// page held that many runs).
+func samePageGrowth(ctx context.Context, on []*livePeer, sh searchShape, page, nRounds int, base map[string]float64, firstSize int) (map[string]any, error) {
+	bodies := map[string][]byte{}
+	for _, p := range on {
+		bodies[p.name], _ = json.Marshal(map[string]any{"experiment_ids": []string{p.exp}, "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": page})
+	}
+	times, _, err := rounds(on, nRounds, min(nRounds, 5), func(p *livePeer) error {
+		_, err := p.cl.postDiscard(ctx, "/api/2.0/mlflow/runs/search", bodies[p.name])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s, max_results %d: %w", sh.Name, page, err)
+	}
+	out := medians(times)
+	out["max_results"] = page
+	for name, ts := range times {
+		if f := base[name]; f > 0 {
+			out[name+"_growth_from_"+strconv.Itoa(firstSize)+"_runs"] = round2(median(ts) / f)
+		}
+	}
 	return out, nil
 }
 
