@@ -116,6 +116,12 @@ type searchIndex struct {
 	memory, sql, loads, builds atomic.Int64
 	// plans counts the index's searches by the plan that found their page.
 	plans [3]atomic.Int64
+	// checkPlans makes every search also find its page with each other
+	// plan it could take, counted in checked, and count in planMismatches
+	// those whose page differs (tests).
+	checkPlans     bool
+	checked        [3]atomic.Int64
+	planMismatches atomic.Int64
 }
 
 // expIndex is the index of one experiment.

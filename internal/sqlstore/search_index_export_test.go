@@ -55,6 +55,18 @@ func (s *Store) SearchIndexPlans() (walk, drive, led int64) {
 	return p[planWalk].Load(), p[planDrive].Load(), p[planLed].Load()
 }
 
+// CheckSearchIndexPlans makes every search of the index also find its
+// page with each other plan it could take.
+func (s *Store) CheckSearchIndexPlans() { s.index.checkPlans = true }
+
+// SearchIndexPlanChecks returns the number of pages found again with each
+// plan other than the one a search took (walk, drive, led), and of those
+// that differed from the search's.
+func (s *Store) SearchIndexPlanChecks() (walk, drive, led, mismatches int64) {
+	c := &s.index.checked
+	return c[planWalk].Load(), c[planDrive].Load(), c[planLed].Load(), s.index.planMismatches.Load()
+}
+
 // SearchIndexBuilds returns the number of full builds of experiments the
 // search index made.
 func (s *Store) SearchIndexBuilds() int64 { return s.index.builds.Load() }

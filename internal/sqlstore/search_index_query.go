@@ -773,44 +773,58 @@ func choosePlan(n, max int, share float64, driven, led int, ledKept bool) plan {
 	return planWalk
 }
 
-// find returns up to mq.max+1 runs of the page after mq's cursor, in
-// order, and the plan that found them; expIndex.mu is held for reading.
-func (ri *runIndex) find(mq *memQuery) ([]*idxRun, plan) {
+// planInputs is what each plan of a search would walk: the runs the
+// fewest selecting clause drives (drive[lo:hi]; drive nil: none), and the
+// led order of an equality on a param or a tag (led nil: none).
+type planInputs struct {
+	drive          *sortedRuns
+	lo, hi         int
+	led            []sortTerm // the led order's terms
+	ledBy, ledLead int        // mq.comps' index of the equality; led's lead
+}
+
+// plan chooses the plan of mq and returns what the plans would walk;
+// expIndex.mu is held for reading, as for page.
+func (ri *runIndex) plan(mq *memQuery) (plan, planInputs) {
 	n := len(ri.runs)
-	var drive *sortedRuns
-	lo, hi := 0, 0
+	in := planInputs{ledBy: -1}
 	share := 1.0
-	var led []sortTerm // the led order's terms
-	ledBy, ledN, ledLead := -1, -1, 0
+	ledN := -1
 	for _, i := range mq.drivers {
 		c := mq.comps[i]
 		o := ri.driverOrder(c)
 		l, h := o.selects(c)
 		share *= float64(h-l) / float64(max(n, 1))
-		if drive == nil || h-l < hi-lo {
-			drive, lo, hi = o, l, h
+		if in.drive == nil || h-l < in.hi-in.lo {
+			in.drive, in.lo, in.hi = o, l, h
 		}
 		if c.Entity != search.Metric && (ledN < 0 || h-l < ledN) {
 			if ts, lead := ledTerms(c, mq.terms); ts != nil {
-				led, ledBy, ledN, ledLead = ts, i, h-l, lead
+				in.led, in.ledBy, ledN, in.ledLead = ts, i, h-l, lead
 			}
 		}
 	}
 	driven := -1
-	if drive != nil {
-		driven = hi - lo
+	if in.drive != nil {
+		driven = in.hi - in.lo
 	}
-	p := choosePlan(n, mq.max, share, driven, ledN, led != nil && ri.kept(led) != nil)
-	if p != planLed {
-		ledBy = -1
+	return choosePlan(n, mq.max, share, driven, ledN, in.led != nil && ri.kept(in.led) != nil), in
+}
+
+// page returns up to mq.max+1 runs of the page after mq's cursor found
+// with plan p, which in makes possible.
+func (ri *runIndex) page(mq *memQuery, p plan, in planInputs) []*idxRun {
+	skip := -1
+	if p == planLed {
+		// The runs of a led range all pass the equality that selects them.
+		skip = in.ledBy
 	}
-	// The runs of a led range all pass the equality that selects them.
-	match, touch := ri.matcher(mq, ledBy)
+	match, touch := ri.matcher(mq, skip)
 	switch p {
 	case planDrive:
 		// Sorted with the values of the first order key computed once.
 		o := newOrder(mq.terms)
-		for _, en := range drive.entries[lo:hi] {
+		for _, en := range in.drive.entries[in.lo:in.hi] {
 			if match(en.ord, en.r) && (mq.cursor == nil || compareCursor(mq.terms, en.r, mq.cursor) > 0) {
 				o.entries = append(o.entries, o.entry(en.r))
 			}
@@ -820,13 +834,38 @@ func (ri *runIndex) find(mq *memQuery) ([]*idxRun, plan) {
 		for i := range out {
 			out[i] = o.entries[i].r
 		}
-		return out, p
+		return out
 	case planLed:
-		o := ri.orderLed(led, ledLead)
-		l, h := o.selects(mq.comps[ledBy])
-		return walkPage(o.entries[l:h], mq, match, touch), p
+		o := ri.orderLed(in.led, in.ledLead)
+		l, h := o.selects(mq.comps[in.ledBy])
+		return walkPage(o.entries[l:h], mq, match, touch)
 	}
-	return walkPage(ri.order(mq.terms).entries, mq, match, touch), p
+	return walkPage(ri.order(mq.terms).entries, mq, match, touch)
+}
+
+// checkOtherPlans finds mq's page with each plan other than p that in
+// makes possible and counts those whose page differs from found.
+func (ix *searchIndex) checkOtherPlans(ri *runIndex, mq *memQuery, p plan, in planInputs, found []*idxRun) {
+	for q := range plan(len(ix.checked)) {
+		if q == p || !in.possible(q) {
+			continue
+		}
+		ix.checked[q].Add(1)
+		if !slices.Equal(ri.page(mq, q, in), found) {
+			ix.planMismatches.Add(1)
+		}
+	}
+}
+
+// possible reports whether in makes plan p possible.
+func (in planInputs) possible(p plan) bool {
+	switch p {
+	case planDrive:
+		return in.drive != nil
+	case planLed:
+		return in.led != nil
+	}
+	return true
 }
 
 // walkPage returns up to mq.max+1 runs of es, which are in mq's order,
@@ -893,8 +932,12 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (trackin
 		}
 	}
 	e.mu.RLock()
-	found, p := e.cur.find(mq)
+	p, in := e.cur.plan(mq)
+	found := e.cur.page(mq, p, in)
 	ix.plans[p].Add(1)
+	if ix.checkPlans {
+		ix.checkOtherPlans(e.cur, mq, p, in, found)
+	}
 	// Orders sorted for this search count too.
 	e.bytes.Store(e.cur.size())
 	e.mu.RUnlock()
