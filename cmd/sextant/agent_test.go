@@ -104,21 +104,7 @@ func agentsEndToEnd(t *testing.T, store ...string) {
 	base := "http://" + addr
 	start := time.Now().Add(-30 * time.Minute).Truncate(10 * time.Second)
 
-	resp, err := http.Post(base+"/api/2.0/mlflow/runs/create", "application/json",
-		strings.NewReader(fmt.Sprintf(`{"experiment_id":"0","start_time":%d}`, start.UnixMilli())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created struct {
-		Run struct {
-			Info struct {
-				RunID string `json:"run_id"`
-			} `json:"info"`
-		} `json:"run"`
-	}
-	json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	runID := created.Run.Info.RunID
+	runID := createRunAPI(t, base, fmt.Sprintf(`{"experiment_id":"0","start_time":%d}`, start.UnixMilli()))
 
 	clock := gputest.NewManualClock(start)
 	ctx, cancel := context.WithCancel(context.Background())

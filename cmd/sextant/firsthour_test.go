@@ -301,18 +301,7 @@ func TestEndARunLeftRunning(t *testing.T) {
 	env := map[string]string{"MLFLOW_TRACKING_URI": base}
 	create := func(name string) string {
 		t.Helper()
-		var created struct {
-			Run struct {
-				Info struct {
-					RunID string `json:"run_id"`
-				} `json:"info"`
-			} `json:"run"`
-		}
-		body := fmt.Sprintf(`{"experiment_id": "0", "run_name": %q, "start_time": 1000}`, name)
-		if err := json.Unmarshal([]byte(postJSON(t, base+"/api/2.0/mlflow/runs/create", body)), &created); err != nil {
-			t.Fatal(err)
-		}
-		return created.Run.Info.RunID
+		return createRunAPI(t, base, fmt.Sprintf(`{"experiment_id": "0", "run_name": %q, "start_time": 1000}`, name))
 	}
 	info := func(id string) (status string, end int64) {
 		t.Helper()

@@ -97,6 +97,23 @@ func postJSON(t *testing.T, url, body string) string {
 	return string(b)
 }
 
+// createRunAPI creates a run through runs/create with body and returns
+// its id.
+func createRunAPI(t *testing.T, base, body string) string {
+	t.Helper()
+	var created struct {
+		Run struct {
+			Info struct {
+				RunID string `json:"run_id"`
+			} `json:"info"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal([]byte(postJSON(t, base+"/api/2.0/mlflow/runs/create", body)), &created); err != nil {
+		t.Fatal(err)
+	}
+	return created.Run.Info.RunID
+}
+
 // dcgmLabelProblem is the one problem the agent's exposition may have:
 // dcgm-exporter's modelName label, which users' dashboards select on, is
 // not snake_case. It is allowed on the DCGM_FI_* series only.
@@ -120,20 +137,11 @@ func TestPrometheusMetrics(t *testing.T) {
 
 	// A run that logs three points, through the API as the mlflow client
 	// does, and one that prints two lines under the launcher.
-	var created struct {
-		Run struct {
-			Info struct {
-				RunID string `json:"run_id"`
-			} `json:"info"`
-		} `json:"run"`
-	}
-	if err := json.Unmarshal([]byte(postJSON(t, base+"/api/2.0/mlflow/runs/create", `{"experiment_id": "0"}`)), &created); err != nil {
-		t.Fatal(err)
-	}
+	runID := createRunAPI(t, base, `{"experiment_id": "0"}`)
 	postJSON(t, base+"/api/2.0/mlflow/runs/log-batch", fmt.Sprintf(`{"run_id": %q, "metrics": [
 		{"key": "loss", "value": 0.5, "timestamp": 1, "step": 1},
 		{"key": "loss", "value": 0.4, "timestamp": 2, "step": 2},
-		{"key": "acc", "value": 0.9, "timestamp": 2, "step": 2}]}`, created.Run.Info.RunID))
+		{"key": "acc", "value": 0.9, "timestamp": 2, "step": 2}]}`, runID))
 	env := map[string]string{"MLFLOW_TRACKING_URI": base}
 	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
