@@ -105,7 +105,7 @@ type decimalCounter struct {
 }
 
 func (c *decimalCounter) append(dst []byte, v int64) []byte {
-	// The common case, a step of 0 to 9 that carries no digit, inlines.
+	// The common case: a step of 0 to 9 that carries no digit.
 	if d := v - c.v; c.n > 0 && v >= c.v && d < 10 && c.digits[len(c.digits)-1]+byte(d) <= '9' {
 		c.digits[len(c.digits)-1] += byte(d)
 		c.v = v

@@ -104,6 +104,9 @@ func AppendFloat(dst []byte, v float64) []byte {
 	}
 	// Like encoding/json: shortest representation, exponent only for very
 	// large or small magnitudes.
+	if out, ok := appendFixed(dst, v); ok {
+		return out
+	}
 	abs := math.Abs(v)
 	fmtc := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
