@@ -496,6 +496,7 @@ func (s *db) checkpointLoop() {
 	defer t.Stop()
 	ctx := context.Background()
 	failing := false // logged once per spell of failures (a full disk fails every tick)
+	var lastGroups int64
 	for {
 		select {
 		case <-s.ckptQuit:
@@ -514,7 +515,14 @@ func (s *db) checkpointLoop() {
 			s.log.Info("checkpoints work again")
 			failing = false
 		}
-		for i := 0; i < 8 && s.vacuumSome(ctx); i++ {
+		// Give free pages back while the writer is idle; while it is busy,
+		// one bounded step a tick: writes reuse free pages anyway, and each
+		// step holds them up.
+		steps := 8
+		if g := s.w.groups.Load(); g != lastGroups {
+			steps, lastGroups = 1, g
+		}
+		for i := 0; i < steps && s.vacuumSome(ctx); i++ {
 		}
 		// frames is how far the WAL runs, not the file's size: a restarted
 		// WAL is written again from its start over the same file. The pause
@@ -537,8 +545,12 @@ func (s *db) checkpointLoop() {
 	}
 }
 
+// vacuumPages is how many free pages one vacuum step gives back (4 MiB):
+// the writer waits while it moves them.
+const vacuumPages = 1024
+
 // vacuumSome returns free pages to the file system once they make up more
-// than a tenth of the file (and 4 MiB), a bounded number per call. It
+// than a tenth of the file (and 4 MiB), up to vacuumPages per call. It
 // reports whether it did any work.
 func (s *db) vacuumSome(ctx context.Context) bool {
 	if !s.state().Writable {
@@ -554,15 +566,25 @@ func (s *db) vacuumSome(ctx context.Context) bool {
 	if free < 1024 || free*10 < total {
 		return false
 	}
+	moved := 0
 	err := s.w.exclusive(ctx, func() error {
-		_, err := s.wdb.ExecContext(ctx, `PRAGMA incremental_vacuum(2048)`)
-		return err
+		// The pragma frees one page for each row it returns, so it has to
+		// be read to its end: executed, it stops after the first page.
+		rows, err := s.wdb.QueryContext(ctx, `PRAGMA incremental_vacuum(`+strconv.Itoa(vacuumPages)+`)`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			moved++
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		s.log.Warn("incremental vacuum", "err", err)
 		return false
 	}
-	return true
+	return moved > 0
 }
 
 // retryable reports whether a write failed only because it collided with

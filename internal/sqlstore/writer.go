@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -42,6 +43,10 @@ type writer struct {
 	// txStmts are the statements prepared in the current transaction;
 	// only the loop goroutine touches them.
 	txStmts map[string]*sql.Stmt
+
+	// groups counts the transactions the loop has run, for the
+	// checkpoint loop to tell a busy writer from an idle one.
+	groups atomic.Int64
 }
 
 type writeOp struct {
@@ -215,6 +220,7 @@ func (w *writer) run(batch []*writeOp) {
 	if len(txOps) == 0 {
 		return
 	}
+	w.groups.Add(1)
 	tx, err := w.begin(context.Background())
 	if err != nil {
 		w.noteFull(err)
