@@ -65,28 +65,15 @@ func shortest(c uint64, q int) (uint64, int) {
 	vbl := roundToOdd(g, cbl<<h)
 	vbr := roundToOdd(g, cbr<<h)
 	s := vb >> 2
+	// One digit fewer, if exactly one such decimal lies in the interval.
 	if s >= 100 {
-		// One digit fewer, if exactly one such decimal lies in the
-		// interval.
-		sp10 := s / 10 * 10
-		tp10 := sp10 + 10
-		upin := vbl+odd <= sp10<<2
-		wpin := tp10<<2+odd <= vbr
-		if upin != wpin {
-			if upin {
-				return sp10, k
-			}
-			return tp10, k
+		if d, ok := onlyOneInside(s/10*10, 10, vbl, vbr, odd); ok {
+			return d, k
 		}
 	}
 	t := s + 1
-	uin := vbl+odd <= s<<2
-	win := t<<2+odd <= vbr
-	if uin != win {
-		if uin {
-			return s, k
-		}
-		return t, k
+	if d, ok := onlyOneInside(s, 1, vbl, vbr, odd); ok {
+		return d, k
 	}
 	// Both lie in the interval: the closer, the even one on a tie.
 	mid := (s + t) << 1
@@ -94,6 +81,21 @@ func shortest(c uint64, q int) (uint64, int) {
 		return s, k
 	}
 	return t, k
+}
+
+// onlyOneInside returns whichever of lo and lo+step lies in the interval
+// (vbl, vbr), both ends scaled by 4, if exactly one does.
+func onlyOneInside(lo, step, vbl, vbr, odd uint64) (uint64, bool) {
+	hi := lo + step
+	loIn := vbl+odd <= lo<<2
+	hiIn := hi<<2+odd <= vbr
+	if loIn == hiIn {
+		return 0, false
+	}
+	if loIn {
+		return lo, true
+	}
+	return hi, true
 }
 
 // roundToOdd returns g·cp / 2^127, rounded to odd: its low bit is set
