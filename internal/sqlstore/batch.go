@@ -434,14 +434,29 @@ func insertSeries(tx *wtx, st *runState, sl *slice, r *seriesRow) error {
 // dropStored removes from sl the points the series already holds, and
 // re-encodes sl if any were dropped. Only chunks overlapping sl in both
 // step and time are read: the common case (new steps beyond the stored
-// ones) never reaches here, and series logged without steps (every point
-// at step 0, as log_metric without a step does) or re-logged from step 0
-// after a restart only read the chunks of the same moments, which is
-// what a retried request repeats.
+// ones) never reaches here.
+//
+// The chunks that meet sl's steps [a, b] are found in four parts, by where
+// they start, each a range of an index: before a and reaching a; at a and
+// going on past it; after a, up to b (span index); and chunks of step a
+// alone, by time (metric_chunks_one_step). A series logged without steps
+// (every point at step 0, as log_metric without a step does) has
+// thousands of chunks at step 0, which the span index cannot tell apart;
+// each request of such a series reads only the chunks of its moments.
+// The first part reads the span index's entries of every chunk that
+// starts before a: retried or racing requests of stepped series, whose a
+// lies in a few chunks of the end when it comes from a retry.
 func (s *db) dropStored(tx *wtx, seriesID int64, sl *slice) error {
-	rows, err := tx.query(`SELECT data FROM metric_chunks`+s.indexedBy("metric_chunks_series_ts")+`
-		WHERE series_id = ? AND max_ts >= ? AND min_ts <= ? AND min_step <= ? AND max_step >= ?`,
-		seriesID, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.MaxStep, sl.sum.MinStep)
+	a, b, t0, t1 := sl.sum.MinStep, sl.sum.MaxStep, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs
+	span, oneStep := s.indexedBy("metric_chunks_span"), s.indexedBy("metric_chunks_one_step")
+	rows, err := tx.query(`SELECT data FROM metric_chunks`+span+` WHERE series_id = ? AND min_step < ? AND max_step >= ? AND max_ts >= ? AND min_ts <= ?
+		UNION ALL SELECT data FROM metric_chunks`+span+` WHERE series_id = ? AND min_step = ? AND max_step > ? AND max_ts >= ? AND min_ts <= ?
+		UNION ALL SELECT data FROM metric_chunks`+span+` WHERE series_id = ? AND min_step > ? AND min_step <= ? AND max_ts >= ? AND min_ts <= ?
+		UNION ALL SELECT data FROM metric_chunks`+oneStep+` WHERE series_id = ? AND min_step = max_step AND min_step = ? AND max_ts >= ? AND min_ts <= ?`,
+		seriesID, a, a, t0, t1,
+		seriesID, a, a, t0, t1,
+		seriesID, a, b, t0, t1,
+		seriesID, a, t0, t1)
 	if err != nil {
 		return sqlError(err, "read metric chunks")
 	}

@@ -144,6 +144,14 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("LatestMetric", func(t *testing.T) { testLatestMetric(t, newEnv(t, open, limits)) })
 	t.Run("MetricHistory", func(t *testing.T) { testMetricHistory(t, newEnv(t, open, limits)) })
 	t.Run("DuplicatePoints", func(t *testing.T) { testDuplicatePoints(t, newEnv(t, open, limits)) })
+	t.Run("DuplicatesInEveryChunkShape", func(t *testing.T) {
+		// The run may store its distinct points and no more: a re-sent
+		// point taken for a new one fails its request (reads drop repeats,
+		// so the history alone would not tell).
+		l := limits
+		l.MetricStepsPerRun = shapesPoints
+		testDuplicatesInEveryChunkShape(t, newEnv(t, open, l))
+	})
 	t.Run("MetricContext", func(t *testing.T) { testMetricContext(t, newEnv(t, open, limits)) })
 	t.Run("InterleavedBatch", func(t *testing.T) { testInterleavedBatch(t, newEnv(t, open, limits)) })
 	t.Run("BulkInterval", func(t *testing.T) { testBulkInterval(t, newEnv(t, open, limits)) })
@@ -581,6 +589,64 @@ func testDuplicatePoints(t *testing.T, e *env) {
 		if h := e.history(id, "m", 0); len(h) != 5 {
 			t.Fatalf("after compaction: %d points", len(h))
 		}
+	}
+}
+
+// testDuplicatesInEveryChunkShape re-sends points that lie in chunks of
+// every shape a store may look in apart: a chunk that starts before the
+// request's first step and reaches it, one that starts at it and goes on,
+// ones that start inside the request's steps, and chunks of the first
+// step alone (as series logged without steps write). Every re-sent point
+// must be recognised, before and after compaction.
+const shapesPoints = 10 + 11 + 3 + 10
+
+func testDuplicatesInEveryChunkShape(t *testing.T, e *env) {
+	id := e.mustRun("0", "shapes").Info.RunID
+	steps := func(from, to, ts0 int64) []tracking.Metric {
+		var ms []tracking.Metric
+		for st := from; st <= to; st++ {
+			ms = append(ms, metric("m", st, ts0+st, float64(st)/8))
+		}
+		return ms
+	}
+	a := steps(0, 9, 1000)   // [0, 9]
+	b := steps(10, 20, 1000) // [10, 20], step 20 at 1020
+	d := steps(20, 29, 3000) // [20, 29], step 20 at 3020
+	var c [3]tracking.Metric // step 20 alone, at 2000, 2001, 2002
+	for i := range c {
+		c[i] = metric("m", 20, 2000+int64(i), float64(i))
+	}
+	batches := [][]tracking.Metric{a, b, c[:1], c[1:2], c[2:], d}
+	for _, ms := range batches {
+		e.mustLog(id, tracking.Batch{Metrics: ms})
+	}
+	resend := func(when string) {
+		t.Helper()
+		for _, ms := range batches {
+			e.mustLog(id, tracking.Batch{Metrics: ms})
+		}
+		// Step 20 alone, from the chunk that reaches it, the one that
+		// starts at it and the ones that hold nothing else.
+		e.mustLog(id, tracking.Batch{Metrics: []tracking.Metric{b[len(b)-1], c[1], d[0]}})
+		// Steps 5 to 25: a chunk that starts before them, and chunks that
+		// start inside.
+		var mid []tracking.Metric
+		for _, m := range slices.Concat(a, b, c[:], d) {
+			if m.Step >= 5 && m.Step <= 25 {
+				mid = append(mid, m)
+			}
+		}
+		e.mustLog(id, tracking.Batch{Metrics: mid})
+		if h := e.history(id, "m", 0); len(h) != shapesPoints {
+			t.Fatalf("%s: %d points, want %d", when, len(h), shapesPoints)
+		}
+	}
+	resend("re-sent")
+	if c, ok := e.store.(Compactor); ok {
+		if err := c.Compact(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		resend("re-sent after compaction")
 	}
 }
 
