@@ -443,9 +443,11 @@ func insertSeries(tx *wtx, st *runState, sl *slice, r *seriesRow) error {
 // (every point at step 0, as log_metric without a step does) has
 // thousands of chunks at step 0, which the span index cannot tell apart;
 // each request of such a series reads only the chunks of its moments.
-// The first part reads the span index's entries of every chunk that
-// starts before a: retried or racing requests of stepped series, whose a
-// lies in a few chunks of the end when it comes from a retry.
+// The first part scans the span index's entries of every chunk that
+// starts before a (the table is read only for those that reach a): a
+// request that lands among a stepped series' stored steps (a retry, or
+// writers racing on one run) reads the series' index entries, 20 bytes
+// a chunk.
 func (s *db) dropStored(tx *wtx, seriesID int64, sl *slice) error {
 	a, b, t0, t1 := sl.sum.MinStep, sl.sum.MaxStep, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs
 	span, oneStep := s.indexedBy("metric_chunks_span"), s.indexedBy("metric_chunks_one_step")

@@ -528,11 +528,11 @@ func (s *db) checkpointLoop() {
 		// WAL is written again from its start over the same file. The pause
 		// is a RESTART: it copies what the checkpoints before it left (what
 		// was written while catchUp's last pass ran), and the writer starts
-		// over at the WAL's head. TRUNCATE would also cut the file, 64 MB of the page cache to
-		// free while every request waits (pauses of 45-130 ms under the
-		// ingest benchmark, 20-50 ms without); journal_size_limit cuts it
-		// back to walRestartBytes at the next commit when it has grown
-		// further.
+		// over at the WAL's head. TRUNCATE would also cut the file, 64 MB
+		// of the page cache to free while every request waits (pauses of
+		// 45-130 ms under the ingest benchmark, 20-50 ms without);
+		// journal_size_limit cuts it back to walRestartBytes at the next
+		// commit when it has grown further.
 		if frames*walPageBytes > int64(walRestartBytes) {
 			s.catchUp(ctx, frames)
 			err := s.w.exclusive(ctx, func() error {
@@ -558,10 +558,10 @@ const (
 // fewer than catchUpFrames new frames, so that the RESTART, which the
 // writer waits for, copies few frames and syncs few pages. frames is how
 // far the WAL ran at the last checkpoint; it returns the number of passes.
-// Under the ingest benchmark a
-// restart right after the tick's checkpoint still had the 50 ms of writes
-// made during it to copy, and syncing those scattered pages held every
-// request up for 70-120 ms once a second; after catching up, 20-30 ms.
+// Under the ingest benchmark a restart right after the tick's checkpoint
+// still had the 50 ms of writes made during it to copy, and syncing those
+// scattered pages held every request up for 70-120 ms once a second;
+// after catching up, 20-30 ms.
 func (s *db) catchUp(ctx context.Context, frames int64) (passes int) {
 	for passes < catchUpPasses {
 		var busy, now, copied int64
