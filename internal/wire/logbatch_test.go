@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -170,4 +171,23 @@ func BenchmarkDecodeLogBatch(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/point")
 	})
+}
+
+// TestSmallIntAgreesWithParseInt checks the fast path for steps and
+// timestamps against strconv at the edges of what it takes.
+func TestSmallIntAgreesWithParseInt(t *testing.T) {
+	for _, n := range []string{"0", "-0", "7", "-7", "1733400000000", "-1733400000000",
+		"999999999999999999", "-999999999999999999", "1000000000000000000",
+		"9223372036854775807", "-9223372036854775808", "9223372036854775808",
+		"", "-", "1.5", "1e3", "12a"} {
+		got, ok := smallInt([]byte(n))
+		want, err := strconv.ParseInt(n, 10, 64)
+		digits := strings.TrimPrefix(n, "-")
+		if takes := err == nil && len(digits) <= 18; ok != takes {
+			t.Fatalf("smallInt(%q) ok = %v, want %v", n, ok, takes)
+		}
+		if ok && got != want {
+			t.Fatalf("smallInt(%q) = %d, ParseInt %d", n, got, want)
+		}
+	}
 }
