@@ -136,8 +136,10 @@ type seriesRow struct {
 	maxStep     int64
 	pointCount  int64
 	smallChunks int64
-	isNew       bool
-	dirty       bool
+	// lastSmall is the points of the small chunk this request wrote.
+	lastSmall int64
+	isNew     bool
+	dirty     bool
 }
 
 // LogBatch implements tracking.RunStore.
@@ -278,6 +280,7 @@ func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 		r.pointCount += int64(len(sl.pts))
 		if len(sl.pts) < s.opts.ChunkPoints {
 			r.smallChunks++
+			r.lastSmall = int64(len(sl.pts))
 		}
 		r.dirty = true
 	}
@@ -288,7 +291,7 @@ func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	for _, r := range state {
 		if r.dirty {
 			dirty = append(dirty, r)
-			if r.smallChunks >= int64(s.opts.CompactAfter) {
+			if s.opts.compactDue(r.smallChunks, r.lastSmall) {
 				tx.markCompaction(r.id)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,11 +22,12 @@ import (
 //
 // It runs in its own goroutine so that its CPU work (decoding, merging,
 // encoding) never holds up the writer: it reads the small chunks through
-// the read pool, builds their replacement, and hands the writer one small
-// op that swaps the old chunks for the new ones inside the next group
-// transaction. Only compaction deletes chunks, and it compacts one series
-// at a time, so the chunks it read are still there when the swap runs; the
-// swap checks anyway and gives up if they are not.
+// the read pool, builds their replacement, and hands the writer one op
+// that swaps the old chunks for the new ones, for every series it took up
+// (compactBatch), inside the next group transaction. Only compaction
+// deletes chunks, and one compactor runs per store, but Compact and other
+// replicas compact too: each swap checks that the chunks it read are still
+// there and leaves its series alone if they are not.
 type compactor struct {
 	s       *db
 	log     *slog.Logger
@@ -33,7 +35,9 @@ type compactor struct {
 	pending map[int64]struct{}
 	// hold is held while the loop compacts a series; tests hold it to
 	// keep background compaction away (HoldCompaction).
-	hold     sync.Mutex
+	hold sync.Mutex
+	// swept is each series' count of small chunks at the last sweep.
+	swept    map[int64]int64
 	wake     chan struct{}
 	quit     chan struct{}
 	done     chan struct{}
@@ -65,14 +69,45 @@ func (c *compactor) request(ids []int64) {
 	}
 }
 
-func (c *compactor) next() (int64, bool) {
+// sweep queues the series with small chunks that wrote none since the
+// last sweep: those still logging reach the threshold on their own, and
+// merging them early would rewrite their last chunk once more.
+func (c *compactor) sweep(ctx context.Context) error {
+	rows, err := c.s.rdb.QueryContext(ctx, `SELECT series_id, small_chunks FROM metric_series WHERE small_chunks >= 2 LIMIT 65536`)
+	if err != nil {
+		return sqlError(err, "list series to compact")
+	}
+	defer rows.Close()
+	seen := make(map[int64]int64, len(c.swept))
+	var quiet []int64
+	for rows.Next() {
+		var id, small int64
+		if err := rows.Scan(&id, &small); err != nil {
+			return sqlError(err, "list series to compact")
+		}
+		seen[id] = small
+		if before, ok := c.swept[id]; ok && before == small && len(quiet) < 256 {
+			quiet = append(quiet, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return sqlError(err, "list series to compact")
+	}
+	c.swept = seen
+	c.request(quiet)
+	return nil
+}
+
+// take returns the series queued so far and empties the queue.
+func (c *compactor) take() []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ids := make([]int64, 0, len(c.pending))
 	for id := range c.pending {
-		delete(c.pending, id)
-		return id, true
+		ids = append(ids, id)
 	}
-	return 0, false
+	clear(c.pending)
+	return ids
 }
 
 func (c *compactor) start() { go c.loop() }
@@ -98,12 +133,9 @@ func (c *compactor) loop() {
 			if !c.s.leader(ctx, "metric-compaction", c.interval) {
 				continue
 			}
-			ids, err := c.s.compactionCandidatesN(ctx, 256)
-			if err != nil {
+			if err := c.sweep(ctx); err != nil {
 				c.log.Error("compaction sweep", "err", err)
-				continue
 			}
-			c.request(ids)
 		}
 		for {
 			select {
@@ -111,18 +143,33 @@ func (c *compactor) loop() {
 				return
 			default:
 			}
-			id, ok := c.next()
-			if !ok {
+			ids := c.take()
+			if len(ids) == 0 {
 				break
 			}
 			c.hold.Lock()
-			err := c.s.compactSeries(ctx, id)
+			err := c.s.compactBatch(ctx, ids)
 			c.hold.Unlock()
 			if err != nil {
-				c.log.Error("compaction failed", "series", id, "err", err)
+				c.log.Error("compaction failed", "series", len(ids), "err", err)
 			}
 		}
 	}
+}
+
+// compactDue says whether a series' small chunks are worth merging now,
+// given how many there are and the points of the latest, taken as typical:
+// at least CompactAfter chunks, holding about a full chunk's points, or
+// sixteen times CompactAfter chunks whatever they hold. A merge rewrites
+// the series' last, partly filled chunk together with the small ones, so
+// merging a few points at a time rewrites that chunk over and over: a run
+// logging one point a step, merged every 16 steps, had each point decoded
+// and encoded again some 128 times before its chunk filled.
+func (o Options) compactDue(smallChunks, lastSmall int64) bool {
+	if smallChunks < int64(o.CompactAfter) {
+		return false
+	}
+	return smallChunks*lastSmall >= int64(o.ChunkPoints) || smallChunks >= 16*int64(o.CompactAfter)
 }
 
 // errCompactionRace means the chunks compaction read have changed; the
@@ -184,12 +231,140 @@ func (s *db) compactSeries(ctx context.Context, seriesID int64) error {
 	return s.buildOverviews(ctx, seriesID)
 }
 
-// swapCompacted writes each group's points in chunks of up to ChunkPoints
-// in place of the group's chunks, and lowers the series' count of small
-// chunks by the smallSeen it had when they were listed, less the small
-// chunks that can still grow.
-func (s *db) swapCompacted(ctx context.Context, seriesID int64, groups []*compactGroup, smallSeen int64) error {
-	var rows []chunkRow
+// compactWavePoints bounds the points one batched swap writes, so that
+// the group carrying it does not hold up the requests beside it for long.
+const compactWavePoints = 256 << 10
+
+// compactBatch compacts several series, swapping them in together: one
+// write for as many series as make compactWavePoints. A request writes
+// the chunks of its series side by side, so the small chunks of a run's
+// series share table pages; swapped out in one transaction they free
+// those pages whole, where one write per series rewrote each page once
+// for every series on it. One write per wave, rather than one per series,
+// also lets a single compactor keep up with the writer, which commits a
+// group at a time. Series whose chunks another compaction swapped first
+// are compacted again on their own (compactSeries).
+func (s *db) compactBatch(ctx context.Context, ids []int64) error {
+	// Series of one run were created together and have neighbouring
+	// ids: in id order they fall into the same wave.
+	slices.Sort(ids)
+	for len(ids) > 0 {
+		// One snapshot for the wave's reads: a read transaction starts
+		// with a cold page cache after any write, and the series of a wave
+		// share the upper pages of the chunk table and its index. The
+		// encoding waits until it is closed, so as not to hold back the
+		// checkpoints.
+		tx, err := s.beginCompactRead(ctx)
+		if err != nil {
+			return err
+		}
+		type read struct {
+			id        int64
+			groups    []*compactGroup
+			smallSeen int64
+			uncovered int
+		}
+		var reads []read
+		points := 0
+		for len(ids) > 0 && points < compactWavePoints {
+			r := read{id: ids[0]}
+			ids = ids[1:]
+			if r.groups, r.smallSeen, r.uncovered, err = s.readCompactGroupsTx(ctx, tx, r.id); err != nil {
+				tx.Rollback()
+				return err
+			}
+			for _, g := range r.groups {
+				points += len(g.pts)
+			}
+			reads = append(reads, r)
+		}
+		tx.Rollback()
+		var wave []*swapPlan
+		for _, r := range reads {
+			p, err := s.planSwap(r.id, r.groups, r.smallSeen)
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				if r.uncovered > s.opts.OverviewChunks {
+					if err := s.buildOverviews(ctx, r.id); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			p.uncovered = r.uncovered
+			wave = append(wave, p)
+		}
+		if len(wave) == 0 {
+			continue
+		}
+		raced, err := s.swapWave(ctx, wave)
+		if err != nil {
+			return err
+		}
+		for _, p := range wave {
+			if slices.Contains(raced, p.seriesID) {
+				if err := s.compactSeries(ctx, p.seriesID); err != nil {
+					return err
+				}
+				continue
+			}
+			// Merging never adds chunks: with no more than an
+			// overview's worth outside the overviews (the last one
+			// never joins), none can be built.
+			if p.uncovered > s.opts.OverviewChunks {
+				if err := s.buildOverviews(ctx, p.seriesID); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// swapWave applies the swaps of a wave in one write and returns the series
+// it left alone because another compaction had swapped some of their
+// chunks first.
+func (s *db) swapWave(ctx context.Context, wave []*swapPlan) ([]int64, error) {
+	var raced []int64
+	err := s.w.do(ctx, func(tx *wtx) error {
+		raced = raced[:0] // the op runs again after a collision
+		for _, p := range wave {
+			ok, err := applySwap(tx, p)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				raced = append(raced, p.seriesID)
+			}
+		}
+		return nil
+	})
+	return raced, err
+}
+
+// swapPlan is one series' compaction, ready for the writer: the chunks
+// that replace its groups' chunks, and what it takes off the series' count
+// of small chunks.
+type swapPlan struct {
+	seriesID int64
+	groups   []*compactGroup
+	rows     []chunkRow
+	removed  int64
+	// points is the number of points the new chunks hold.
+	points int
+	// uncovered is the number of chunks no overview covered when the
+	// groups were read.
+	uncovered int
+}
+
+// planSwap encodes each group's points in chunks of up to ChunkPoints. The
+// swap lowers the series' count of small chunks by the smallSeen it had
+// when they were listed, less the small chunks that can still grow. It
+// returns nil when there is nothing to write.
+func (s *db) planSwap(seriesID int64, groups []*compactGroup, smallSeen int64) (*swapPlan, error) {
+	p := &swapPlan{seriesID: seriesID, groups: groups}
 	var growing int64
 	for _, g := range groups {
 		metrics.SortPoints(g.pts)
@@ -199,12 +374,13 @@ func (s *db) swapCompacted(ctx context.Context, seriesID int64, groups []*compac
 			sl := &slice{ctx: g.ctx, pts: part, sum: metrics.Summarize(part)}
 			var err error
 			if sl.data, err = metrics.AppendChunk(nil, part); err != nil {
-				return errs.Wrap(errs.Internal, err, "compaction: encode")
+				return nil, errs.Wrap(errs.Internal, err, "compaction: encode")
 			}
 			if err := sl.encodeSketch(s.sketchMin()); err != nil {
-				return err
+				return nil, err
 			}
-			rows = append(rows, chunkRow{seriesID: seriesID, sl: sl})
+			p.rows = append(p.rows, chunkRow{seriesID: seriesID, sl: sl})
+			p.points += len(part)
 			if len(part) < s.opts.ChunkPoints && g.atEnd {
 				growing++
 			}
@@ -216,46 +392,84 @@ func (s *db) swapCompacted(ctx context.Context, seriesID int64, groups []*compac
 		// until more points come, which count again.
 		growing = 0
 		if smallSeen == 0 {
-			return nil
+			return nil, nil
 		}
 	}
-	err := s.w.do(ctx, func(tx *wtx) error {
-		if err := lockSeriesRun(tx, seriesID); err != nil {
-			return err
+	p.removed = smallSeen - growing
+	return p, nil
+}
+
+// swapCompacted writes a series' compacted groups in place of their
+// chunks in a write of its own; errCompactionRace says the chunks changed.
+func (s *db) swapCompacted(ctx context.Context, seriesID int64, groups []*compactGroup, smallSeen int64) error {
+	p, err := s.planSwap(seriesID, groups, smallSeen)
+	if err != nil || p == nil {
+		return err
+	}
+	return s.w.do(ctx, func(tx *wtx) error {
+		ok, err := applySwap(tx, p)
+		if err == nil && !ok {
+			err = errCompactionRace
 		}
-		// The new chunks go in before the old ones are deleted. SQLite
-		// numbers a new row one past the largest chunk_id left, so
-		// deleting first could hand the new chunks the ids just deleted;
-		// a compaction that had read those ids before would then find
-		// "its" chunks all there and delete chunks holding points it never
-		// read (TestCompactionRaceKeepsPoints). Inserted first, new chunks
-		// are numbered past every chunk that exists.
-		if err := insertChunks(tx, rows); err != nil {
-			return err
-		}
-		for _, g := range groups {
-			args := make([]any, len(g.ids))
-			for i, id := range g.ids {
-				args[i] = id
-			}
-			res, err := tx.exec(`DELETE FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(args))+`)`, args...)
-			if err != nil {
-				return sqlError(err, "compaction: delete chunks")
-			}
-			if n, _ := res.RowsAffected(); n != int64(len(g.ids)) {
-				return errCompactionRace
-			}
-			if err := dropOverviews(tx, seriesID, g.lo, g.hi); err != nil {
-				return err
-			}
-		}
-		// Chunks written since the listing counted themselves; the
-		// counter never goes below 0 (it is a trigger, not an inventory).
-		removed := smallSeen - growing
-		_, err := tx.exec(`UPDATE metric_series SET small_chunks = CASE WHEN small_chunks > ? THEN small_chunks - ? ELSE 0 END WHERE series_id = ?`, removed, removed, seriesID)
-		return sqlError(err, "compaction: update series")
+		return err
 	})
-	return err
+}
+
+// applySwap replaces the chunks of p's groups with p's chunks. It writes
+// nothing and returns false when any of those chunks is gone: another
+// compaction swapped it first.
+func applySwap(tx *wtx, p *swapPlan) (bool, error) {
+	if err := lockSeriesRun(tx, p.seriesID); err != nil {
+		return false, err
+	}
+	var ids []any
+	for _, g := range p.groups {
+		for _, id := range g.ids {
+			ids = append(ids, id)
+		}
+	}
+	for start := 0; start < len(ids); start += maxRowsPerStatement {
+		part := ids[start:min(start+maxRowsPerStatement, len(ids))]
+		var n int
+		if err := tx.queryRow(`SELECT COUNT(*) FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`)`, part...).Scan(&n); err != nil {
+			return false, sqlError(err, "compaction: check chunks")
+		}
+		if n != len(part) {
+			return false, nil
+		}
+	}
+	// The new chunks go in before the old ones are deleted. SQLite
+	// numbers a new row one past the largest chunk_id left, so deleting
+	// first could hand the new chunks the ids just deleted; a compaction
+	// that had read those ids before would then find "its" chunks all
+	// there and delete chunks holding points it never read
+	// (TestCompactionRaceKeepsPoints). Inserted first, new chunks are
+	// numbered past every chunk that exists.
+	if err := insertChunks(tx, p.rows); err != nil {
+		return false, err
+	}
+	for _, g := range p.groups {
+		args := make([]any, len(g.ids))
+		for i, id := range g.ids {
+			args[i] = id
+		}
+		res, err := tx.exec(`DELETE FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(args))+`)`, args...)
+		if err != nil {
+			return false, sqlError(err, "compaction: delete chunks")
+		}
+		if n, _ := res.RowsAffected(); n != int64(len(g.ids)) {
+			// Checked above under the same lock: cannot happen, and
+			// fails the whole write if it does.
+			return false, errCompactionRace
+		}
+		if err := dropOverviews(tx, p.seriesID, g.lo, g.hi); err != nil {
+			return false, err
+		}
+	}
+	// Chunks written since the listing counted themselves; the counter
+	// never goes below 0 (it is a trigger, not an inventory).
+	_, err := tx.exec(`UPDATE metric_series SET small_chunks = CASE WHEN small_chunks > ? THEN small_chunks - ? ELSE 0 END WHERE series_id = ?`, p.removed, p.removed, p.seriesID)
+	return true, sqlError(err, "compaction: update series")
 }
 
 // listedChunk is a chunk of a listing made for compaction or overviews.
@@ -278,11 +492,22 @@ type listedChunk struct {
 // Chunks of other contexts may overlap any of them: a reader merges
 // contexts anyway.
 func (s *db) readCompactGroups(ctx context.Context, seriesID int64) (groups []*compactGroup, smallSeen int64, uncovered int, err error) {
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	tx, err := s.beginCompactRead(ctx)
 	if err != nil {
-		return nil, 0, 0, sqlError(err, "compaction: begin read")
+		return nil, 0, 0, err
 	}
 	defer tx.Rollback()
+	return s.readCompactGroupsTx(ctx, tx, seriesID)
+}
+
+// beginCompactRead starts the snapshot compaction reads series from.
+func (s *db) beginCompactRead(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	return tx, sqlError(err, "compaction: begin read")
+}
+
+// readCompactGroupsTx is readCompactGroups in a snapshot of the caller's.
+func (s *db) readCompactGroupsTx(ctx context.Context, tx *sql.Tx, seriesID int64) (groups []*compactGroup, smallSeen int64, uncovered int, err error) {
 	// The series' count of small chunks as of the listing: the swap takes
 	// it off and adds back what can still grow, so that chunks written
 	// since count on, and a small chunk that cannot be merged (a lone
@@ -353,7 +578,11 @@ func (s *db) readCompactGroups(ctx context.Context, seriesID int64) (groups []*c
 	}
 	for start := 0; start < len(ids); start += maxRowsPerStatement {
 		part := ids[start:min(start+maxRowsPerStatement, len(ids))]
-		rows, err := tx.QueryContext(ctx, `SELECT chunk_id, data FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`)`, part...)
+		// In the listing's order, so that each group's points come
+		// sorted when its chunks are disjoint (SortPoints then only
+		// checks them): by chunk_id, a chunk compaction wrote comes after
+		// the small chunks written while it was being built.
+		rows, err := tx.QueryContext(ctx, `SELECT chunk_id, data FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`) `+chunkOrder, part...)
 		if err != nil {
 			return nil, 0, 0, sqlError(err, "compaction: read chunks")
 		}

@@ -46,8 +46,8 @@ type Options struct {
 	// ChunkPoints is the number of points compaction packs into one chunk;
 	// 0 means 4096.
 	ChunkPoints int
-	// CompactAfter is the number of small chunks of a series that triggers
-	// its compaction; 0 means 16.
+	// CompactAfter is the least number of small chunks of a series that
+	// triggers its compaction (see compactDue); 0 means 16.
 	CompactAfter int
 	// OverviewChunks is the number of chunks an overview of a series
 	// summarises (overview.go); 0 means 64.
@@ -439,12 +439,7 @@ func (s *Store) Compact(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if err := s.compactSeries(ctx, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.compactBatch(ctx, ids)
 }
 
 // The writer connection does not checkpoint on its own (wal_autocheckpoint
