@@ -136,7 +136,8 @@ type seriesRow struct {
 	maxStep     int64
 	pointCount  int64
 	smallChunks int64
-	// lastSmall is the points of the small chunk this request wrote.
+	// lastSmall is the points of the small chunk this request wrote, 0
+	// if none.
 	lastSmall int64
 	isNew     bool
 	dirty     bool

@@ -158,9 +158,11 @@ func (c *compactor) loop() {
 }
 
 // compactDue says whether a series' small chunks are worth merging now,
-// given how many there are and the points of the latest, taken as typical:
-// at least CompactAfter chunks, holding about a full chunk's points, or
-// sixteen times CompactAfter chunks whatever they hold. A merge rewrites
+// given how many there are and the points of the one just written (0 when
+// the request wrote none), taken as typical: at least CompactAfter chunks,
+// holding about a full chunk's points, or sixteen times CompactAfter chunks
+// whatever they hold. With no small chunk written (full chunks logged after
+// small ones) the count alone decides. A merge rewrites
 // the series' last, partly filled chunk together with the small ones, so
 // merging a few points at a time rewrites that chunk over and over: a run
 // logging one point a step, merged every 16 steps, had each point decoded
@@ -169,7 +171,7 @@ func (o Options) compactDue(smallChunks, lastSmall int64) bool {
 	if smallChunks < int64(o.CompactAfter) {
 		return false
 	}
-	return smallChunks*lastSmall >= int64(o.ChunkPoints) || smallChunks >= 16*int64(o.CompactAfter)
+	return lastSmall == 0 || smallChunks*lastSmall >= int64(o.ChunkPoints) || smallChunks >= 16*int64(o.CompactAfter)
 }
 
 // errCompactionRace means the chunks compaction read have changed; the

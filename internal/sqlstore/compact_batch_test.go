@@ -167,6 +167,8 @@ func TestCompactDue(t *testing.T) {
 		{41, 100, true},
 		{255, 1, false},
 		{256, 1, true}, // enough chunks, whatever they hold
+		{16, 0, true},  // the request wrote a full chunk: the count decides
+		{15, 0, false},
 	} {
 		if got := o.compactDue(tc.small, tc.last); got != tc.want {
 			t.Errorf("compactDue(%d small chunks, last of %d points) = %v, want %v", tc.small, tc.last, got, tc.want)
