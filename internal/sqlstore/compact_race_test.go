@@ -3,9 +3,7 @@ package sqlstore
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/tracking"
@@ -21,27 +19,9 @@ import (
 // Compaction saw "points before 9001 after 8161" under load.
 func TestCompactionRaceKeepsPoints(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), Options{Synchronous: "NORMAL", ChunkPoints: 64, CompactAfter: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
 	// No background compaction: the test runs the two compactions itself,
 	// in the order that lost points.
-	s.c.stop()
-	s.c = newCompactor(s.db, s.log)
-	s.c.interval = time.Hour
-	s.c.start()
-
-	tr := tracking.NewService(s.Tracking(), tracking.Options{})
-	if err := tr.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	run, err := tr.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := run.Info.RunID
+	s, tr, id := quietStore(t)
 	logSteps := func(from int64) {
 		t.Helper()
 		var b tracking.Batch
