@@ -33,7 +33,7 @@ type compactor struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	pending map[int64]struct{}
-	// hold is held while the loop compacts a series; tests hold it to
+	// hold is held while the loop compacts; tests hold it to
 	// keep background compaction away (HoldCompaction).
 	hold sync.Mutex
 	// swept is each series' count of small chunks at the last sweep.
@@ -162,11 +162,13 @@ func (c *compactor) loop() {
 // the request wrote none), taken as typical: at least CompactAfter chunks,
 // holding about a full chunk's points, or sixteen times CompactAfter chunks
 // whatever they hold. With no small chunk written (full chunks logged after
-// small ones) the count alone decides. A merge rewrites
-// the series' last, partly filled chunk together with the small ones, so
-// merging a few points at a time rewrites that chunk over and over: a run
-// logging one point a step, merged every 16 steps, had each point decoded
-// and encoded again some 128 times before its chunk filled.
+// small ones) the count alone decides.
+//
+// A merge rewrites the series' last, partly filled chunk together with the
+// small ones, so merging a few points at a time rewrites that chunk over
+// and over: a run logging one point a step, merged every 16 steps, had
+// each point decoded and encoded again some 128 times before its chunk
+// filled.
 func (o Options) compactDue(smallChunks, lastSmall int64) bool {
 	if smallChunks < int64(o.CompactAfter) {
 		return false
@@ -233,8 +235,9 @@ func (s *db) compactSeries(ctx context.Context, seriesID int64) error {
 	return s.buildOverviews(ctx, seriesID)
 }
 
-// compactWavePoints bounds the points one batched swap writes, so that
-// the group carrying it does not hold up the requests beside it for long.
+// compactWavePoints bounds the points compactBatch reads for one swap, so
+// that the group carrying it does not hold up the requests beside it for
+// long.
 const compactWavePoints = 256 << 10
 
 // compactBatch compacts several series, swapping them in together: one
@@ -354,8 +357,6 @@ type swapPlan struct {
 	groups   []*compactGroup
 	rows     []chunkRow
 	removed  int64
-	// points is the number of points the new chunks hold.
-	points int
 	// uncovered is the number of chunks no overview covered when the
 	// groups were read.
 	uncovered int
@@ -382,7 +383,6 @@ func (s *db) planSwap(seriesID int64, groups []*compactGroup, smallSeen int64) (
 				return nil, err
 			}
 			p.rows = append(p.rows, chunkRow{seriesID: seriesID, sl: sl})
-			p.points += len(part)
 			if len(part) < s.opts.ChunkPoints && g.atEnd {
 				growing++
 			}
@@ -660,15 +660,10 @@ func listChunks(ctx context.Context, tx *sql.Tx, seriesID, lo, hi int64) ([]list
 	return all, nil
 }
 
-// compactionCandidatesN lists up to n series with at least two small
-// chunks; n < 0 (Compact: merge everything now) lists every series with a
-// small chunk at all, since even one may overlap a full chunk.
-func (s *db) compactionCandidatesN(ctx context.Context, n int) ([]int64, error) {
-	least := 2
-	if n < 0 {
-		n, least = math.MaxInt32, 1
-	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT series_id FROM metric_series WHERE small_chunks >= ? LIMIT ?`, least, n)
+// compactionCandidates lists every series with a small chunk (Compact:
+// merge everything now; even one may overlap a full chunk).
+func (s *db) compactionCandidates(ctx context.Context) ([]int64, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT series_id FROM metric_series WHERE small_chunks >= 1`)
 	if err != nil {
 		return nil, sqlError(err, "list series to compact")
 	}

@@ -435,7 +435,7 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 // of those series, instead of waiting for the background compaction;
 // benchmarks and tests use it.
 func (s *Store) Compact(ctx context.Context) error {
-	ids, err := s.compactionCandidatesN(ctx, -1)
+	ids, err := s.compactionCandidates(ctx)
 	if err != nil {
 		return err
 	}
