@@ -68,7 +68,7 @@ func Equal(a, b Point) bool {
 // only matters for points that are Equal but differ in their NaN payload.
 func SortPoints(pts []Point) {
 	// Points mostly come in order (compaction concatenates chunks in the
-	// order they were written): checking is a tenth of sorting them.
+	// order they were written): checking costs a fraction of sorting.
 	if slices.IsSortedFunc(pts, Compare) {
 		return
 	}
