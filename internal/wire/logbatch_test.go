@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,6 +161,31 @@ func BenchmarkDecodeLogBatch(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/point")
 	})
+	// Loss curves with noise, as the ingestion benchmark sends them: the
+	// shortest repr of each value, 16 or 17 digits.
+	var loss strings.Builder
+	loss.WriteString(`{"run_id":"0123456789abcdef0123456789abcdef","metrics":[`)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 1000 {
+		if i > 0 {
+			loss.WriteByte(',')
+		}
+		v := 2/(1+float64(i)/100) + rng.NormFloat64()*0.01
+		fmt.Fprintf(&loss, `{"key":"loss/%d","value":%s,"timestamp":%d,"step":%d}`, i%10, strconv.FormatFloat(v, 'g', -1, 64), 1700000000000+7*i, i)
+	}
+	loss.WriteString(`]}`)
+	b.Run("decoder=fast/values=loss", func(b *testing.B) {
+		body := []byte(loss.String())
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var req LogBatchRequest
+			if err := DecodeLogBatch(body, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/point")
+	})
 	b.Run("decoder=encoding_json", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
@@ -190,4 +216,57 @@ func TestSmallIntAgreesWithParseInt(t *testing.T) {
 			t.Fatalf("smallInt(%q) = %d, ParseInt %d", n, got, want)
 		}
 	}
+}
+
+func TestScanFloatAgreesWithParseFloat(t *testing.T) {
+	cases := []string{"0", "-0", "0.0", "-0.0", "1", "-1", "0.1", "0.30000000000000004", "0.6931471805599453",
+		"9007199254740992", "9007199254740993", "900719925474099.3", "0.000000000000000000001",
+		"1e22", "1e23", "-1e-22", "1e-23", "1.5e+3", "2.5E-7", "00.5", "0.5e", "1.7976931348623157e308",
+		"5e-324", "123456789012345678", "0.0000000000000000000000000000001234", "1e99999", "", "-", "1.", "1e", "1e+", ".5"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		v := math.Float64frombits(rng.Uint64())
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		cases = append(cases, strconv.FormatFloat(v, 'g', -1, 64))
+		w := 2/(1+rng.Float64()) + rng.NormFloat64()*0.01
+		cases = append(cases, strconv.FormatFloat(w, 'g', -1, 64), strconv.FormatFloat(w, 'f', rng.IntN(12), 64),
+			strconv.FormatFloat(w*1e-5, 'g', -1, 64), strconv.FormatFloat(float64(float32(w)), 'g', -1, 64))
+	}
+	took := 0
+	for _, n := range cases {
+		end, got, exact, ok := scanFloat([]byte(n), 0)
+		if !ok || !exact || end != len(n) {
+			continue
+		}
+		took++
+		want, err := strconv.ParseFloat(n, 64)
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("scanFloat(%q) = %v (%#x), ParseFloat %v (%#x), %v", n, got, math.Float64bits(got), want, math.Float64bits(want), err)
+		}
+	}
+	// Most of the values a client sends take the fast path; a change
+	// that sent them all to ParseFloat would pass the loop above.
+	if took < len(cases)/3 {
+		t.Fatalf("scanFloat took %d of %d numbers", took, len(cases))
+	}
+}
+
+// FuzzScanFloat checks scanFloat against strconv.ParseFloat on any input:
+// where it gives a value, it gives what ParseFloat does.
+func FuzzScanFloat(f *testing.F) {
+	for _, s := range []string{"0.6931471805599453", "-1.5e-7", "9007199254740993", "1e22", "0.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, n string) {
+		end, got, exact, ok := scanFloat([]byte(n), 0)
+		if !ok || !exact || end != len(n) {
+			return
+		}
+		want, err := strconv.ParseFloat(n, 64)
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("scanFloat(%q) = %v, ParseFloat %v, %v", n, got, want, err)
+		}
+	})
 }
