@@ -16,22 +16,28 @@ const benchPoints = 200_000
 //
 //	go test -run '^$' -bench 'AppendChunk' -benchmem -count 6 ./internal/metrics/
 func BenchmarkAppendChunk(b *testing.B) {
-	for _, kind := range benchKinds {
-		b.Run("values="+kind, func(b *testing.B) {
-			pts := genSeries(kind, benchPoints, 1)
-			buf, err := AppendChunk(nil, pts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				buf, err = AppendChunk(buf[:0], pts)
+	for _, enc := range []struct {
+		name   string
+		append func([]byte, []Point) ([]byte, error)
+		points int
+	}{{"chosen", AppendChunk, benchPoints}, {"chosen", AppendChunk, 100}, {"quick", AppendChunkQuick, 100}} {
+		for _, kind := range benchKinds {
+			b.Run(fmt.Sprintf("codec=%s/points=%d/values=%s", enc.name, enc.points, kind), func(b *testing.B) {
+				pts := genSeries(kind, enc.points, 1)
+				buf, err := enc.append(nil, pts)
 				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			reportPerPoint(b, len(pts), len(buf))
-		})
+				b.ReportAllocs()
+				for b.Loop() {
+					buf, err = enc.append(buf[:0], pts)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportPerPoint(b, len(pts), len(buf))
+			})
+		}
 	}
 }
 

@@ -92,6 +92,11 @@ func checkRoundTrip(t *testing.T, pts []Point) []byte {
 	t.Helper()
 	chunk := mustAppendChunk(t, nil, pts)
 	checkDecode(t, pts, chunk)
+	quick, err := AppendChunkQuick(nil, pts)
+	if err != nil {
+		t.Fatalf("AppendChunkQuick: %v", err)
+	}
+	checkDecode(t, pts, quick)
 	if len(pts) == 0 {
 		return chunk
 	}
@@ -238,6 +243,33 @@ func TestChunkRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			checkRoundTrip(t, tc.pts)
 		})
+	}
+}
+
+// TestAppendChunkQuick checks the codec AppendChunkQuick picks (XOR on
+// the IEEE-754 pattern, 32-bit keys for float32 values) and that it
+// refuses unsorted points as AppendChunk does.
+func TestAppendChunkQuick(t *testing.T) {
+	for _, tc := range []struct {
+		series string
+		want   byte
+	}{{"float32", flagFloat32}, {"float64", 0}, {"const", flagFloat32}} {
+		pts := genSeries(tc.series, 500, 9)
+		chunk, err := AppendChunkQuick(nil, pts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := parseChunk(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.codec.flags(); got != tc.want {
+			t.Errorf("%s: flags %#x, want %#x", tc.series, got, tc.want)
+		}
+	}
+	pts := []Point{{Step: 2}, {Step: 1}}
+	if _, err := AppendChunkQuick(nil, pts); !errors.Is(err, ErrUnsorted) {
+		t.Fatalf("unsorted points: err %v, want ErrUnsorted", err)
 	}
 }
 

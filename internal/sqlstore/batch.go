@@ -94,8 +94,14 @@ func (sl *slice) encode(sketchMin int) error {
 	metrics.SortPoints(sl.pts)
 	sl.pts = metrics.DedupSorted(sl.pts)
 	sl.sum = metrics.Summarize(sl.pts)
+	// A chunk without a sketch is small: compaction merges it and picks
+	// the merged chunk's codec, so it is encoded the quick way.
+	encode := metrics.AppendChunk
+	if len(sl.pts) < sketchMin {
+		encode = metrics.AppendChunkQuick
+	}
 	var err error
-	sl.data, err = metrics.AppendChunk(sl.data[:0], sl.pts)
+	sl.data, err = encode(sl.data[:0], sl.pts)
 	if err != nil {
 		return errs.Wrap(errs.Internal, err, "encode metrics")
 	}
