@@ -478,6 +478,8 @@ func applySwap(tx *wtx, p *swapPlan) (bool, error) {
 type listedChunk struct {
 	id, minStep, maxStep, count int64
 	ctx                         tracking.MetricContext
+	// data is the chunk's encoding for a small chunk, nil for a full one.
+	data []byte
 }
 
 // readCompactGroups lists the chunks of a series and reads, from one
@@ -519,7 +521,8 @@ func (s *db) readCompactGroupsTx(ctx context.Context, tx *sql.Tx, seriesID int64
 	if err := tx.QueryRowContext(ctx, `SELECT small_chunks FROM metric_series WHERE series_id = ?`, seriesID).Scan(&smallSeen); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, 0, sqlError(err, "compaction: read series")
 	}
-	all, err := listChunks(ctx, tx, seriesID, math.MinInt64, math.MaxInt64)
+	full := int64(s.opts.ChunkPoints)
+	all, err := listChunks(ctx, tx, seriesID, full)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -529,7 +532,6 @@ func (s *db) readCompactGroupsTx(ctx context.Context, tx *sql.Tx, seriesID int64
 			return nil, 0, 0, err
 		}
 	}
-	full := int64(s.opts.ChunkPoints)
 	var contexts []tracking.MetricContext
 	byCtx := map[tracking.MetricContext][]*listedChunk{}
 	for i := range all {
@@ -571,38 +573,44 @@ func (s *db) readCompactGroupsTx(ctx context.Context, tx *sql.Tx, seriesID int64
 		}
 		flush(true)
 	}
-	// Read the groups' chunks.
+	// A full chunk merges only when it overlaps another; the listing
+	// left its data out.
+	at := map[int64]int{}
 	var ids []any
-	for _, c := range all {
-		if group[c.id] != nil {
+	for i, c := range all {
+		if group[c.id] != nil && c.data == nil {
+			at[c.id] = i
 			ids = append(ids, c.id)
 		}
 	}
 	for start := 0; start < len(ids); start += maxRowsPerStatement {
 		part := ids[start:min(start+maxRowsPerStatement, len(ids))]
-		// In the listing's order, so that each group's points come
-		// sorted when its chunks are disjoint (SortPoints then only
-		// checks them): by chunk_id, a chunk compaction wrote comes after
-		// the small chunks written while it was being built.
-		rows, err := tx.QueryContext(ctx, `SELECT chunk_id, data FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`) `+chunkOrder, part...)
+		rows, err := tx.QueryContext(ctx, `SELECT chunk_id, data FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`)`, part...)
 		if err != nil {
 			return nil, 0, 0, sqlError(err, "compaction: read chunks")
 		}
 		for rows.Next() {
 			var id int64
-			var data sql.RawBytes
+			var data []byte
 			if err := rows.Scan(&id, &data); err != nil {
 				rows.Close()
 				return nil, 0, 0, sqlError(err, "compaction: read chunks")
 			}
-			g := group[id]
-			if g.pts, err = metrics.DecodeChunk(g.pts, data); err != nil {
-				rows.Close()
-				return nil, 0, 0, errs.Wrap(errs.Internal, fmt.Errorf("series %d chunk %d: %w", seriesID, id, err), "stored metric data is corrupt")
-			}
+			all[at[id]].data = data
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return nil, 0, 0, sqlError(err, "compaction: read chunks")
+		}
+	}
+	// Decode in the listing's order, so that each group's points come
+	// sorted when its chunks are disjoint (SortPoints then only checks
+	// them): by chunk_id, a chunk compaction wrote comes after the small
+	// chunks written while it was being built.
+	for _, c := range all {
+		if g := group[c.id]; g != nil {
+			if g.pts, err = metrics.DecodeChunk(g.pts, c.data); err != nil {
+				return nil, 0, 0, errs.Wrap(errs.Internal, fmt.Errorf("series %d chunk %d: %w", seriesID, c.id, err), "stored metric data is corrupt")
+			}
 		}
 	}
 	return groups, smallSeen, uncovered, nil
@@ -635,27 +643,48 @@ func countUncovered(ctx context.Context, tx *sql.Tx, seriesID int64, all []liste
 	return n + len(all) - i, nil
 }
 
-// listChunks lists the chunks of a series with steps in [lo, hi], in
-// chunkOrder, without their data.
-func listChunks(ctx context.Context, tx *sql.Tx, seriesID, lo, hi int64) ([]listedChunk, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT chunk_id, min_step, max_step, count, model_id, dataset_name, dataset_digest FROM metric_chunks
-		WHERE series_id = ? AND min_step <= ? AND max_step >= ? `+chunkOrder, seriesID, hi, lo)
+// listChunks lists the chunks of a series in chunkOrder, with the data of
+// those of fewer than small points: compaction merges them, and reading
+// their data in the listing saves looking each up again. A full chunk's
+// data, often on overflow pages, is not read.
+func listChunks(ctx context.Context, tx *sql.Tx, seriesID, small int64) ([]listedChunk, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT chunk_id, min_step, max_step, count, model_id, dataset_name, dataset_digest,
+			CASE WHEN count < ? THEN data END
+		FROM metric_chunks WHERE series_id = ? `+chunkOrder, small, seriesID)
 	if err != nil {
 		return nil, sqlError(err, "list metric chunks")
 	}
-	var all []listedChunk
+	var (
+		all  []listedChunk
+		buf  []byte // the small chunks' data, end to end
+		ends []int  // where each chunk's data ends in buf; -1 for none
+	)
 	for rows.Next() {
 		var c listedChunk
 		var model, dsName, dsDigest sql.NullString
-		if err := rows.Scan(&c.id, &c.minStep, &c.maxStep, &c.count, &model, &dsName, &dsDigest); err != nil {
+		var data sql.RawBytes
+		if err := rows.Scan(&c.id, &c.minStep, &c.maxStep, &c.count, &model, &dsName, &dsDigest, &data); err != nil {
 			rows.Close()
 			return nil, sqlError(err, "list metric chunks")
 		}
 		c.ctx = tracking.MetricContext{ModelID: model.String, DatasetName: dsName.String, DatasetDigest: dsDigest.String}
 		all = append(all, c)
+		end := -1
+		if data != nil {
+			buf = append(buf, data...)
+			end = len(buf)
+		}
+		ends = append(ends, end)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, sqlError(err, "list metric chunks")
+	}
+	start := 0
+	for i, end := range ends {
+		if end >= 0 {
+			all[i].data = buf[start:end:end]
+			start = end
+		}
 	}
 	return all, nil
 }

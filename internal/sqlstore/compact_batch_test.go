@@ -206,3 +206,41 @@ func TestSweepQueuesQuietSeries(t *testing.T) {
 		t.Fatalf("the third sweep queued %v, want both series, neither wrote since", ids)
 	}
 }
+
+// TestCompactMergesFullChunkItOverlaps: a full chunk that a small one
+// overlaps is merged with it. The listing leaves full chunks' data out;
+// this one's is read on its own, and its points come back in order
+// with the others'.
+func TestCompactMergesFullChunkItOverlaps(t *testing.T) {
+	s, tr, runID := quietStore(t)
+	ctx := context.Background()
+	log := func(from, n, tsShift int64) {
+		t.Helper()
+		var b tracking.Batch
+		for step := from; step < from+n; step++ {
+			b.Metrics = append(b.Metrics, tracking.Metric{Key: "k", Point: metrics.Point{Step: step, TimestampMs: step + tsShift, Value: float64(step)}})
+		}
+		if err := tr.LogBatch(ctx, runID, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log(0, 64, 0)     // one full chunk (ChunkPoints is 64)
+	log(64, 10, 0)    // a small chunk after it
+	log(10, 10, 1000) // a small chunk inside it: the same steps, later
+	id := seriesOf(t, s, "k")
+	if err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, err := tr.MetricHistory(ctx, runID, "k", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Points) != 84 || !slices.IsSortedFunc(page.Points, func(a, b tracking.HistoryPoint) int { return metrics.Compare(a.Point, b.Point) }) {
+		t.Fatalf("history after compaction: %d points (want 84), sorted %v", len(page.Points), page.Points)
+	}
+	// 84 points in chunks of 64: the full chunk was rewritten with the
+	// others, not left beside them.
+	if n := chunksOf(t, s, id); n != 2 {
+		t.Fatalf("%d chunks after compaction, want 2", n)
+	}
+}
