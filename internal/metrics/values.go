@@ -80,7 +80,11 @@ func (c valueCodec) flags() byte {
 // bits: 32-bit keys if they are all float32s, then whichever of XOR with the
 // sign on top, XOR with the sign at the bottom and delta coding of order 1,
 // 2 or 3 makes the shortest stream, sized in one pass, which costs a
-// fraction of encoding it.
+// fraction of encoding it. A chunk of more than 2 × sampleBlocks ×
+// sampleBlock points is sized on sampleBlocks runs of sampleBlock points
+// spread over it: the values of one metric keep their shape over a chunk,
+// and sizing all 4096 points of a merged chunk cost as much as encoding
+// them (compaction merges every point once).
 func chooseCodec(pts []Point) valueCodec {
 	c := codecOf(0)
 	if allFloat32(pts) {
@@ -89,6 +93,41 @@ func chooseCodec(pts []Point) valueCodec {
 	if len(pts) < 2 {
 		return c
 	}
+	var sizes codecSizes
+	if len(pts) <= 2*sampleBlocks*sampleBlock {
+		sizes = sizeCodecs(pts, c)
+	} else {
+		for b := range sampleBlocks {
+			start := b * (len(pts) - sampleBlock) / (sampleBlocks - 1)
+			s := sizeCodecs(pts[start:start+sampleBlock], c)
+			for i := range sizes {
+				sizes[i] += s[i]
+			}
+		}
+	}
+	best := min(sizes[0], sizes[1])
+	if sizes[1] < sizes[0] {
+		c.rot = 1
+	}
+	for order := 1; order <= maxDeltaOrder; order++ {
+		if sizes[1+order] < best {
+			best = sizes[1+order]
+			c.rot, c.order = 0, order
+		}
+	}
+	return c
+}
+
+// sampleBlocks and sampleBlock say how chooseCodec samples a large chunk.
+const sampleBlocks, sampleBlock = 4, 256
+
+// codecSizes are the bits of a value stream coded by XOR with the sign on
+// top, XOR with the sign at the bottom, and delta coding of order 1 to 3.
+type codecSizes [2 + maxDeltaOrder]uint
+
+// sizeCodecs sizes the value stream of pts (at least two points) in every
+// coding, on keys of c's width.
+func sizeCodecs(pts []Point, c valueCodec) codecSizes {
 	high, low := newXORWindow(c), newXORWindow(c)
 	var highBits, lowBits uint
 	d := c
@@ -134,18 +173,7 @@ func chooseCodec(pts []Point) valueCodec {
 		s3.add(m - p3)
 		k3, k2, k1 = k2, k1, m
 	}
-	deltaBits := [maxDeltaOrder + 1]uint{1: s1.bits, 2: s2.bits, 3: s3.bits}
-	best := min(highBits, lowBits)
-	if lowBits < highBits {
-		c.rot = 1
-	}
-	for order := 1; order <= maxDeltaOrder; order++ {
-		if deltaBits[order] < best {
-			best = deltaBits[order]
-			c.rot, c.order = 0, order
-		}
-	}
-	return c
+	return codecSizes{highBits, lowBits, s1.bits, s2.bits, s3.bits}
 }
 
 // allFloat32 reports whether every value of pts is a float32.
