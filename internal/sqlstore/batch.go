@@ -312,42 +312,24 @@ func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	// trigger, that the run's latest metric values changed, for the
 	// search index (search_index.go): every write to metric_series' latest
 	// values must come with it, in the same transaction.
-	if _, err = tx.exec(`UPDATE runs SET metric_points = ?, metric_keys = ? WHERE run_pk = ?`, st.points, st.keys, st.pk); err != nil {
-		return sqlError(err, "update run counters")
-	}
-	if cache := tx.w.series; cache != nil {
-		for key, r := range state {
-			if !r.isNew {
-				cache.put(seriesKey{st.pk, key}, *r)
-			}
-		}
-	}
-	return nil
+	_, err = tx.exec(`UPDATE runs SET metric_points = ?, metric_keys = ? WHERE run_pk = ?`, st.points, st.keys, st.pk)
+	return sqlError(err, "update run counters")
 }
 
 // maxRowsPerStatement bounds multi-row statements (SQLite allows 32766
 // parameters; a chunk row has 12).
 const maxRowsPerStatement = 256
 
-// loadSeriesRows returns the series rows of the slices' keys: from the
-// writer's cache, and the others read in one query (a few, for very many
-// keys). Keys without a row come back as new.
+// loadSeriesRows reads the series rows of the slices' keys in one query
+// (a few, for very many keys). Keys without a row come back as new.
 func loadSeriesRows(tx *wtx, runPK int64, slices []*slice) (map[string]*seriesRow, error) {
 	state := make(map[string]*seriesRow, len(slices))
 	var keys []any
-	cache := tx.w.series
 	for _, sl := range slices {
-		if state[sl.key] != nil {
-			continue
+		if state[sl.key] == nil {
+			state[sl.key] = &seriesRow{isNew: true, maxStep: math.MinInt64}
+			keys = append(keys, sl.key)
 		}
-		if cache != nil {
-			if r, ok := cache.get(seriesKey{runPK, sl.key}); ok {
-				state[sl.key] = &r
-				continue
-			}
-		}
-		state[sl.key] = &seriesRow{isNew: true, maxStep: math.MinInt64}
-		keys = append(keys, sl.key)
 	}
 	for start := 0; start < len(keys); start += maxRowsPerStatement {
 		part := keys[start:min(start+maxRowsPerStatement, len(keys))]

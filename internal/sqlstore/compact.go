@@ -470,9 +470,6 @@ func applySwap(tx *wtx, p *swapPlan) (bool, error) {
 	}
 	// Chunks written since the listing counted themselves; the counter
 	// never goes below 0 (it is a trigger, not an inventory).
-	if cache := tx.w.series; cache != nil {
-		cache.forget(p.seriesID)
-	}
 	_, err := tx.exec(`UPDATE metric_series SET small_chunks = CASE WHEN small_chunks > ? THEN small_chunks - ? ELSE 0 END WHERE series_id = ?`, p.removed, p.removed, p.seriesID)
 	return true, sqlError(err, "compaction: update series")
 }

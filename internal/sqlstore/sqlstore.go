@@ -210,9 +210,6 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	s.w.m = s.metrics
 	s.w.retryable = retryable
 	s.w.pg = s.pg
-	if !s.pg {
-		s.w.series = newSeriesCache()
-	}
 	s.w.full = s.noteFull
 	s.c = newCompactor(s.db, s.log)
 	s.w.committed = s.c.request

@@ -52,10 +52,6 @@ type writer struct {
 	stmts   map[string]*sql.Stmt
 	promote []string
 
-	// series caches metric_series rows between requests (SQLite only;
-	// see seriesCache). Nil on PostgreSQL.
-	series *seriesCache
-
 	// groups counts the transactions the loop has run, for the
 	// checkpoint loop to tell a busy writer from an idle one.
 	groups atomic.Int64
@@ -281,13 +277,6 @@ func (w *writer) run(batch []*writeOp) {
 		}
 		return
 	}
-	if w.series != nil {
-		var v int64
-		if err := tx.queryRow(`PRAGMA data_version`).Scan(&v); err != nil {
-			v = -1 // unknown: start over now, and at the next that reads
-		}
-		w.series.begin(v)
-	}
 	results := make([]error, len(txOps))
 	var follow []int64
 	var again []*writeOp
@@ -300,9 +289,6 @@ func (w *writer) run(batch []*writeOp) {
 	start := time.Now()
 	err = tx.Commit()
 	w.m.commitSeconds.Observe(time.Since(start).Seconds())
-	if w.series != nil {
-		w.series.groupDone(err == nil)
-	}
 	w.keepStmts()
 	w.m.groupRequests.Observe(float64(len(txOps)))
 	if err != nil {
@@ -376,25 +362,16 @@ func (w *writer) runOne(tx *wtx, op *writeOp, follow *[]int64) (err error) {
 		if r := recover(); r != nil {
 			err = errs.Wrap(errs.Internal, fmt.Errorf("panic: %v", r), "write failed")
 		}
-		// Whether the transaction holds exactly the op's writes (err nil)
-		// or none of them.
-		clean := true
 		if err != nil {
 			_, rerr := tx.exec("ROLLBACK TO op")
 			if rerr != nil {
 				err = errors.Join(err, rerr)
-				clean = false
 			}
 		} else {
 			*follow = append(*follow, tx.compact...)
 		}
-		ok := err == nil
 		if _, rerr := tx.exec("RELEASE op"); rerr != nil {
 			err = errors.Join(err, rerr)
-			clean = false
-		}
-		if w.series != nil {
-			w.series.opDone(ok, clean)
 		}
 	}()
 	return op.fn(tx)
