@@ -147,56 +147,47 @@ func sameError(a, b error) bool {
 	return a.Error() == b.Error()
 }
 
-// go test -run '^$' -bench DecodeLogBatch -benchmem ./internal/wire/
-func BenchmarkDecodeLogBatch(b *testing.B) {
-	body := sampleBatch(1000)
-	b.Run("decoder=fast", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body)))
-		for b.Loop() {
-			var req LogBatchRequest
-			if err := DecodeLogBatch(body, &req); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/point")
-	})
-	// Loss curves with noise, as the ingestion benchmark sends them: the
-	// shortest repr of each value, 16 or 17 digits.
-	var loss strings.Builder
-	loss.WriteString(`{"run_id":"0123456789abcdef0123456789abcdef","metrics":[`)
+// lossBatch is a batch of n loss-curve values with noise, as the
+// ingestion benchmark sends them: the shortest repr of each value, 16 or
+// 17 digits.
+func lossBatch(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"run_id":"0123456789abcdef0123456789abcdef","metrics":[`)
 	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range 1000 {
+	for i := range n {
 		if i > 0 {
-			loss.WriteByte(',')
+			b.WriteByte(',')
 		}
 		v := 2/(1+float64(i)/100) + rng.NormFloat64()*0.01
-		fmt.Fprintf(&loss, `{"key":"loss/%d","value":%s,"timestamp":%d,"step":%d}`, i%10, strconv.FormatFloat(v, 'g', -1, 64), 1700000000000+7*i, i)
+		fmt.Fprintf(&b, `{"key":"loss/%d","value":%s,"timestamp":%d,"step":%d}`, i%10, strconv.FormatFloat(v, 'g', -1, 64), 1700000000000+7*i, i)
 	}
-	loss.WriteString(`]}`)
-	b.Run("decoder=fast/values=loss", func(b *testing.B) {
-		body := []byte(loss.String())
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body)))
-		for b.Loop() {
-			var req LogBatchRequest
-			if err := DecodeLogBatch(body, &req); err != nil {
-				b.Fatal(err)
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+// go test -run '^$' -bench DecodeLogBatch -benchmem ./internal/wire/
+func BenchmarkDecodeLogBatch(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		body   []byte
+		decode func([]byte, *LogBatchRequest) error
+	}{
+		{"decoder=fast", sampleBatch(1000), DecodeLogBatch},
+		{"decoder=fast/values=loss", lossBatch(1000), DecodeLogBatch},
+		{"decoder=encoding_json", sampleBatch(1000), func(body []byte, req *LogBatchRequest) error { return Decode(body, req) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.body)))
+			for b.Loop() {
+				var req LogBatchRequest
+				if err := bc.decode(bc.body, &req); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/point")
-	})
-	b.Run("decoder=encoding_json", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(body)))
-		for b.Loop() {
-			var req LogBatchRequest
-			if err := Decode(body, &req); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/point")
-	})
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/point")
+		})
+	}
 }
 
 // TestSmallIntAgreesWithParseInt checks the fast path for steps and
