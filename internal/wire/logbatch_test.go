@@ -66,20 +66,25 @@ func TestDecodeLogBatch(t *testing.T) {
 		wantErr  string
 		wantKeys int
 	}{
-		"OK":              {body: string(sampleBatch(25)), fast: true, wantKeys: 25},
-		"OKEmpty":         {body: `{}`, fast: true},
-		"OKSpaces":        {body: " { \"run_id\" : \"r\" , \"metrics\" : [ { \"key\" : \"a\" , \"value\" : -1.5e-3 , \"timestamp\" : 0 } ] } ", fast: true, wantKeys: 1},
-		"OKEscapedKey":    {body: `{"run_id":"r","metrics":[{"key":"a\u0062","value":1,"timestamp":1}]}`, wantKeys: 1},
-		"OKNaNString":     {body: `{"run_id":"r","metrics":[{"key":"a","value":"NaN","timestamp":1}]}`, wantKeys: 1},
-		"OKQuotedInt":     {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":"17","step":"3"}]}`, wantKeys: 1},
-		"OKNull":          {body: `{"run_id":"r","params":null}`},
-		"ErrUnknownField": {body: `{"run_id":"r","metricz":[]}`, wantErr: `unknown field "metricz"`},
-		"ErrType":         {body: `{"run_id":"r","metrics":[{"key":"a","value":true,"timestamp":1}]}`, wantErr: "metrics.value"},
-		"ErrFraction":     {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":1.5}]}`, wantErr: "'metrics.timestamp': expected an integer, got number 1.5"},
-		"ErrFloatType":    {body: `{"run_id":"r","metrics":[{"key":"a","value":{},"timestamp":1}]}`, wantErr: "'metrics.value': expected a number, got object"},
-		"ErrSyntax":       {body: `{"run_id":"r",`, wantErr: "malformed JSON"},
-		"ErrTrailing":     {body: `{"run_id":"r"} {}`, wantErr: "unexpected data"},
-		"ErrNumberKey":    {body: `{"run_id":"r","metrics":[{"key":5,"value":1,"timestamp":1}]}`, wantErr: "metrics.key"},
+		"OK":           {body: string(sampleBatch(25)), fast: true, wantKeys: 25},
+		"OKEmpty":      {body: `{}`, fast: true},
+		"OKSpaces":     {body: " { \"run_id\" : \"r\" , \"metrics\" : [ { \"key\" : \"a\" , \"value\" : -1.5e-3 , \"timestamp\" : 0 } ] } ", fast: true, wantKeys: 1},
+		"OKEscapedKey": {body: `{"run_id":"r","metrics":[{"key":"a\u0062","value":1,"timestamp":1}]}`, wantKeys: 1},
+		// A key the same as the one before is taken without a scan
+		// (metricKey); one that starts like it, or is empty, is not.
+		"OKRepeatedKeys":       {body: `{"metrics":[{"key":"ab","value":1,"timestamp":1},{"key":"ab","value":2,"timestamp":1},{"key":"abc","value":3,"timestamp":1},{"key":"a","value":4,"timestamp":1},{"key":"ab","value":5,"timestamp":1},{"key":"","value":6,"timestamp":1},{"key":"","value":7,"timestamp":1},{"timestamp":1,"key":"ab","value":8}]}`, fast: true, wantKeys: 8},
+		"OKRepeatedKeyEscaped": {body: `{"metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a\u0062","value":2,"timestamp":1}]}`, wantKeys: 2},
+		"ErrRepeatedKeyCut":    {body: `{"metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a`, wantErr: "malformed JSON"},
+		"OKNaNString":          {body: `{"run_id":"r","metrics":[{"key":"a","value":"NaN","timestamp":1}]}`, wantKeys: 1},
+		"OKQuotedInt":          {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":"17","step":"3"}]}`, wantKeys: 1},
+		"OKNull":               {body: `{"run_id":"r","params":null}`},
+		"ErrUnknownField":      {body: `{"run_id":"r","metricz":[]}`, wantErr: `unknown field "metricz"`},
+		"ErrType":              {body: `{"run_id":"r","metrics":[{"key":"a","value":true,"timestamp":1}]}`, wantErr: "metrics.value"},
+		"ErrFraction":          {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":1.5}]}`, wantErr: "'metrics.timestamp': expected an integer, got number 1.5"},
+		"ErrFloatType":         {body: `{"run_id":"r","metrics":[{"key":"a","value":{},"timestamp":1}]}`, wantErr: "'metrics.value': expected a number, got object"},
+		"ErrSyntax":            {body: `{"run_id":"r",`, wantErr: "malformed JSON"},
+		"ErrTrailing":          {body: `{"run_id":"r"} {}`, wantErr: "unexpected data"},
+		"ErrNumberKey":         {body: `{"run_id":"r","metrics":[{"key":5,"value":1,"timestamp":1}]}`, wantErr: "metrics.key"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -123,6 +128,7 @@ func FuzzDecodeLogBatch(f *testing.F) {
 	f.Add([]byte(`{"run_id":"a","run_id":"b","params":[{"key":"x"}],"params":[{"value":"y"}]}`))
 	f.Add([]byte(`{"run_id":"r","metrics":[{"key":"a","value":"NaN","timestamp":"1"}],"tags":[{"key":"t","value":null}]}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"metrics":[{"key":"ab","value":1,"timestamp":1},{"key":"ab","value":2,"timestamp":2},{"key":"abc","value":3,"timestamp":3}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if !utf8.Valid(body) {
 			return // readBody refuses these before any decoder sees them
@@ -147,10 +153,10 @@ func sameError(a, b error) bool {
 	return a.Error() == b.Error()
 }
 
-// lossBatch is a batch of n loss-curve values with noise, as the
-// ingestion benchmark sends them: the shortest repr of each value, 16 or
-// 17 digits.
-func lossBatch(n int) []byte {
+// lossBatch is a batch of n loss-curve values with noise: the shortest
+// repr of each value, 16 or 17 digits, ten keys in turn, or, grouped, each
+// key's steps one after the other as the ingestion benchmark sends them.
+func lossBatch(n int, grouped bool) []byte {
 	var b strings.Builder
 	b.WriteString(`{"run_id":"0123456789abcdef0123456789abcdef","metrics":[`)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -159,7 +165,11 @@ func lossBatch(n int) []byte {
 			b.WriteByte(',')
 		}
 		v := 2/(1+float64(i)/100) + rng.NormFloat64()*0.01
-		fmt.Fprintf(&b, `{"key":"loss/%d","value":%s,"timestamp":%d,"step":%d}`, i%10, strconv.FormatFloat(v, 'g', -1, 64), 1700000000000+7*i, i)
+		key := i % 10
+		if grouped {
+			key = i * 10 / n
+		}
+		fmt.Fprintf(&b, `{"key":"loss/%d","value":%s,"timestamp":%d,"step":%d}`, key, strconv.FormatFloat(v, 'g', -1, 64), 1700000000000+7*i, i)
 	}
 	b.WriteString(`]}`)
 	return []byte(b.String())
@@ -173,7 +183,8 @@ func BenchmarkDecodeLogBatch(b *testing.B) {
 		decode func([]byte, *LogBatchRequest) error
 	}{
 		{"decoder=fast", sampleBatch(1000), DecodeLogBatch},
-		{"decoder=fast/values=loss", lossBatch(1000), DecodeLogBatch},
+		{"decoder=fast/values=loss", lossBatch(1000, false), DecodeLogBatch},
+		{"decoder=fast/values=loss/keys=grouped", lossBatch(1000, true), DecodeLogBatch},
 		{"decoder=encoding_json", sampleBatch(1000), func(body []byte, req *LogBatchRequest) error { return Decode(body, req) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
