@@ -67,26 +67,33 @@ func AppendChunkQuick(dst []byte, pts []Point) ([]byte, error) {
 	return appendChecked(dst, pts, quickCodec)
 }
 
-func quickCodec(pts []Point) valueCodec {
+// quickCodec returns the codec of AppendChunkQuick, and the bytes its value
+// stream takes at most but for a few: XOR codes of full-entropy values,
+// which are what a quick chunk mostly holds.
+func quickCodec(pts []Point) (valueCodec, int) {
 	if allFloat32(pts) {
-		return codecOf(flagFloat32)
+		return codecOf(flagFloat32), 5 * len(pts)
 	}
-	return codecOf(0)
+	return codecOf(0), 9 * len(pts)
 }
 
-func appendChecked(dst []byte, pts []Point, choose func([]Point) valueCodec) ([]byte, error) {
+func appendChecked(dst []byte, pts []Point, choose func([]Point) (valueCodec, int)) ([]byte, error) {
 	for i := 1; i < len(pts); i++ {
 		if Compare(pts[i-1], pts[i]) > 0 {
 			return dst, fmt.Errorf("%w: point %d (step %d) sorts after point %d (step %d)",
 				ErrUnsorted, i-1, pts[i-1].Step, i, pts[i].Step)
 		}
 	}
+	if len(pts) == 0 {
+		return append(dst, ChunkVersion, 0), nil
+	}
+	codec, valueBytes := choose(pts)
+	// The header, the steps and timestamps (a few bits a point when
+	// regular) and the value stream, so that encoding grows dst once.
+	dst = slices.Grow(dst, 32+2*len(pts)+valueBytes)
 	dst = append(dst, ChunkVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(pts)))
-	if len(pts) == 0 {
-		return dst, nil
-	}
-	return appendChunk(dst, pts, choose(pts)), nil
+	return appendChunk(dst, pts, codec), nil
 }
 
 // appendChunk is AppendChunk after the checks, with the value codec chosen;

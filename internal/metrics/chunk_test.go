@@ -273,6 +273,38 @@ func TestAppendChunkQuick(t *testing.T) {
 	}
 }
 
+// TestAppendChunkAllocatesOnce: the encoders size dst from the chosen
+// codec's estimate, so a chunk is one allocation of about its length;
+// compaction encodes every point once more, and growing the buffer from a
+// guess copied each chunk several times.
+func TestAppendChunkAllocatesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		series string
+		n      int
+		encode func([]byte, []Point) ([]byte, error)
+	}{
+		{"float64", 4096, AppendChunk}, {"smooth64", 4096, AppendChunk}, {"loss32", 4096, AppendChunk},
+		{"float64", 1000, AppendChunk}, {"cosine", 300, AppendChunk},
+		{"float64", 100, AppendChunkQuick}, {"float32", 100, AppendChunkQuick}, {"smooth64", 1000, AppendChunkQuick},
+	} {
+		pts := genSeries(tc.series, tc.n, 5)
+		var chunk []byte
+		allocs := testing.AllocsPerRun(5, func() {
+			var err error
+			if chunk, err = tc.encode(nil, pts); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 1 {
+			t.Errorf("%s, %d points: %v allocations, want 1", tc.series, tc.n, allocs)
+		}
+		// Room for the points not sampled, not a multiple of the chunk.
+		if limit := 2*len(chunk) + 64; cap(chunk) > limit {
+			t.Errorf("%s, %d points: capacity %d for %d bytes", tc.series, tc.n, cap(chunk), len(chunk))
+		}
+	}
+}
+
 func TestChooseCodec(t *testing.T) {
 	alternating := func(values ...float64) []Point {
 		pts := make([]Point, 1000)
@@ -297,7 +329,8 @@ func TestChooseCodec(t *testing.T) {
 		"OnePoint":             {alternating(1)[:1], flagFloat32},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := chooseCodec(tc.pts).flags(); got != tc.want {
+			if c, _ := chooseCodec(tc.pts); c.flags() != tc.want {
+				got := c.flags()
 				t.Errorf("chooseCodec flags = %#x, want %#x", got, tc.want)
 			}
 		})
@@ -311,7 +344,8 @@ func TestChooseCodecSampled(t *testing.T) {
 	for _, kind := range []string{"float32", "float64", "const", "loss32", "mixed", "smooth64", "smooth32", "cosine", "linear"} {
 		pts := genSeries(kind, 4096, 42)
 		head := binary.AppendUvarint([]byte{ChunkVersion}, uint64(len(pts)))
-		chosen := len(appendChunk(slices.Clone(head), pts, chooseCodec(pts)))
+		c, _ := chooseCodec(pts)
+		chosen := len(appendChunk(slices.Clone(head), pts, c))
 		best := chosen
 		for flags := range byte(flagsKnown + 1) {
 			c := codecOf(flags)

@@ -84,19 +84,25 @@ func (c valueCodec) flags() byte {
 // sampleBlock points is sized on sampleBlocks runs of sampleBlock points
 // spread over it: the values of one metric keep their shape over a chunk,
 // and sizing all 4096 points of a merged chunk cost as much as encoding
-// them (compaction merges every point once).
-func chooseCodec(pts []Point) valueCodec {
+// them (compaction merges every point once). It also returns the bytes the
+// value stream should take, from the sizes, so that the encoder grows its
+// buffer once: a merged chunk of noisy values takes 8 bytes a point, and
+// growing to that from a guess made compaction copy each chunk several
+// times.
+func chooseCodec(pts []Point) (valueCodec, int) {
 	c := codecOf(0)
 	if allFloat32(pts) {
 		c = codecOf(flagFloat32)
 	}
 	if len(pts) < 2 {
-		return c
+		return c, 8
 	}
 	var sizes codecSizes
+	sized := len(pts) // the points sizes counts
 	if len(pts) <= 2*sampleBlocks*sampleBlock {
 		sizes = sizeCodecs(pts, c)
 	} else {
+		sized = sampleBlocks * sampleBlock
 		for b := range sampleBlocks {
 			start := b * (len(pts) - sampleBlock) / (sampleBlocks - 1)
 			s := sizeCodecs(pts[start:start+sampleBlock], c)
@@ -115,7 +121,9 @@ func chooseCodec(pts []Point) valueCodec {
 			c.rot, c.order = 0, order
 		}
 	}
-	return c
+	// A sixteenth more than the estimate, for the points not sampled.
+	bytes := int(best) * len(pts) / sized / 8
+	return c, bytes + bytes/16 + 16
 }
 
 // sampleBlocks and sampleBlock say how chooseCodec samples a large chunk.
