@@ -548,11 +548,17 @@ func (s *db) readCompactGroupsTx(ctx context.Context, tx *sql.Tx, seriesID int64
 		flush := func(atEnd bool) {
 			if len(run) >= 2 {
 				g := &compactGroup{ctx: mc, lo: math.MaxInt64, hi: math.MinInt64, atEnd: atEnd}
+				n := int64(0)
 				for _, c := range run {
 					g.ids = append(g.ids, c.id)
 					g.lo, g.hi = min(g.lo, c.minStep), max(g.hi, c.maxStep)
 					group[c.id] = g
+					n += c.count
 				}
+				// Room for every point the chunks hold, so that decoding
+				// them one after the other does not grow the slice (a
+				// group is some forty request-sized chunks).
+				g.pts = make([]metrics.Point, 0, n)
 				groups = append(groups, g)
 			}
 			run = run[:0]
