@@ -522,7 +522,7 @@ func (s *db) readCompactGroupsTx(ctx context.Context, tx *sql.Tx, seriesID int64
 		return nil, 0, 0, sqlError(err, "compaction: read series")
 	}
 	full := int64(s.opts.ChunkPoints)
-	all, err := listChunks(ctx, tx, seriesID, full)
+	all, err := listChunks(ctx, tx, seriesID, full, smallSeen)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -652,23 +652,29 @@ func countUncovered(ctx context.Context, tx *sql.Tx, seriesID int64, all []liste
 // listChunks lists the chunks of a series in chunkOrder, with the data of
 // those of fewer than small points: compaction merges them, and reading
 // their data in the listing saves looking each up again. A full chunk's
-// data, often on overflow pages, is not read.
-func listChunks(ctx context.Context, tx *sql.Tx, seriesID, small int64) ([]listedChunk, error) {
+// data, often on overflow pages, is not read. smallHint, the series' count
+// of small chunks, sizes the results.
+func listChunks(ctx context.Context, tx *sql.Tx, seriesID, small, smallHint int64) ([]listedChunk, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT chunk_id, min_step, max_step, count, model_id, dataset_name, dataset_digest,
 			CASE WHEN count < ? THEN data END
 		FROM metric_chunks WHERE series_id = ? `+chunkOrder, small, seriesID)
 	if err != nil {
 		return nil, sqlError(err, "list metric chunks")
 	}
+	// Room for the small chunks (a request's hundred points take about a
+	// kilobyte) and a few full ones, so that the listing of a series due
+	// for compaction is not grown as it is read.
+	hint := int(min(max(smallHint, 0), 1024))
 	var (
-		all  []listedChunk
-		buf  []byte // the small chunks' data, end to end
-		ends []int  // where each chunk's data ends in buf; -1 for none
+		all  = make([]listedChunk, 0, hint+16)
+		buf  = make([]byte, 0, hint<<10) // the small chunks' data, end to end
+		ends = make([]int, 0, hint+16)   // where each chunk's data ends in buf; -1 for none
+		// Scanned into once for all rows: their addresses escape.
+		c                       listedChunk
+		model, dsName, dsDigest sql.NullString
+		data                    sql.RawBytes
 	)
 	for rows.Next() {
-		var c listedChunk
-		var model, dsName, dsDigest sql.NullString
-		var data sql.RawBytes
 		if err := rows.Scan(&c.id, &c.minStep, &c.maxStep, &c.count, &model, &dsName, &dsDigest, &data); err != nil {
 			rows.Close()
 			return nil, sqlError(err, "list metric chunks")
