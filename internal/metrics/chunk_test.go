@@ -329,8 +329,8 @@ func TestChooseCodec(t *testing.T) {
 		"OnePoint":             {alternating(1)[:1], flagFloat32},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if c, _ := chooseCodec(tc.pts); c.flags() != tc.want {
-				got := c.flags()
+			c, _ := chooseCodec(tc.pts)
+			if got := c.flags(); got != tc.want {
 				t.Errorf("chooseCodec flags = %#x, want %#x", got, tc.want)
 			}
 		})
