@@ -108,10 +108,8 @@ func appendChunk(dst []byte, pts []Point, codec valueCodec) []byte {
 	// The streams go straight into dst; their lengths, which the header
 	// needs before them, are inserted afterwards. Moving a few kilobytes
 	// once is cheaper than encoding into scratch buffers and copying.
+	// appendChecked has grown dst to the chunk's estimated size.
 	base := len(dst)
-	// A typical chunk takes 1 to 5 bytes per point; growing once up front
-	// saves most reallocations for the rest.
-	dst = slices.Grow(dst, 2*len(pts)+16)
 	w := bitWriter{out: dst}
 	encodeSteps(&w, pts)
 	stepsLen := len(w.flush()) - base
