@@ -38,7 +38,9 @@ import (
 //	         10,000,000-point metric (the MLflow UI's chart read)
 //	search   runs/search, three filter shapes ordered by a metric, first page
 //	         of 1,000 (MlflowClient.search_runs' default max_results), at
-//	         each -reads-search-runs size
+//	         each -reads-search-runs size; timed from Go, beside the time
+//	         to read the same page from a server that does nothing else
+//	         (the transfer's floor), and through the Python client itself
 //	bytes    bytes on disk per point of 2,000,000-point series (data
 //	         directory after a clean stop, WAL included), random and smooth
 //	         values, with SQLite's page and index overhead

@@ -34,20 +34,30 @@ for _ in range(reps):
 print(json.dumps({"ms": times, "mlflow": mlflow.__version__, "python": sys.version.split()[0]}))
 `
 
+// noPython says why a Python client's figures are missing.
+const noPython = "no Python with mlflow: give -python, -mlflow or -mlflow-venv"
+
+// pythonWithMLflow returns -python, or else the Python beside the mlflow
+// executable, or "" when there is neither.
+func pythonWithMLflow(c config, specs []peerSpec) string {
+	if c.python != "" {
+		return c.python
+	}
+	for _, sp := range specs {
+		if sp.name == "mlflow" && sp.absent == "" {
+			return sp.python
+		}
+	}
+	return ""
+}
+
 // pythonHistory runs pyHistoryScript against every server, one after the
 // other, with the Python of -python or the one beside the mlflow
 // executable. Without either it says why it was skipped.
 func pythonHistory(ctx context.Context, c config, specs []peerSpec, peers []*livePeer, runs map[string]string, n int) (map[string]any, error) {
-	py := c.python
+	py := pythonWithMLflow(c, specs)
 	if py == "" {
-		for _, sp := range specs {
-			if sp.name == "mlflow" && sp.absent == "" {
-				py = sp.python
-			}
-		}
-	}
-	if py == "" {
-		return map[string]any{"skipped": "no Python with mlflow: give -python, -mlflow or -mlflow-venv"}, nil
+		return map[string]any{"skipped": noPython}, nil
 	}
 	script := filepath.Join(os.TempDir(), fmt.Sprintf("sextant-bench-history-%d.py", os.Getpid()))
 	if err := os.WriteFile(script, []byte(pyHistoryScript), 0o644); err != nil {

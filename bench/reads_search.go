@@ -119,6 +119,11 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		return nil, err
 	}
 	defer stop()
+	floor, err := startFloorServer()
+	if err != nil {
+		return nil, err
+	}
+	defer floor.stop()
 	for _, p := range peers {
 		if p.exp, err = p.cl.createExperiment(ctx, "bench-reads-search"); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
@@ -132,6 +137,8 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		"shapes":                   shapes,
 		"page_size":                searchPage,
 		"how":                      "POST runs/search {experiment_ids, filter, order_by, max_results: 1000}, the body read to its end but neither kept nor decoded while timed; the runs have 3 params, 2 tags and 3 metrics each and are FINISHED, the same on every server; each size is measured once the servers have gone quiet (under 5% of a core for 6 s) after its runs were created",
+		"how_transfer_floor":       "transfer_floor_ms: the same client sending the same request to a Go HTTP server in the benchmark's process that answers Sextant's page, byte for byte, and does nothing else (median of as many rounds): the least any server can take for that page here",
+		"how_python":               "python_client_search_runs: MlflowClient(tracking_uri).search_runs([experiment], filter_string, order_by=[...], max_results=1000) in a Python process of its own per server and size, after one untimed call that checks the number of runs; wall time per call, the client's parsing included",
 		"mlflow_only_up_to_runs":   c.mlflowMaxRuns,
 		"target_sextant_ms":        20,
 		"target_x_slower_fm":       15,
@@ -139,8 +146,10 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 	}
 	have := map[string]int{}
 	bySize := map[string]any{}
-	first := map[string]map[string]float64{} // shape -> server -> ms at the first size
-	firstHits := map[string]map[string]int{} // shape -> server -> runs returned at the first size
+	first := map[string]map[string]float64{}   // shape -> server -> ms at the first size
+	firstHits := map[string]map[string]int{}   // shape -> server -> runs returned at the first size
+	firstFloor := map[string]float64{}         // shape -> transfer floor at the first size
+	firstPy := map[string]map[string]float64{} // shape -> server -> Python client's ms at the first size
 	for _, size := range sizes {
 		var on []*livePeer
 		for _, p := range peers {
@@ -174,16 +183,18 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 				rss[p.name+"_before_searches_mb"] = round2(float64(p.s.procStatus("VmRSS")) / (1 << 20))
 			}
 		}
+		sxHits := map[string]int{}
 		for _, sh := range searchShapes {
 			bodies := map[string][]byte{}
 			hits := map[string]any{}
 			firsts := map[string]any{}
 			var sxNames []string
+			var sxPage []byte
 			for _, p := range on {
 				b, _ := json.Marshal(map[string]any{"experiment_ids": []string{p.exp}, "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": searchPage})
 				bodies[p.name] = b
 				t0 := time.Now()
-				names, err := searchNames(ctx, p, b)
+				names, page, err := searchNames(ctx, p, b)
 				firsts[p.name+"_ms"] = round2(ms(time.Since(t0)))
 				if err != nil {
 					return nil, fmt.Errorf("%s %s: %w", p.name, sh.Name, err)
@@ -196,7 +207,7 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 					firstHits[sh.Name][p.name] = len(names)
 				}
 				if p.name == "sextant" {
-					sxNames = names
+					sxNames, sxPage = names, page
 				} else if sxNames != nil {
 					hits[p.name+"_same_runs_in_same_order_as_sextant"] = slices.Equal(names, sxNames)
 				}
@@ -216,6 +227,18 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 			m["first_search"] = firsts
 			m["sextant_rounds_ms"] = roundAll(times["sextant"])
 			m["load"] = load
+			sxHits[sh.Name] = len(sxNames)
+			fl, err := floor.time(ctx, "/"+sh.Name+"/"+strconv.Itoa(size), bodies["sextant"], sxPage, c.readsRounds)
+			if err != nil {
+				return nil, fmt.Errorf("transfer floor: %w", err)
+			}
+			m["page_bytes"] = len(sxPage)
+			m["transfer_floor_ms"] = round2(fl)
+			if f := firstFloor[sh.Name]; f > 0 {
+				m["transfer_floor_growth_from_"+strconv.Itoa(sizes[0])+"_runs"] = round2(fl / f)
+			} else {
+				firstFloor[sh.Name] = fl
+			}
 			if first[sh.Name] == nil {
 				first[sh.Name] = map[string]float64{}
 				for name, ts := range times {
@@ -251,6 +274,16 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 			}
 			at[sh.Name] = m
 		}
+		py, pyAbout, err := pythonSearch(ctx, c, specs, on, sxHits)
+		if err != nil {
+			return nil, err
+		}
+		if py == nil {
+			at["python_client_search_runs"] = pyAbout
+		} else {
+			out["python_client"] = pyAbout
+			at["python_client_search_runs"] = pythonSearchMedians(py, firstPy, sizes[0])
+		}
 		for _, p := range on {
 			if p.s != nil {
 				rss[p.name+"_after_searches_mb"] = round2(float64(p.s.procStatus("VmRSS")) / (1 << 20))
@@ -261,6 +294,30 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 	}
 	out["by_size"] = bySize
 	return out, nil
+}
+
+// pythonSearchMedians summarises the Python client's times (shape ->
+// server -> ms): medians, and the growth from first, each shape's medians
+// at the first size, which the first call fills in.
+func pythonSearchMedians(py map[string]map[string][]float64, first map[string]map[string]float64, firstSize int) map[string]any {
+	out := map[string]any{}
+	for name, times := range py {
+		m := medians(times)
+		if first[name] == nil {
+			first[name] = map[string]float64{}
+			for server, ts := range times {
+				first[name][server] = median(ts)
+			}
+		} else {
+			for server, ts := range times {
+				if f := first[name][server]; f > 0 {
+					m[server+"_growth_from_"+strconv.Itoa(firstSize)+"_runs"] = round2(median(ts) / f)
+				}
+			}
+		}
+		out[name] = m
+	}
+	return out
 }
 
 // samePageGrowth times sh on the servers on asking for page runs, and
@@ -289,11 +346,11 @@ func samePageGrowth(ctx context.Context, on []*livePeer, sh searchShape, page, n
 }
 
 // searchNames runs one search, untimed, and returns the names of the runs
-// of the page in order.
-func searchNames(ctx context.Context, p *livePeer, body []byte) ([]string, error) {
+// of the page in order, and the page as it came.
+func searchNames(ctx context.Context, p *livePeer, body []byte) ([]string, []byte, error) {
 	b, err := p.cl.postRaw(ctx, "/api/2.0/mlflow/runs/search", body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out struct {
 		Runs []struct {
@@ -303,13 +360,13 @@ func searchNames(ctx context.Context, p *livePeer, body []byte) ([]string, error
 		} `json:"runs"`
 	}
 	if err := decodeJSON(b, &out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	names := make([]string, len(out.Runs))
 	for i, r := range out.Runs {
 		names[i] = r.Info.RunName
 	}
-	return names, nil
+	return names, b, nil
 }
 
 func roundAll(vs []float64) []float64 {
