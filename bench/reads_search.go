@@ -137,7 +137,7 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		"shapes":                   shapes,
 		"page_size":                searchPage,
 		"how":                      "POST runs/search {experiment_ids, filter, order_by, max_results: 1000}, the body read to its end but neither kept nor decoded while timed; the runs have 3 params, 2 tags and 3 metrics each and are FINISHED, the same on every server; each size is measured once the servers have gone quiet (under 5% of a core for 6 s) after its runs were created",
-		"how_transfer_floor":       "transfer_floor_ms: the same client sending the same request to a Go HTTP server in the benchmark's process that answers Sextant's page, byte for byte, and does nothing else (median of as many rounds): the least any server can take for that page here",
+		"how_transfer_floor":       "transfer_floor_ms: the same client sending the same request to a Go HTTP server in the benchmark's process that answers Sextant's page, byte for byte, and does nothing else (median of four times as many rounds, back to back): the least any server can take for that page here",
 		"how_python":               "python_client_search_runs: MlflowClient(tracking_uri).search_runs([experiment], filter_string, order_by=[...], max_results=1000) in a Python process of its own per server and size, after one untimed call that checks the number of runs; wall time per call, the client's parsing included",
 		"mlflow_only_up_to_runs":   c.mlflowMaxRuns,
 		"target_sextant_ms":        20,
@@ -148,7 +148,7 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 	bySize := map[string]any{}
 	first := map[string]map[string]float64{}   // shape -> server -> ms at the first size
 	firstHits := map[string]map[string]int{}   // shape -> server -> runs returned at the first size
-	firstFloor := map[string]float64{}         // shape -> transfer floor at the first size
+	firstFloor := map[string][2]float64{}      // shape -> transfer floor and Sextant above it at the first size
 	firstPy := map[string]map[string]float64{} // shape -> server -> Python client's ms at the first size
 	for _, size := range sizes {
 		var on []*livePeer
@@ -228,16 +228,23 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 			m["sextant_rounds_ms"] = roundAll(times["sextant"])
 			m["load"] = load
 			sxHits[sh.Name] = len(sxNames)
-			fl, err := floor.time(ctx, "/"+sh.Name+"/"+strconv.Itoa(size), bodies["sextant"], sxPage, c.readsRounds)
+			fl, err := floor.time(ctx, "/"+sh.Name+"/"+strconv.Itoa(size), bodies["sextant"], sxPage, floorRounds*c.readsRounds)
 			if err != nil {
 				return nil, fmt.Errorf("transfer floor: %w", err)
 			}
 			m["page_bytes"] = len(sxPage)
 			m["transfer_floor_ms"] = round2(fl)
-			if f := firstFloor[sh.Name]; f > 0 {
-				m["transfer_floor_growth_from_"+strconv.Itoa(sizes[0])+"_runs"] = round2(fl / f)
+			// Sextant's time above the floor: its own work on the page,
+			// whose growth is the search's, not the page's bytes'.
+			above := median(times["sextant"]) - fl
+			m["sextant_above_floor_ms"] = round2(above)
+			if f, ok := firstFloor[sh.Name]; ok {
+				m["transfer_floor_growth_from_"+strconv.Itoa(sizes[0])+"_runs"] = round2(fl / f[0])
+				if f[1] > 0 {
+					m["sextant_above_floor_growth_from_"+strconv.Itoa(sizes[0])+"_runs"] = round2(above / f[1])
+				}
 			} else {
-				firstFloor[sh.Name] = fl
+				firstFloor[sh.Name] = [2]float64{fl, above}
 			}
 			if first[sh.Name] == nil {
 				first[sh.Name] = map[string]float64{}
