@@ -137,7 +137,7 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		"shapes":                   shapes,
 		"page_size":                searchPage,
 		"how":                      "POST runs/search {experiment_ids, filter, order_by, max_results: 1000}, the body read to its end but neither kept nor decoded while timed; the runs have 3 params, 2 tags and 3 metrics each and are FINISHED, the same on every server; each size is measured once the servers have gone quiet (under 5% of a core for 6 s) after its runs were created",
-		"how_transfer_floor":       "transfer_floor_ms: the same client sending the same request to a Go HTTP server in the benchmark's process that answers Sextant's page, byte for byte, and does nothing else (median of four times as many rounds, back to back): the least any server can take for that page here",
+		"how_transfer_floor":       "transfer_floor_ms: the same client sending the same request to a Go HTTP server in the benchmark's process that answers Sextant's page, byte for byte, and does nothing else (median of four times as many rounds, back to back): the least a Go HTTP server takes for that page here",
 		"how_python":               "python_client_search_runs: MlflowClient(tracking_uri).search_runs([experiment], filter_string, order_by=[...], max_results=1000) in a Python process of its own per server and size, after one untimed call that checks the number of runs; wall time per call, the client's parsing included",
 		"mlflow_only_up_to_runs":   c.mlflowMaxRuns,
 		"target_sextant_ms":        20,

@@ -13,7 +13,8 @@ import (
 // floorServer answers every POST with the bytes it was given for the
 // path, doing no other work: the time the benchmark's client takes to
 // send a search and read a page of that many bytes over loopback from a
-// Go HTTP server, which no search can go under. A full page of 1,000
+// Go HTTP server, which a search answered by Go's net/http does not go
+// under. A full page of 1,000
 // runs is about 860 KB, four times the 238 runs of metric_and_param's
 // first size, and reading it is most of the search's growth.
 type floorServer struct {
