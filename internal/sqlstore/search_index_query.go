@@ -661,14 +661,32 @@ func (ri *runIndex) orderLed(terms []sortTerm, lead int) *sortedRuns {
 
 // drives reports whether a clause can drive a search.
 func drives(c search.Comparison) bool {
-	switch c.Entity {
-	case search.Param, search.Tag:
-		return c.Op == search.OpEq && c.Value.Kind == search.String
-	case search.Metric:
+	number := func() bool {
 		switch c.Op {
 		case search.OpEq, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
 			return c.Value.Kind == search.Number && !math.IsNaN(c.Value.Num)
 		}
+		return false
+	}
+	switch c.Entity {
+	case search.Param, search.Tag:
+		return c.Op == search.OpEq && c.Value.Kind == search.String
+	case search.Metric:
+		return number()
+	case search.Attribute:
+		// attributes.run_id = / IN, run_name =, status = 'RUNNING',
+		// start_time > a day ago: lookups a user expects to be instant,
+		// which walked every run of the experiment.
+		_, kind, ok := runAttrColumn(c.Key)
+		switch {
+		case !ok:
+			return false
+		case kind == termInt:
+			return number()
+		case c.Op == search.OpIn:
+			return true
+		}
+		return c.Op == search.OpEq && c.Value.Kind == search.String
 	}
 	return false
 }
@@ -682,35 +700,83 @@ func drives(c search.Comparison) bool {
 // order, which sorts by an integer nearly always.
 func (ri *runIndex) driverOrder(c search.Comparison) *sortedRuns {
 	_, _, terms, _ := runOrder([]search.OrderKey{{Entity: c.Entity, Key: c.Key}})
-	if c.Entity == search.Metric {
+	switch c.Entity {
+	case search.Metric:
 		return ri.order(terms)
+	case search.Attribute:
+		switch c.Key {
+		case search.AttrRunID:
+			// runOrder puts run_id after start time; unique, it is the
+			// whole order.
+			return ri.order(terms[len(terms)-1:])
+		case search.AttrStartTime, search.AttrEndTime:
+			return ri.order(terms)
+		}
+		// A string with few values (status, user_id) or many: led, as a
+		// param's, over the start-time order.
+		return ri.orderLed(terms, 1)
 	}
 	return ri.orderLed(terms, 2)
 }
 
-// selects returns the range of o's entries that clause c selects: those
-// with a value (rank 0: present, not NaN) that passes the comparison.
-func (o *sortedRuns) selects(c search.Comparison) (lo, hi int) {
+// span is a range of an order's entries, [lo, hi).
+type span struct{ lo, hi int }
+
+// count returns the number of entries of spans.
+func count(spans []span) int {
+	n := 0
+	for _, s := range spans {
+		n += s.hi - s.lo
+	}
+	return n
+}
+
+// selects returns the ranges of o's entries that clause c, which drives
+// (drives), selects: those with a value (rank 0: present, not NaN) that
+// passes the comparison; one range but for IN, a range per value.
+func (o *sortedRuns) selects(c search.Comparison) []span {
 	es := o.entries
 	end := sort.Search(len(es), func(i int) bool { return es[i].rank > 0 })
-	if c.Entity == search.Metric {
+	if c.Value.Kind == search.Number {
 		x := c.Value.Num
-		lower := sort.Search(end, func(i int) bool { return es[i].v.f >= x })
-		upper := sort.Search(end, func(i int) bool { return es[i].v.f > x })
+		// The entries are sorted ascending: those at or above x, and
+		// those above, are suffixes.
+		ge := func(i int) bool { return es[i].v.f >= x }
+		gt := func(i int) bool { return es[i].v.f > x }
+		if o.terms[o.g0-1].kind == termInt {
+			// An attribute's integer, compared as SQLite compares it.
+			ge = func(i int) bool { return intFloatOp(search.OpGe, es[i].v.i, x) }
+			gt = func(i int) bool { return intFloatOp(search.OpGt, es[i].v.i, x) }
+		}
+		lower, upper := sort.Search(end, ge), sort.Search(end, gt)
 		switch c.Op {
 		case search.OpLt:
-			return 0, lower
+			return []span{{0, lower}}
 		case search.OpLe:
-			return 0, upper
+			return []span{{0, upper}}
 		case search.OpGt:
-			return upper, end
+			return []span{{upper, end}}
 		case search.OpGe:
-			return lower, end
+			return []span{{lower, end}}
 		}
-		return lower, upper
+		return []span{{lower, upper}}
 	}
-	x := c.Value.Str
-	return sort.Search(end, func(i int) bool { return es[i].v.s >= x }), sort.Search(end, func(i int) bool { return es[i].v.s > x })
+	of := func(x string) span {
+		return span{sort.Search(end, func(i int) bool { return es[i].v.s >= x }), sort.Search(end, func(i int) bool { return es[i].v.s > x })}
+	}
+	if c.Op != search.OpIn {
+		return []span{of(c.Value.Str)}
+	}
+	// Each value once: a value listed twice must not select its runs twice.
+	vals := slices.Clone(c.Value.List)
+	slices.Sort(vals)
+	var out []span
+	for _, x := range slices.Compact(vals) {
+		if s := of(x); s.hi > s.lo {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // walkBlock is the number of runs a walk reads ahead (matcher's touch).
@@ -778,7 +844,7 @@ func choosePlan(n, max int, share float64, driven, led int, ledKept bool) plan {
 // led order of an equality on a param or a tag (led nil: none).
 type planInputs struct {
 	drive          *sortedRuns
-	lo, hi         int
+	spans          []span
 	led            []sortTerm // the led order's terms
 	ledBy, ledLead int        // mq.comps' index of the equality; led's lead
 }
@@ -793,20 +859,21 @@ func (ri *runIndex) plan(mq *memQuery) (plan, planInputs) {
 	for _, i := range mq.drivers {
 		c := mq.comps[i]
 		o := ri.driverOrder(c)
-		l, h := o.selects(c)
-		share *= float64(h-l) / float64(max(n, 1))
-		if in.drive == nil || h-l < in.hi-in.lo {
-			in.drive, in.lo, in.hi = o, l, h
+		sp := o.selects(c)
+		k := count(sp)
+		share *= float64(k) / float64(max(n, 1))
+		if in.drive == nil || k < count(in.spans) {
+			in.drive, in.spans = o, sp
 		}
-		if c.Entity != search.Metric && (ledN < 0 || h-l < ledN) {
+		if (c.Entity == search.Param || c.Entity == search.Tag) && (ledN < 0 || k < ledN) {
 			if ts, lead := ledTerms(c, mq.terms); ts != nil {
-				in.led, in.ledBy, ledN, in.ledLead = ts, i, h-l, lead
+				in.led, in.ledBy, ledN, in.ledLead = ts, i, k, lead
 			}
 		}
 	}
 	driven := -1
 	if in.drive != nil {
-		driven = in.hi - in.lo
+		driven = count(in.spans)
 	}
 	return choosePlan(n, mq.max, share, driven, ledN, in.led != nil && ri.kept(in.led) != nil), in
 }
@@ -824,9 +891,11 @@ func (ri *runIndex) page(mq *memQuery, p plan, in planInputs) []*idxRun {
 	case planDrive:
 		// Sorted with the values of the first order key computed once.
 		o := newOrder(mq.terms)
-		for _, en := range in.drive.entries[in.lo:in.hi] {
-			if match(en.ord, en.r) && (mq.cursor == nil || compareCursor(mq.terms, en.r, mq.cursor) > 0) {
-				o.entries = append(o.entries, o.entry(en.r))
+		for _, sp := range in.spans {
+			for _, en := range in.drive.entries[sp.lo:sp.hi] {
+				if match(en.ord, en.r) && (mq.cursor == nil || compareCursor(mq.terms, en.r, mq.cursor) > 0) {
+					o.entries = append(o.entries, o.entry(en.r))
+				}
 			}
 		}
 		slices.SortFunc(o.entries, o.compare)
@@ -837,8 +906,8 @@ func (ri *runIndex) page(mq *memQuery, p plan, in planInputs) []*idxRun {
 		return out
 	case planLed:
 		o := ri.orderLed(in.led, in.ledLead)
-		l, h := o.selects(mq.comps[in.ledBy])
-		return walkPage(o.entries[l:h], mq, match, touch)
+		sp := o.selects(mq.comps[in.ledBy])[0] // an equality: one range
+		return walkPage(o.entries[sp.lo:sp.hi], mq, match, touch)
 	}
 	return walkPage(ri.order(mq.terms).entries, mq, match, touch)
 }

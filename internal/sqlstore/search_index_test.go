@@ -178,10 +178,17 @@ func (e *indexEnv) randomClause(runIDs []string) string {
 		return "attributes." + pick(rng, []string{"start_time", "end_time"}) + " " + numOp + " " + pick(rng, numbers)
 	case 8:
 		if len(runIDs) > 0 && rng.IntN(2) == 0 {
-			if rng.IntN(3) == 0 {
+			switch rng.IntN(4) {
+			case 0:
 				return "attributes.run_id NOT IN (" + quote(pick(rng, runIDs)) + ")"
+			case 1:
+				return "attributes.run_id = " + quote(pick(rng, runIDs))
 			}
-			return "attributes.run_id IN (" + quote(pick(rng, runIDs)) + ", " + quote(pick(rng, runIDs)) + ")"
+			a, b := pick(rng, runIDs), pick(rng, runIDs)
+			if rng.IntN(3) == 0 {
+				b = a // a value listed twice: its run still comes once
+			}
+			return "attributes.run_id IN (" + quote(a) + ", " + quote(b) + ")"
 		}
 		return "attributes.status " + pick(rng, []string{"= 'RUNNING'", "= 'FINISHED'", "!= 'FAILED'", "LIKE '%ED'", "ILIKE 'k%'"})
 	}
@@ -764,6 +771,65 @@ func TestSearchIndexPlans(t *testing.T) {
 			if !strings.HasPrefix(l, "SEARCH ") {
 				t.Errorf("%s:\n%s", q, strings.Join(lines, "\n"))
 				break
+			}
+		}
+	}
+}
+
+// TestSearchIndexAttributeDrives checks that a search selecting a few runs
+// by an attribute (their IDs, a name, a status, a start or end time) starts
+// from those runs, as from a param, and returns what SQL returns while
+// runs are renamed, finish and are deleted between searches.
+func TestSearchIndexAttributeDrives(t *testing.T) {
+	e := newIndexEnv(t, sqlstore.Options{}, 31)
+	exp := e.experiment("attrs")
+	rng := e.rng
+	var runs []string
+	for i := range 400 {
+		r, err := e.svc.CreateRun(e.ctx, tracking.CreateRunRequest{ExperimentID: exp, RunName: "run-" + strconv.Itoa(i%200), StartTimeMs: int64(1000 + i)})
+		e.must(err)
+		runs = append(runs, r.Info.RunID)
+		e.must(e.svc.LogMetric(e.ctx, r.Info.RunID, tracking.Metric{Key: "loss", Point: metricPoint(rng)}))
+		// Few runs with any one value of each attribute searched: few
+		// enough (under ten) that starting from them is the cheaper plan.
+		st, end := tracking.StatusFinished, int64(5000+i)
+		if i%100 == 0 {
+			st = tracking.StatusKilled
+		}
+		_, err = e.svc.UpdateRun(e.ctx, r.Info.RunID, tracking.RunUpdate{Status: &st, EndTimeMs: &end})
+		e.must(err)
+	}
+	filters := func() []string {
+		a, b, c := pick(rng, runs), pick(rng, runs), pick(rng, runs)
+		return []string{
+			"attributes.run_id = " + quote(a),
+			"attributes.run_id IN (" + quote(a) + ", " + quote(b) + ", " + quote(a) + ") AND metrics.loss < 2",
+			"metrics.loss >= -1 AND attributes.run_id IN (" + quote(c) + ")",
+			"attributes.run_name = " + quote("run-"+strconv.Itoa(rng.IntN(200))),
+			"attributes.status = 'KILLED'",
+			"attributes.start_time >= 1397",
+			"attributes.end_time < 5003 AND metrics.loss <= 1",
+		}
+	}
+	for round := range 30 {
+		for _, f := range filters() {
+			order := pick(rng, [][]string{nil, {"metrics.loss DESC"}, {"attributes.run_name"}, {"attributes.end_time"}})
+			_, drive0, _ := e.s.SearchIndexPlans()
+			q := e.query([]string{exp}, f, order, pick(rng, []tracking.ViewType{tracking.ActiveOnly, tracking.AllViews}), 1+rng.IntN(3), "")
+			e.sameAllPages(q, true, nil)
+			if _, drive, _ := e.s.SearchIndexPlans(); drive == drive0 {
+				t.Fatalf("round %d: %q (order %v) was not driven by its attribute", round, f, order)
+			}
+		}
+		// Between rounds: a rename, a run finishing, a deletion.
+		id := pick(rng, runs)
+		name := "run-" + strconv.Itoa(rng.IntN(200))
+		st := pick(rng, []tracking.RunStatus{tracking.StatusRunning, tracking.StatusFinished})
+		_, err := e.svc.UpdateRun(e.ctx, id, tracking.RunUpdate{Name: &name, Status: &st})
+		e.must(err)
+		if round%3 == 0 {
+			if err := e.svc.DeleteRun(e.ctx, pick(rng, runs)); err != nil && errs.CodeOf(err) == errs.Internal {
+				t.Fatal(err)
 			}
 		}
 	}
