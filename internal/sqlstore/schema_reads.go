@@ -163,4 +163,8 @@ END;
 DROP INDEX metric_chunks_series_ts;
 CREATE INDEX metric_chunks_one_step ON metric_chunks (series_id, max_ts) WHERE min_step = max_step;
 `,
+	// 9: runs searched by name (attributes.run_name = 'x', which `sextant
+	// runs` makes to find a run by its name) start from the runs of the
+	// name, not from every run of the experiments (search_plan.go).
+	`CREATE INDEX runs_experiment_name ON runs (experiment_id, name);`,
 }

@@ -21,7 +21,8 @@ import (
 //     page/s runs, s being the share of runs that pass the filter: cheap
 //     for broad filters however large the experiment.
 //   - driven: start from the runs one indexed filter clause selects (an
-//     equality on a param or tag, a comparison of a metric's latest value),
+//     equality on a param or tag, a comparison of a metric's latest value,
+//     a run's ID or IDs, a run's name),
 //     test the other clauses, sort what passes. It reads as many runs as
 //     the clause selects: cheap for a selective clause however large the
 //     experiment.
@@ -68,6 +69,18 @@ func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 			// in the scalar subquery the clause otherwise becomes.
 			args := append(append([]any{}, exps...), c.Key, c.Value.Num)
 			return searchDriver{i, "SELECT run_pk FROM metric_series WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND key = ? AND value " + string(c.Op) + " ?", args, "metric_series_exp_key_value"}, true
+		}
+	case search.Attribute:
+		switch {
+		case c.Key == search.AttrRunID && (c.Op == search.OpEq || c.Op == search.OpIn):
+			w, args, err := stringCompare("run_id", c)
+			if err != nil {
+				return searchDriver{}, false
+			}
+			return searchDriver{i, "SELECT run_pk FROM runs WHERE " + w, args, "runs.run_id"}, true
+		case c.Key == search.AttrRunName && c.Op == search.OpEq:
+			args := append(append([]any{}, exps...), c.Value.Str)
+			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND name = ?", args, "runs_experiment_name"}, true
 		}
 	}
 	return searchDriver{}, false
