@@ -36,7 +36,7 @@ import (
 //	         and the transfer's time) and through the Python client itself
 //	bulk     get-history-bulk-interval, 1,000 points, of a 200,000- and a
 //	         10,000,000-point metric (the MLflow UI's chart read)
-//	search   runs/search, three filter shapes ordered by a metric, first page
+//	search   runs/search, four filter shapes ordered by a metric, first page
 //	         of 1,000 (MlflowClient.search_runs' default max_results), at
 //	         each -reads-search-runs size; timed from Go, beside the time
 //	         to read the same page from a server that does nothing else

@@ -21,7 +21,7 @@ type searchShape struct {
 	About   string `json:"about"`
 }
 
-// searchShapes are the three filter shapes, each ordered by a metric and
+// searchShapes are the filter shapes, each ordered by a metric and
 // asking for the first page of 1,000 runs (MlflowClient.search_runs'
 // default max_results).
 var searchShapes = []searchShape{
@@ -31,6 +31,8 @@ var searchShapes = []searchShape{
 		"a sweep of 200 runs, half of them match, at every size: only a plan that starts from the tag stays flat"},
 	{"broad_metric_and_param", "metrics.accuracy > 0.1 AND params.optimizer != 'sgd'", "metrics.val_loss ASC",
 		"about 6 runs in 10 match: the page is full at every size"},
+	{"time_window_and_metric", "attributes.start_time >= 1700000000100 AND attributes.start_time < 1700000000200 AND metrics.loss < 0.5", "metrics.accuracy DESC",
+		"the runs started in one window (100 runs, about half match) at every size: only a plan that starts from start times stays flat"},
 }
 
 const searchPage = 1000
