@@ -38,6 +38,12 @@ import (
 // page: counting stops there, and a clause selecting more never drives.
 const driverCap = 8
 
+// maxDriverIDs is the longest run_id IN list that drives a search: the
+// driven query binds the list twice (the driver, the clause), and a
+// longer one would leave too few of the database's bound parameters
+// (SQLite's 32,766) for the list itself.
+const maxDriverIDs = 10_000
+
 // searchDriver is an indexed filter clause that can drive a search: a subquery
 // selecting the run_pk of the runs it selects.
 type searchDriver struct {
@@ -72,7 +78,7 @@ func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 		}
 	case search.Attribute:
 		switch {
-		case c.Key == search.AttrRunID && (c.Op == search.OpEq || c.Op == search.OpIn):
+		case c.Key == search.AttrRunID && (c.Op == search.OpEq || c.Op == search.OpIn && len(c.Value.List) <= maxDriverIDs):
 			w, args, err := stringCompare("run_id", c)
 			if err != nil {
 				return searchDriver{}, false

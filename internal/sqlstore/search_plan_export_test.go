@@ -8,6 +8,9 @@ import (
 	"github.com/sextant/sextant/internal/tracking"
 )
 
+// MaxDriverIDs is maxDriverIDs, for the tests.
+const MaxDriverIDs = maxDriverIDs
+
 // ExplainRunSearch plans a runs search as SearchRuns does and returns the
 // planner's choice and the database's own plan of the search's first
 // query: EXPLAIN QUERY PLAN's details (SQLite) or EXPLAIN's lines

@@ -93,6 +93,33 @@ func TestSearchPlans(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			t.Run("LongRunIDListOrdered", func(t *testing.T) {
+				// Longer than maxDriverIDs: tested, not driven, though a
+				// page of 5,000 would count it whole (the database may
+				// then scan the runs: PostgreSQL does).
+				n := sqlstore.MaxDriverIDs + 1
+				f, err := search.ParseRunFilter("attributes.run_id IN (" + runIDList(n) + ") AND metrics.loss < 0.9")
+				if err != nil {
+					t.Fatal(err)
+				}
+				order, _ := search.ParseRunOrderBy([]string{"metrics.accuracy DESC"})
+				q := tracking.RunQuery{ExperimentIDs: []string{"1"}, Filter: f, OrderBy: order, ViewType: tracking.ActiveOnly, MaxResults: 5000}
+				if plan, _, err := s.ExplainRunSearch(ctx, q); err != nil || plan != "ordered" {
+					t.Fatalf("plan %q (%v), want ordered", plan, err)
+				}
+				page, err := s.Tracking().SearchRuns(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Runs) != 5000 {
+					t.Fatalf("%d runs, want 5000", len(page.Runs))
+				}
+				for _, r := range page.Runs {
+					if i, err := strconv.Atoi(strings.TrimPrefix(r.Info.RunID, "run")); err != nil || i >= n {
+						t.Fatalf("run %s is not in the list", r.Info.RunID)
+					}
+				}
+			})
 			for name, sh := range shapes {
 				t.Run(name, func(t *testing.T) {
 					f, err := search.ParseRunFilter(sh.filter)
@@ -145,6 +172,15 @@ func TestSearchPlans(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runIDList returns n quoted run ids of fillPlanExperiment, comma-separated.
+func runIDList(n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "'run" + strconv.Itoa(i) + "'"
+	}
+	return strings.Join(ids, ", ")
 }
 
 // scansTable reports whether a plan line reads a whole table (or a whole
