@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -37,6 +38,59 @@ func numberCompare(col string, c search.Comparison) (string, []any, error) {
 		return "", nil, err
 	}
 	return col + " " + string(c.Op) + " ?", []any{c.Value.Num}, nil
+}
+
+// intCompare renders a numeric comparison of an integer column (a run's
+// start or end time) as a comparison with an integer, exactly as SQLite
+// compares an integer with any number (intFloatCompare): PostgreSQL binds
+// the number as the column's type and refuses one with a fraction or
+// beyond int64 (a client's `start_time > 1.5e12` was a server error there),
+// and an integer keeps the column's index usable on both.
+func intCompare(col string, c search.Comparison) (string, []any, error) {
+	if err := c.CheckNumber(); err != nil {
+		return "", nil, err
+	}
+	v := c.Value.Num
+	never, always := "1 = 0", col+" IS NOT NULL"
+	pick := func(below bool) (string, []any, error) {
+		// Every integer lies below v (or above it, !below).
+		switch c.Op {
+		case search.OpNe:
+			return always, nil, nil
+		case search.OpLt, search.OpLe:
+			if below {
+				return always, nil, nil
+			}
+		case search.OpGt, search.OpGe:
+			if !below {
+				return always, nil, nil
+			}
+		}
+		return never, nil, nil
+	}
+	switch {
+	case math.IsNaN(v):
+		return never, nil, nil // bound as NULL: no comparison holds
+	case v >= 0x1p63:
+		return pick(true)
+	case v < -0x1p63:
+		return pick(false)
+	}
+	f := math.Floor(v)
+	i := int64(f)
+	if f == v {
+		return col + " " + string(c.Op) + " ?", []any{i}, nil
+	}
+	// v lies strictly between i and i+1.
+	switch c.Op {
+	case search.OpGt, search.OpGe:
+		return col + " > ?", []any{i}, nil
+	case search.OpLt, search.OpLe:
+		return col + " <= ?", []any{i}, nil
+	case search.OpNe:
+		return always, nil, nil
+	}
+	return never, nil, nil
 }
 
 // sideCompare renders a comparison on a key/value side table (params,

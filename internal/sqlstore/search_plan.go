@@ -22,7 +22,7 @@ import (
 //     for broad filters however large the experiment.
 //   - driven: start from the runs one indexed filter clause selects (an
 //     equality on a param or tag, a comparison of a metric's latest value,
-//     a run's ID or IDs, a run's name),
+//     a run's ID or IDs, a run's name, a comparison of its start time),
 //     test the other clauses, sort what passes. It reads as many runs as
 //     the clause selects: cheap for a selective clause however large the
 //     experiment.
@@ -66,11 +66,7 @@ func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 			return searchDriver{i, "SELECT run_pk FROM " + table + " WHERE key = ? AND value = ?", []any{c.Key, c.Value.Str}, index}, true
 		}
 	case search.Metric:
-		switch c.Op {
-		case search.OpEq, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
-			if c.Value.Kind != search.Number {
-				return searchDriver{}, false
-			}
+		if isRange(c.Op) && c.Value.Kind == search.Number {
 			// NaN latest values are NULL: no comparison selects them, as
 			// in the scalar subquery the clause otherwise becomes.
 			args := append(append([]any{}, exps...), c.Key, c.Value.Num)
@@ -87,9 +83,28 @@ func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 		case c.Key == search.AttrRunName && c.Op == search.OpEq:
 			args := append(append([]any{}, exps...), c.Value.Str)
 			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND name = ?", args, "runs_experiment_name"}, true
+		case c.Key == search.AttrStartTime && isRange(c.Op):
+			// A window of start times (the runs of one day, of a sweep
+			// that ran last night) from the index that also orders by
+			// start time.
+			w, a, err := intCompare("start_time", c)
+			if err != nil {
+				return searchDriver{}, false
+			}
+			args := append(append([]any{}, exps...), a...)
+			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND " + w, args, "runs_experiment_start"}, true
 		}
 	}
 	return searchDriver{}, false
+}
+
+// isRange reports whether op is a comparison an index range serves.
+func isRange(op search.Op) bool {
+	switch op {
+	case search.OpEq, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
+		return true
+	}
+	return false
 }
 
 // searchPlan is the planner's choice, for the search and for tests.

@@ -19,7 +19,9 @@ const planRuns = 20_000
 
 // fillPlanExperiment adds experiment 1 with planRuns runs, and experiment
 // 2 with as many again (runs a search of experiment 1 must not step over),
-// straight in SQL: the API would take a minute. Run i has params lr (one
+// started at the same times (run i of each at 1700000000000 + i ms, as
+// experiments run side by side), straight in SQL: the API would take a
+// minute. Run i has params lr (one
 // of 4 values), optimizer (one of 3) and group (1,000 runs each), tags team
 // (one of 3) and sweep (200 runs each), and latest values of loss, accuracy and val_loss spread
 // evenly over [0, 1).
@@ -31,7 +33,7 @@ func fillPlanExperiment(t *testing.T, s *sqlstore.Store) {
 		`INSERT INTO experiments (experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time)
 			VALUES (1, 'plan-1', 'a', 'active', 0, 0), (2, 'plan-2', 'a', 'active', 0, 0)`,
 		seq + ` INSERT INTO runs (run_pk, run_id, experiment_id, name, user_id, status, start_time, artifact_uri, lifecycle_stage)
-			SELECT i + 1, 'run' || i, ` + exp + `, 'run-' || i, 'u', 3, 1700000000000 + i, 'a', 'active' FROM seq`,
+			SELECT i + 1, 'run' || i, ` + exp + `, 'run-' || i, 'u', 3, 1700000000000 + i % ` + strconv.Itoa(planRuns) + `, 'a', 'active' FROM seq`,
 		seq + ` INSERT INTO params (run_pk, key, value) SELECT i + 1, 'lr', '0.' || (i % 4) FROM seq`,
 		seq + ` INSERT INTO params (run_pk, key, value) SELECT i + 1, 'optimizer', (CASE i % 3 WHEN 0 THEN 'adam' WHEN 1 THEN 'sgd' ELSE 'adamw' END) FROM seq`,
 		seq + ` INSERT INTO params (run_pk, key, value) SELECT i + 1, 'group', 'g-' || (i / 1000) FROM seq`,
@@ -81,6 +83,12 @@ func TestSearchPlans(t *testing.T) {
 			"driven by clause 1 (runs.run_id)", "sqlite_autoindex_runs_1|runs_run_id_key"},
 		"RunNameDrives": {"attributes.run_name = 'run-42' AND params.lr = '0.2'", "metrics.loss ASC", 100,
 			"driven by clause 0 (runs_experiment_name)", "runs_experiment_name"},
+		// Runs started in a window of 100 ms (100 runs): the window's
+		// upper bound selects the fewest.
+		"StartTimeWindowDrives": {"attributes.start_time >= 1700000000100 AND attributes.start_time < 1700000000200 AND metrics.loss < 0.5", "metrics.accuracy DESC", 1000,
+			"driven by clause 1 (runs_experiment_start)", "runs_experiment_start"},
+		"StartTimeAfterDrives": {"params.lr = '0.1' AND attributes.start_time > 1700000019900", "", 1000,
+			"driven by clause 1 (runs_experiment_start)", "runs_experiment_start"},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
