@@ -32,7 +32,7 @@ func (s *Store) HasSearchIndex() bool { return s.index != nil }
 
 // SearchRunsSQL answers a runs search with SQL, never from the index.
 func (s *Store) SearchRunsSQL(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
-	return s.searchSQL(ctx, q)
+	return s.searchSQL(ctx, q, nil)
 }
 
 // SearchIndexCounts returns the number of runs searches answered from the

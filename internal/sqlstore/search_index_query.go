@@ -964,8 +964,9 @@ func walkPage(es []orderEntry, mq *memQuery, match func(int32, *idxRun) bool, to
 	return out
 }
 
-// search answers q from the index; false: use SQL.
-func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, bool, error) {
+// search answers q from the index; false: use SQL. When keys is not nil,
+// it gets each run's sort-term values, in page order.
+func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery, keys *[][]any) (tracking.RunPage, bool, error) {
 	mq, ok, err := compileMemQuery(q)
 	if err != nil {
 		return tracking.RunPage{}, false, err
@@ -1022,6 +1023,15 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery) (trackin
 		}
 		page.NextPageToken = encodeRunToken(mq.fingerprint, mq.terms, vals)
 		found = found[:mq.max]
+	}
+	if keys != nil {
+		for _, r := range found {
+			vals := make([]any, len(mq.terms))
+			for i, t := range mq.terms {
+				vals[i] = anyOf(t.kind, r.term(t.src))
+			}
+			*keys = append(*keys, vals)
+		}
 	}
 	// The page points at the index's runs, which never change: copying
 	// 1,000 runs was 300 KB a search, and every such allocation brings the

@@ -11,6 +11,9 @@ import (
 // MaxDriverIDs is maxDriverIDs, for the tests.
 const MaxDriverIDs = maxDriverIDs
 
+// MergeMaxExperiments is mergeMaxExperiments, for the tests.
+const MergeMaxExperiments = mergeMaxExperiments
+
 // ExplainRunSearch plans a runs search as SearchRuns does and returns the
 // planner's choice and the database's own plan of the search's first
 // query: EXPLAIN QUERY PLAN's details (SQLite) or EXPLAIN's lines

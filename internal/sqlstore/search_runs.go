@@ -114,7 +114,7 @@ func runClause(c search.Comparison) (string, []any, error) {
 			break
 		}
 		if kind == termInt {
-			return numberCompare(col, c)
+			return intCompare(col, c)
 		}
 		return stringCompare(col, c)
 	case search.Dataset:
@@ -336,17 +336,27 @@ func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSea
 // can be; any other by SQL. The runs of a page answered from the index
 // share their Data slices with it: callers must not change them.
 func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+	if exps := distinct(q.ExperimentIDs); len(exps) > 1 && len(exps) <= mergeMaxExperiments && q.MaxResults > 0 {
+		return s.searchMerged(ctx, q, exps)
+	}
+	return s.searchOne(ctx, q, nil)
+}
+
+// searchOne answers q from the search index when it can, else with SQL.
+// When keys is not nil, it gets each run's sort-term values, in page order.
+func (s *TrackingStore) searchOne(ctx context.Context, q tracking.RunQuery, keys *[][]any) (tracking.RunPage, error) {
 	if s.index != nil {
-		page, ok, err := s.index.search(ctx, q)
+		page, ok, err := s.index.search(ctx, q, keys)
 		if ok || err != nil {
 			return page, err
 		}
 	}
-	return s.searchSQL(ctx, q)
+	return s.searchSQL(ctx, q, keys)
 }
 
-// searchSQL answers a runs search with SQL.
-func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+// searchSQL answers a runs search with SQL. When keys is not nil, it gets
+// each run's sort-term values, in page order.
+func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]any) (tracking.RunPage, error) {
 	rs, err := s.prepareRunSearch(ctx, q)
 	if err != nil || rs == nil {
 		return tracking.RunPage{}, err
@@ -373,6 +383,9 @@ func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery) (tracking.RunPa
 				ioPKs = append(ioPKs, *pk)
 			}
 			last = termValues(dest[len(dest)-len(terms):], terms)
+			if keys != nil {
+				*keys = append(*keys, last)
+			}
 		}
 		return false, sqlError(rows.Err(), "search runs")
 	}

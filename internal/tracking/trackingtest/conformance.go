@@ -1015,6 +1015,16 @@ func testRunSearch(t *testing.T, e *env) {
 			less: func(a, b searchRun) bool { return a.lr < b.lr || (a.lr == b.lr && a.name > b.name) }},
 		"StartAsc": {order: []string{"attributes.start_time ASC"}, pred: func(searchRun) bool { return true },
 			less: func(a, b searchRun) bool { return a.start < b.start }},
+		// Times compared with numbers that are no int64: with a fraction,
+		// beyond its range (PostgreSQL binds them as the column's type).
+		"StartAfterFraction": {filter: fmt.Sprintf("attributes.start_time > %d.5", runs[29].start),
+			pred: func(s searchRun) bool { return s.start > runs[29].start }},
+		"StartAtMostFraction": {filter: fmt.Sprintf("attributes.start_time <= %d.5 AND attributes.start_time != 0.5", runs[29].start),
+			pred: func(s searchRun) bool { return s.start <= runs[29].start }},
+		"StartEqFraction":  {filter: fmt.Sprintf("attributes.start_time = %d.5", runs[29].start), pred: func(searchRun) bool { return false }},
+		"StartBeyondInt64": {filter: "attributes.start_time < 1e300 AND attributes.start_time > -1e300", pred: func(searchRun) bool { return true }},
+		// No run has ended: no end time compares.
+		"EndNeBeyondInt64": {filter: "attributes.end_time != 1e300", pred: func(searchRun) bool { return false }},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -1031,6 +1041,35 @@ func testRunSearch(t *testing.T, e *env) {
 	if got := search("", nil, tracking.AllViews); len(got) != len(runs) {
 		t.Fatalf("all views: %d", len(got))
 	}
+	// A search of two experiments, the other one's run among these in one
+	// order, page by page.
+	t.Run("TwoExperiments", func(t *testing.T) {
+		var got []string
+		q := tracking.RunSearch{ExperimentIDs: []string{other, exp}, OrderBy: []string{"attributes.run_name DESC"}, MaxResults: 7}
+		for {
+			page, err := e.svc.SearchRuns(e.ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Runs {
+				got = append(got, r.Info.RunName)
+			}
+			if page.NextPageToken == "" {
+				break
+			}
+			q.PageToken = page.NextPageToken
+		}
+		var want []string
+		for i := len(runs) - 1; i >= 0; i-- {
+			if alive(runs[i]) {
+				want = append(want, runs[i].name)
+			}
+		}
+		want = append(want, "elsewhere")
+		if !slices.Equal(got, want) {
+			t.Fatalf("got %v\nwant %v", got, want)
+		}
+	})
 	for _, bad := range []string{"metrics.loss <", "params.lr = 1", "foo.bar = 'x'", "metrics.a = 1 OR metrics.b = 2"} {
 		_, err := e.svc.SearchRuns(e.ctx, tracking.RunSearch{ExperimentIDs: []string{exp}, Filter: bad})
 		wantCode(t, err, errs.Invalid)

@@ -1,0 +1,109 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// A search of several experiments is answered as one search of each,
+// merged. Neither database walks the runs of two experiments in one order:
+// each experiment's runs lie in order in their own range of an index, and
+// ORDER BY over an IN list of experiments sorts every run that passes the
+// filter (a page of 1,000 of 102,000 runs ordered by a metric: 320-480 ms
+// on SQLite, where one experiment of them takes 1 ms). Each experiment's
+// search stops after a page, in its own order, on SQLite from the search
+// index. Its runs come back with their sort-term values as the database
+// (or the index) computed them, so the merge orders them as the databases
+// do, and the page token is the keyset of the merged page's last run: the
+// next page resumes every experiment's search from it.
+
+// mergeMaxExperiments is the most experiments a search is split into:
+// each costs a search of its own and up to a page of runs read, so that a
+// search of hundreds of experiments (MLflow's search_all_experiments) is
+// left to one query.
+const mergeMaxExperiments = 16
+
+// distinct returns ids without repeats, in their first order.
+func distinct(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// searchMerged answers q, a search of the experiments exps, as one search
+// of each, merged.
+func (s *TrackingStore) searchMerged(ctx context.Context, q tracking.RunQuery, exps []string) (tracking.RunPage, error) {
+	_, _, terms, err := runOrder(q.OrderBy)
+	if err != nil {
+		return tracking.RunPage{}, err
+	}
+	// The token of a search of these experiments, whichever way its page
+	// was found.
+	fp := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+	var cursor []any
+	if q.PageToken != "" {
+		if cursor, err = decodeRunToken(q.PageToken, fp, terms); err != nil {
+			return tracking.RunPage{}, err
+		}
+	}
+	type keyed struct {
+		run *tracking.Run
+		key []any
+	}
+	var all []keyed
+	more := false
+	for _, id := range exps {
+		sub := q
+		sub.ExperimentIDs = []string{id}
+		sub.PageToken = ""
+		if cursor != nil {
+			sub.PageToken = encodeRunToken(queryFingerprint(fmt.Sprint(sub.ExperimentIDs, sub.ViewType, sub.Filter, sub.OrderBy)), terms, cursor)
+		}
+		var keys [][]any
+		page, err := s.searchOne(ctx, sub, &keys)
+		if err != nil {
+			return tracking.RunPage{}, err
+		}
+		if len(keys) != len(page.Runs) {
+			return tracking.RunPage{}, fmt.Errorf("search runs: %d sort keys for %d runs", len(keys), len(page.Runs))
+		}
+		for i, r := range page.Runs {
+			all = append(all, keyed{r, keys[i]})
+		}
+		more = more || page.NextPageToken != ""
+	}
+	// run_id is the last term: no two runs tie.
+	slices.SortFunc(all, func(a, b keyed) int { return compareKeys(terms, a.key, b.key) })
+	var page tracking.RunPage
+	if len(all) > q.MaxResults || more { // a page with a next one is full
+		last := all[q.MaxResults-1]
+		page.NextPageToken = encodeRunToken(fp, terms, last.key)
+		all = all[:q.MaxResults]
+	}
+	page.Runs = make([]*tracking.Run, len(all))
+	for i, k := range all {
+		page.Runs[i] = k.run
+	}
+	return page, nil
+}
+
+// compareKeys orders two runs' sort-term values as the terms do.
+func compareKeys(terms []sortTerm, a, b []any) int {
+	for i, t := range terms {
+		c := compareTerm(t.kind, valOf(t.kind, a[i]), valOf(t.kind, b[i]))
+		if t.desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
