@@ -492,8 +492,8 @@ func TestSearchIndexFallsBack(t *testing.T) {
 	}
 	tests := map[string]tracking.RunQuery{
 		"ManyExperiments": e.query(many, "metrics.loss < 1", []string{"metrics.loss"}, tracking.AllViews, 7, ""),
-		"Datasets":       e.query([]string{exp}, "datasets.name = 'mnist'", nil, tracking.AllViews, 3, ""),
-		"LongPattern":    e.query([]string{exp}, "params.lr LIKE '"+strings.Repeat("%", 50_001)+"'", nil, tracking.AllViews, 3, ""),
+		"Datasets":        e.query([]string{exp}, "datasets.name = 'mnist'", nil, tracking.AllViews, 3, ""),
+		"LongPattern":     e.query([]string{exp}, "params.lr LIKE '"+strings.Repeat("%", 50_001)+"'", nil, tracking.AllViews, 3, ""),
 	}
 	for name, q := range tests {
 		t.Run(name, func(t *testing.T) {
