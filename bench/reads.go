@@ -116,6 +116,7 @@ type livePeer struct {
 	s    *server
 	cl   *client
 	exp  string
+	exp2 string // the search part's second experiment
 }
 
 // startPeers starts every present peer in its own directory under dir.

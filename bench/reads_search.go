@@ -19,20 +19,40 @@ type searchShape struct {
 	Filter  string `json:"filter"`
 	OrderBy string `json:"order_by"`
 	About   string `json:"about"`
+	// Both searches the second experiment too (otherRuns runs), as
+	// MLflow's UI does when experiments are compared.
+	Both bool `json:"both_experiments,omitempty"`
 }
+
+// ids returns the experiments sh searches on p.
+func (sh searchShape) ids(p *livePeer) []string {
+	if sh.Both {
+		return []string{p.exp, p.exp2}
+	}
+	return []string{p.exp}
+}
+
+// The second experiment of the search part: otherRuns runs, numbered from
+// otherFrom (their own names, start times and values), created once.
+const (
+	otherRuns = 2000
+	otherFrom = 1_000_000
+)
 
 // searchShapes are the filter shapes, each ordered by a metric and
 // asking for the first page of 1,000 runs (MlflowClient.search_runs'
 // default max_results).
 var searchShapes = []searchShape{
 	{"metric_and_param", "metrics.loss < 0.5 AND params.lr = '0.001'", "metrics.accuracy DESC",
-		"about 1 run in 8 matches: the page fills from 8,000 runs on"},
+		"about 1 run in 8 matches: the page fills from 8,000 runs on", false},
 	{"tag_selective_and_metric", "tags.sweep = 'sweep-3' AND metrics.val_loss < 0.5", "metrics.loss ASC",
-		"a sweep of 200 runs, half of them match, at every size: only a plan that starts from the tag stays flat"},
+		"a sweep of 200 runs, half of them match, at every size: only a plan that starts from the tag stays flat", false},
 	{"broad_metric_and_param", "metrics.accuracy > 0.1 AND params.optimizer != 'sgd'", "metrics.val_loss ASC",
-		"about 6 runs in 10 match: the page is full at every size"},
+		"about 6 runs in 10 match: the page is full at every size", false},
 	{"time_window_and_metric", "attributes.start_time >= 1700000000100 AND attributes.start_time < 1700000000200 AND metrics.loss < 0.5", "metrics.accuracy DESC",
-		"the runs started in one window (100 runs, about half match) at every size: only a plan that starts from start times stays flat"},
+		"the runs started in one window (100 runs, about half match) at every size: only a plan that starts from start times stays flat", false},
+	{"two_experiments_metric_and_param", "metrics.loss < 0.5 AND params.lr = '0.001'", "metrics.accuracy DESC",
+		"metric_and_param over this experiment and a second one of 2,000 runs (experiment_ids: both), as MLflow's UI searches when experiments are compared", true},
 }
 
 const searchPage = 1000
@@ -63,8 +83,8 @@ func searchRunBody(runID string, i int) []byte {
 	return body
 }
 
-// growRuns creates runs from..to-1 of the search experiment on p.
-func growRuns(ctx context.Context, p *livePeer, from, to, workers int) error {
+// growRuns creates runs from..to-1 of experiment exp on p.
+func growRuns(ctx context.Context, p *livePeer, exp string, from, to, workers int) error {
 	var next atomic.Int64
 	next.Store(int64(from))
 	var wg sync.WaitGroup
@@ -76,7 +96,7 @@ func growRuns(ctx context.Context, p *livePeer, from, to, workers int) error {
 				if i >= to || ctx.Err() != nil {
 					return
 				}
-				id, err := p.cl.createRun(ctx, p.exp, "run-"+strconv.Itoa(i), 1_700_000_000_000+int64(i))
+				id, err := p.cl.createRun(ctx, exp, "run-"+strconv.Itoa(i), 1_700_000_000_000+int64(i))
 				if err != nil {
 					errc <- err
 					return
@@ -130,6 +150,13 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		if p.exp, err = p.cl.createExperiment(ctx, "bench-reads-search"); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
+		if p.exp2, err = p.cl.createExperiment(ctx, "bench-reads-search-other"); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		workers := map[string]int{"sextant": 8, "fasttrackml": 4, "mlflow": 2}[p.name]
+		if err := growRuns(ctx, p, p.exp2, otherFrom, otherFrom+otherRuns, workers); err != nil {
+			return nil, fmt.Errorf("%s: create runs: %w", p.name, err)
+		}
 	}
 	shapes := map[string]any{}
 	for _, sh := range searchShapes {
@@ -140,7 +167,7 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 		"page_size":                searchPage,
 		"how":                      "POST runs/search {experiment_ids, filter, order_by, max_results: 1000}, the body read to its end but neither kept nor decoded while timed; the runs have 3 params, 2 tags and 3 metrics each and are FINISHED, the same on every server; each size is measured once the servers have gone quiet (under 5% of a core for 6 s) after its runs were created",
 		"how_transfer_floor":       "transfer_floor_ms: the same client sending the same request to a Go HTTP server in the benchmark's process that answers Sextant's page, byte for byte, and does nothing else (median of four times as many rounds, back to back): the least a Go HTTP server takes for that page here",
-		"how_python":               "python_client_search_runs: MlflowClient(tracking_uri).search_runs([experiment], filter_string, order_by=[...], max_results=1000) in a Python process of its own per server and size, after one untimed call that checks the number of runs; wall time per call, the client's parsing included",
+		"how_python":               "python_client_search_runs: MlflowClient(tracking_uri).search_runs([experiment] (both experiments for two_experiments_metric_and_param), filter_string, order_by=[...], max_results=1000) in a Python process of its own per server and size, after one untimed call that checks the number of runs; wall time per call, the client's parsing included",
 		"mlflow_only_up_to_runs":   c.mlflowMaxRuns,
 		"target_sextant_ms":        20,
 		"target_x_slower_fm":       15,
@@ -160,7 +187,7 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 			}
 			workers := map[string]int{"sextant": 8, "fasttrackml": 4, "mlflow": 2}[p.name]
 			t0 := time.Now()
-			if err := growRuns(ctx, p, have[p.name], size, workers); err != nil {
+			if err := growRuns(ctx, p, p.exp, have[p.name], size, workers); err != nil {
 				return nil, fmt.Errorf("%s: create runs: %w", p.name, err)
 			}
 			logf("reads: %s has %d runs (%.0f runs/s)", p.name, size, float64(size-have[p.name])/time.Since(t0).Seconds())
@@ -193,7 +220,7 @@ func readsSearch(ctx context.Context, c config, specs []peerSpec, dir string) (m
 			var sxNames []string
 			var sxPage []byte
 			for _, p := range on {
-				b, _ := json.Marshal(map[string]any{"experiment_ids": []string{p.exp}, "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": searchPage})
+				b, _ := json.Marshal(map[string]any{"experiment_ids": sh.ids(p), "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": searchPage})
 				bodies[p.name] = b
 				t0 := time.Now()
 				names, page, err := searchNames(ctx, p, b)
@@ -335,7 +362,7 @@ func pythonSearchMedians(py map[string]map[string][]float64, first map[string]ma
 func samePageGrowth(ctx context.Context, on []*livePeer, sh searchShape, page, nRounds int, base map[string]float64, firstSize int) (map[string]any, error) {
 	bodies := map[string][]byte{}
 	for _, p := range on {
-		bodies[p.name], _ = json.Marshal(map[string]any{"experiment_ids": []string{p.exp}, "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": page})
+		bodies[p.name], _ = json.Marshal(map[string]any{"experiment_ids": sh.ids(p), "filter": sh.Filter, "order_by": []string{sh.OrderBy}, "max_results": page})
 	}
 	times, _, err := rounds(on, nRounds, min(nRounds, 5), func(p *livePeer) error {
 		_, err := p.cl.postDiscard(ctx, "/api/2.0/mlflow/runs/search", bodies[p.name])

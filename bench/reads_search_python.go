@@ -13,20 +13,20 @@ import (
 
 // pySearchScript times MlflowClient.search_runs as a user calls it: one
 // page of max_results runs, parsed into Run objects by the client. argv:
-// tracking URI, experiment id, timed repetitions; stdin: the shapes, each
+// tracking URI, experiment id, the second experiment's, timed repetitions; stdin: the shapes, each
 // with the number of runs it must return. It prints one JSON object.
 const pySearchScript = `
 import json, sys, time
 import mlflow
 from mlflow import MlflowClient
 
-uri, exp, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+uri, exp, exp2, reps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 shapes = json.load(sys.stdin)
 client = MlflowClient(tracking_uri=uri)
 out = {}
 for sh in shapes:
     def search():
-        return client.search_runs([exp], filter_string=sh["filter"], order_by=[sh["order_by"]], max_results=sh["max_results"])
+        return client.search_runs([exp, exp2] if sh["both"] else [exp], filter_string=sh["filter"], order_by=[sh["order_by"]], max_results=sh["max_results"])
     runs = search()  # warm-up, checked
     if len(runs) != sh["want"]:
         print(json.dumps({"error": "%s: got %d runs, want %d" % (sh["name"], len(runs), sh["want"])}))
@@ -61,10 +61,11 @@ func pythonSearch(ctx context.Context, c config, specs []peerSpec, on []*livePee
 		OrderBy    string `json:"order_by"`
 		MaxResults int    `json:"max_results"`
 		Want       int    `json:"want"`
+		Both       bool   `json:"both"`
 	}
 	var shapes []shape
 	for _, sh := range searchShapes {
-		shapes = append(shapes, shape{sh.Name, sh.Filter, sh.OrderBy, searchPage, want[sh.Name]})
+		shapes = append(shapes, shape{sh.Name, sh.Filter, sh.OrderBy, searchPage, want[sh.Name], sh.Both})
 	}
 	in, _ := json.Marshal(shapes)
 	byShape := map[string]map[string][]float64{}
@@ -75,7 +76,7 @@ func pythonSearch(ctx context.Context, c config, specs []peerSpec, on []*livePee
 		if p.name != "sextant" {
 			r = min(reps, 3)
 		}
-		cmd := exec.CommandContext(ctx, py, script, p.cl.base, p.exp, strconv.Itoa(r))
+		cmd := exec.CommandContext(ctx, py, script, p.cl.base, p.exp, p.exp2, strconv.Itoa(r))
 		cmd.Env = append(os.Environ(), "MLFLOW_DISABLE_TELEMETRY=true", "DO_NOT_TRACK=true")
 		cmd.Stdin = bytes.NewReader(in)
 		b, err := cmd.Output()
