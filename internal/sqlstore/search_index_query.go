@@ -966,7 +966,7 @@ func walkPage(es []orderEntry, mq *memQuery, match func(int32, *idxRun) bool, to
 
 // search answers q from the index; false: use SQL. When keys is not nil,
 // it gets each run's sort-term values, in page order.
-func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery, keys *[][]any) (tracking.RunPage, bool, error) {
+func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery, keys *[][]termVal) (tracking.RunPage, bool, error) {
 	mq, ok, err := compileMemQuery(q)
 	if err != nil {
 		return tracking.RunPage{}, false, err
@@ -1025,12 +1025,17 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery, keys *[]
 		found = found[:mq.max]
 	}
 	if keys != nil {
-		for _, r := range found {
-			vals := make([]any, len(mq.terms))
+		// One allocation for the page's values: every allocation brings
+		// the next collection of the index's large heap closer.
+		n := len(mq.terms)
+		flat := make([]termVal, len(found)*n)
+		*keys = slices.Grow(*keys, len(found))
+		for j, r := range found {
+			kv := flat[j*n : (j+1)*n : (j+1)*n]
 			for i, t := range mq.terms {
-				vals[i] = anyOf(t.kind, r.term(t.src))
+				kv[i] = r.term(t.src)
 			}
-			*keys = append(*keys, vals)
+			*keys = append(*keys, kv)
 		}
 	}
 	// The page points at the index's runs, which never change: copying

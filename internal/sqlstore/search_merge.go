@@ -53,12 +53,14 @@ func (s *TrackingStore) searchMerged(ctx context.Context, q tracking.RunQuery, e
 			return tracking.RunPage{}, err
 		}
 	}
-	type keyed struct {
-		run *tracking.Run
-		key []any
+	// Each experiment's page, in order, and where the merge stands in it.
+	type source struct {
+		runs []*tracking.Run
+		keys [][]termVal
+		next int
+		more bool // the experiment has runs after its page
 	}
-	var all []keyed
-	more := false
+	srcs := make([]source, 0, len(exps))
 	for _, id := range exps {
 		sub := q
 		sub.ExperimentIDs = []string{id}
@@ -66,7 +68,7 @@ func (s *TrackingStore) searchMerged(ctx context.Context, q tracking.RunQuery, e
 		if cursor != nil {
 			sub.PageToken = encodeRunToken(queryFingerprint(fmt.Sprint(sub.ExperimentIDs, sub.ViewType, sub.Filter, sub.OrderBy)), terms, cursor)
 		}
-		var keys [][]any
+		var keys [][]termVal
 		page, err := s.searchOne(ctx, sub, &keys)
 		if err != nil {
 			return tracking.RunPage{}, err
@@ -74,30 +76,49 @@ func (s *TrackingStore) searchMerged(ctx context.Context, q tracking.RunQuery, e
 		if len(keys) != len(page.Runs) {
 			return tracking.RunPage{}, fmt.Errorf("search runs: %d sort keys for %d runs", len(keys), len(page.Runs))
 		}
-		for i, r := range page.Runs {
-			all = append(all, keyed{r, keys[i]})
+		if len(page.Runs) > 0 {
+			srcs = append(srcs, source{runs: page.Runs, keys: keys, more: page.NextPageToken != ""})
 		}
-		more = more || page.NextPageToken != ""
 	}
-	// run_id is the last term: no two runs tie.
-	slices.SortFunc(all, func(a, b keyed) int { return compareKeys(terms, a.key, b.key) })
+	// Take the least head of the pages until the page is full; run_id is
+	// the last term, so no two runs tie.
 	var page tracking.RunPage
-	if len(all) > q.MaxResults || more { // a page with a next one is full
-		last := all[q.MaxResults-1]
-		page.NextPageToken = encodeRunToken(fp, terms, last.key)
-		all = all[:q.MaxResults]
+	var last []termVal
+	for len(page.Runs) < q.MaxResults {
+		best := -1
+		for i := range srcs {
+			s := &srcs[i]
+			if s.next < len(s.runs) && (best < 0 || compareKeys(terms, s.keys[s.next], srcs[best].keys[srcs[best].next]) < 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		s := &srcs[best]
+		page.Runs = append(page.Runs, s.runs[s.next])
+		last = s.keys[s.next]
+		s.next++
 	}
-	page.Runs = make([]*tracking.Run, len(all))
-	for i, k := range all {
-		page.Runs[i] = k.run
+	for _, s := range srcs {
+		if s.next < len(s.runs) || s.more {
+			// The page is full (a page with more after it is): the next
+			// one starts after its last run.
+			vals := make([]any, len(terms))
+			for i, t := range terms {
+				vals[i] = anyOf(t.kind, last[i])
+			}
+			page.NextPageToken = encodeRunToken(fp, terms, vals)
+			break
+		}
 	}
 	return page, nil
 }
 
-// compareKeys orders two runs' sort-term values as the terms do.
-func compareKeys(terms []sortTerm, a, b []any) int {
+// compareKeys orders two runs by their sort-term values.
+func compareKeys(terms []sortTerm, a, b []termVal) int {
 	for i, t := range terms {
-		c := compareTerm(t.kind, valOf(t.kind, a[i]), valOf(t.kind, b[i]))
+		c := compareTerm(t.kind, a[i], b[i])
 		if t.desc {
 			c = -c
 		}

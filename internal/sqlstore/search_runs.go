@@ -344,7 +344,7 @@ func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tr
 
 // searchOne answers q from the search index when it can, else with SQL.
 // When keys is not nil, it gets each run's sort-term values, in page order.
-func (s *TrackingStore) searchOne(ctx context.Context, q tracking.RunQuery, keys *[][]any) (tracking.RunPage, error) {
+func (s *TrackingStore) searchOne(ctx context.Context, q tracking.RunQuery, keys *[][]termVal) (tracking.RunPage, error) {
 	if s.index != nil {
 		page, ok, err := s.index.search(ctx, q, keys)
 		if ok || err != nil {
@@ -356,7 +356,7 @@ func (s *TrackingStore) searchOne(ctx context.Context, q tracking.RunQuery, keys
 
 // searchSQL answers a runs search with SQL. When keys is not nil, it gets
 // each run's sort-term values, in page order.
-func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]any) (tracking.RunPage, error) {
+func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]termVal) (tracking.RunPage, error) {
 	rs, err := s.prepareRunSearch(ctx, q)
 	if err != nil || rs == nil {
 		return tracking.RunPage{}, err
@@ -384,7 +384,11 @@ func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]any) 
 			}
 			last = termValues(dest[len(dest)-len(terms):], terms)
 			if keys != nil {
-				*keys = append(*keys, last)
+				kv := make([]termVal, len(terms))
+				for i, t := range terms {
+					kv[i] = valOf(t.kind, last[i])
+				}
+				*keys = append(*keys, kv)
 			}
 		}
 		return false, sqlError(rows.Err(), "search runs")
