@@ -61,3 +61,24 @@ func dbBytes(ctx context.Context, dataDir string) (file, live int64, err error) 
 	err = db.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&file)
 	return file, file, err
 }
+
+// tablesBytes is what the tables of the database of key (a data
+// directory) take: every table's heap, indexes and TOAST, without the
+// catalog of an empty database (about 7.5 MB) or PostgreSQL's WAL, which
+// all its databases share.
+func (p *postgres) tablesBytes(ctx context.Context, key string) (int64, error) {
+	u, err := p.databaseFor(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int64
+	err = db.QueryRowContext(ctx, `SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c
+		JOIN pg_namespace s ON s.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'm') AND s.nspname NOT IN ('pg_catalog', 'information_schema')`).Scan(&n)
+	return n, err
+}

@@ -37,7 +37,7 @@ func readsBytes(ctx context.Context, c config, sx peerSpec, dir string) (map[str
 	n := c.bytesPoints
 	out := map[string]any{
 		"points_per_series":     n,
-		"how":                   "one series per fresh data directory, logged in 1000-point log-batch requests; the server idles 7 s (compaction), stops on SIGTERM; bytes_per_point is every file of the data directory (WAL included) over the points",
+		"how":                   "one series per fresh data directory, logged in 1000-point log-batch requests; the server idles 7 s (compaction), stops on SIGTERM; bytes_per_point is every file of the data directory (WAL included) over the points, on PostgreSQL (-db postgres) the bytes of the database's tables (heap, indexes, TOAST; not the WAL, which PostgreSQL's databases share)",
 		"target_random_float64": 9,
 		"target_smooth":         3,
 	}
@@ -68,16 +68,22 @@ func readsBytes(ctx context.Context, c config, sx peerSpec, dir string) (map[str
 		}
 		total := dirSize(d)
 		m := map[string]any{
-			"about":           bs.about,
-			"data_dir_bytes":  total,
-			"bytes_per_point": round3(float64(total) / float64(n)),
+			"about":          bs.about,
+			"data_dir_bytes": total,
 		}
-		if st, err := sqliteStats(filepath.Join(d, "sextant.db")); err != nil {
+		if pg.srv != nil {
+			// The data directory holds nothing of the points.
+			if total, err = pg.tablesBytes(ctx, d); err != nil {
+				return nil, err
+			}
+			m["postgres_tables_bytes"] = total
+		} else if st, err := sqliteStats(filepath.Join(d, "sextant.db")); err != nil {
 			m["sqlite_breakdown"] = "unavailable: " + err.Error()
 		} else {
 			st.perPoint(n)
 			m["sqlite_breakdown"] = st
 		}
+		m["bytes_per_point"] = round3(float64(total) / float64(n))
 		out[bs.name] = m
 		logf("reads: %s: %.2f bytes/point", bs.name, float64(total)/float64(n))
 	}
