@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -81,7 +80,7 @@ func compileMemQuery(q tracking.RunQuery) (*memQuery, bool, error) {
 		return nil, false, err
 	}
 	mq.terms = terms
-	mq.fingerprint = queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+	mq.fingerprint = runQueryFingerprint(q)
 	if q.PageToken != "" {
 		if mq.cursor, err = decodeRunToken(q.PageToken, mq.fingerprint, terms); err != nil {
 			return nil, false, err

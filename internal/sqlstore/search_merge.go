@@ -46,7 +46,7 @@ func (s *TrackingStore) searchMerged(ctx context.Context, q tracking.RunQuery, e
 	}
 	// The token of a search of these experiments, whichever way its page
 	// was found.
-	fp := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+	fp := runQueryFingerprint(q)
 	var cursor []any
 	if q.PageToken != "" {
 		if cursor, err = decodeRunToken(q.PageToken, fp, terms); err != nil {
@@ -66,7 +66,7 @@ func (s *TrackingStore) searchMerged(ctx context.Context, q tracking.RunQuery, e
 		sub.ExperimentIDs = []string{id}
 		sub.PageToken = ""
 		if cursor != nil {
-			sub.PageToken = encodeRunToken(queryFingerprint(fmt.Sprint(sub.ExperimentIDs, sub.ViewType, sub.Filter, sub.OrderBy)), terms, cursor)
+			sub.PageToken = encodeRunToken(runQueryFingerprint(sub), terms, cursor)
 		}
 		var keys [][]termVal
 		page, err := s.searchOne(ctx, sub, &keys)

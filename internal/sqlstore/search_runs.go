@@ -199,6 +199,12 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 	return joins, joinArgs, terms, nil
 }
 
+// runQueryFingerprint is what a runs search's page tokens carry of the
+// query they belong to, on every path (SQL, the search index, a merge).
+func runQueryFingerprint(q tracking.RunQuery) string {
+	return queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+}
+
 // runToken is the page token of runs/search: the sort-term values of the
 // last run of the page, and a fingerprint of the query.
 type runToken struct {
@@ -310,7 +316,7 @@ func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSea
 			args = append(args, clauseArgs[i]...)
 		}
 	}
-	fingerprint := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+	fingerprint := runQueryFingerprint(q)
 	var cursor []any
 	if q.PageToken != "" {
 		if cursor, err = decodeRunToken(q.PageToken, fingerprint, terms); err != nil {
