@@ -33,11 +33,7 @@ func kvTags(in []wire.KV) []tracking.Tag {
 }
 
 func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name             string    `json:"name"`
-		ArtifactLocation string    `json:"artifact_location"`
-		Tags             []wire.KV `json:"tags"`
-	}
+	var req wire.CreateExperimentRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -97,13 +93,7 @@ func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) err
 }
 
 func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		MaxResults wire.Int  `json:"max_results"`
-		PageToken  string    `json:"page_token"`
-		Filter     string    `json:"filter"`
-		OrderBy    []string  `json:"order_by"`
-		ViewType   wire.Enum `json:"view_type"`
-	}
+	var req wire.SearchExperimentsRequest
 	if r.Method == http.MethodGet {
 		q, err := parseQuery(r, "max_results", "page_token", "filter", "order_by", "view_type")
 		if err != nil {
