@@ -400,7 +400,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 				stores[name] = m
 			}
 		}
-		usage := blob.NewUsageCollector(stores, blob.UsageOptions{Interval: cfg.BlobUsageInterval, Logger: log.With("component", "blob-usage")})
+		usage := httpapi.NewBlobUsageCollector(stores, httpapi.BlobUsageOptions{Interval: cfg.BlobUsageInterval, Logger: log.With("component", "blob-usage")})
 		defer usage.Close(context.WithoutCancel(ctx))
 		reg.MustRegister(usage)
 	}
