@@ -48,6 +48,11 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes
 		// request); every client of the API says application/json.
 		return nil, invalid("Bad Request. Content-Type must be application/json: the request has a body and no Content-Type")
 	}
+	if r.ContentLength > limit {
+		// Refused before a byte of it is read, rather than after limit
+		// bytes have come in at whatever pace the client likes.
+		return nil, bodyTooLarge(limit)
+	}
 	// The buffer grows with the bytes that arrive (ReadFrom doubles it as
 	// needed), never from the declared length: a client may declare 10 MB
 	// and send one byte, on as many connections as it likes. A pooled
@@ -57,7 +62,7 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &errs.Error{Code: errs.LimitExceeded, Msg: fmt.Sprintf("limit exceeded: request body is larger than the limit of %d bytes", limit), Err: errBodyTooLarge}
+			return nil, bodyTooLarge(limit)
 		}
 		if errors.Is(err, errBodyTooSlow) {
 			return nil, err
@@ -80,6 +85,10 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes
 		body = []byte(inner)
 	}
 	return body, nil
+}
+
+func bodyTooLarge(limit int64) error {
+	return &errs.Error{Code: errs.LimitExceeded, Msg: fmt.Sprintf("limit exceeded: request body is larger than the limit of %d bytes", limit), Err: errBodyTooLarge}
 }
 
 // query is a GET request's parameters, checked against the fields the
