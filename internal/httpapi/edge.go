@@ -150,34 +150,47 @@ type bodyKey struct{}
 // window: each time it has, the connection's read deadline moves a window
 // ahead, so a read that waits longer fails and the connection closes.
 // A deadline, not a timer, so that an upload of any size over a slow link
-// goes through as long as it keeps moving.
+// goes through as long as it keeps moving. Time the handler spends away
+// from the body (a store that is slow to take a part) is not the client's
+// and moves the deadline too.
 type pacedBody struct {
 	io.ReadCloser
-	rc      *http.ResponseController
-	window  time.Duration
-	min     int64
-	got     int64 // bytes since the deadline last moved
-	done    bool
-	tooSlow bool
+	rc       *http.ResponseController
+	window   time.Duration
+	min      int64
+	got      int64     // bytes since the deadline last moved
+	deadline time.Time // the connection's read deadline
+	last     time.Time // when the handler last had the body's bytes
+	done     bool
+	tooSlow  bool
 }
 
 func (b *pacedBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.ReadCloser.Read(p)
+	}
+	// Small gaps are left uncounted (no call per read); they cannot add
+	// up to a window, as each min bytes moves the deadline anyway.
+	if away := time.Since(b.last); away > b.window/8 {
+		b.deadline = b.deadline.Add(away)
+		_ = b.rc.SetReadDeadline(b.deadline)
+	}
 	n, err := b.ReadCloser.Read(p)
+	b.last = time.Now()
 	b.got += int64(n)
 	switch {
 	case err == nil:
 		if b.got >= b.min {
 			b.got = 0
-			_ = b.rc.SetReadDeadline(time.Now().Add(b.window))
+			b.deadline = b.last.Add(b.window)
+			_ = b.rc.SetReadDeadline(b.deadline)
 		}
 	case err == io.EOF:
 		// The whole body is in: net/http now reads the connection in the
 		// background to notice a client that goes away, and a deadline
 		// left behind would end that read and cancel a long request.
-		if !b.done {
-			b.done = true
-			_ = b.rc.SetReadDeadline(time.Time{})
-		}
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.tooSlow = true
 		return n, &errs.Error{Code: errs.Invalid, Msg: b.message(), Err: errBodyTooSlow}
@@ -197,10 +210,11 @@ func (s *Server) paceBody(w http.ResponseWriter, r *http.Request) *http.Request 
 		return r
 	}
 	rc := http.NewResponseController(w)
-	if err := rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)); err != nil {
+	now := time.Now()
+	if err := rc.SetReadDeadline(now.Add(s.opts.BodyTimeout)); err != nil {
 		return r // not a connection that has deadlines (a test's recorder)
 	}
-	b := &pacedBody{ReadCloser: r.Body, rc: rc, window: s.opts.BodyTimeout, min: s.opts.BodyMinBytes}
+	b := &pacedBody{ReadCloser: r.Body, rc: rc, window: s.opts.BodyTimeout, min: s.opts.BodyMinBytes, deadline: now.Add(s.opts.BodyTimeout), last: now}
 	r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, b))
 	r.Body = b
 	return r

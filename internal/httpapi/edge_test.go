@@ -172,6 +172,15 @@ func TestLoginBodyCapped(t *testing.T) {
 	if r := do(t, s, "POST", "/api/2.0/sextant/auth/login", body); r.status != 413 || !strings.Contains(r.raw, "4096 bytes") {
 		t.Fatalf("a %d-byte sign-in: %d %s", len(body), r.status, r.raw)
 	}
+	// Declared over the cap: refused before it is read.
+	req := httptest.NewRequest("POST", "/api/2.0/sextant/auth/login", strings.NewReader("{}"))
+	req.ContentLength = 10_000_000
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != 413 {
+		t.Fatalf("a sign-in declaring 10 MB: %d %s", rec.Code, rec.Body)
+	}
 	if r := do(t, s, "POST", "/api/2.0/sextant/auth/login", `{"email": "a@example.com", "password": "wrong"}`); r.status != 401 {
 		t.Fatalf("a sign-in of normal size: %d %s", r.status, r.raw)
 	}
@@ -205,7 +214,7 @@ func TestSlowBodyAnswered408(t *testing.T) {
 	}
 	defer c.Close()
 	start := time.Now()
-	fmt.Fprintf(c, "POST /api/2.0/mlflow/experiments/create HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n{", addr)
+	fmt.Fprintf(c, "POST /api/2.0/mlflow/experiments/create HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", addr)
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
