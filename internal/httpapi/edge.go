@@ -46,9 +46,10 @@ const (
 
 // HostPolicy decides which Host headers the server answers.
 //
-// Loopback names ("localhost", "*.localhost") and IP addresses are always
-// allowed: neither can be a name that an attacker's DNS server resolves
-// to this machine, which is what DNS rebinding needs. Patterns add names:
+// Loopback names ("localhost", "*.localhost"), IP addresses and an empty
+// Host (HTTP/1.0) are always allowed: none can be a name that an
+// attacker's DNS server resolves to this machine, which is what DNS
+// rebinding needs. Patterns add names:
 // "mlflow.example.com", "mlflow.example.com:8443" (that port only),
 // "*.example.com" (any name under example.com, not example.com itself) or
 // "*" (any Host: the check is off).
@@ -94,7 +95,8 @@ func (p *HostPolicy) Allows(host string) bool {
 		name = h
 	}
 	name = strings.TrimSuffix(strings.Trim(name, "[]"), ".")
-	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+	// No Host at all (an HTTP/1.0 probe) is no browser's request either.
+	if name == "" || name == "localhost" || strings.HasSuffix(name, ".localhost") {
 		return true
 	}
 	if _, err := netip.ParseAddr(name); err == nil {

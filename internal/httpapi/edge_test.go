@@ -44,7 +44,7 @@ func TestHostPolicy(t *testing.T) {
 		{"xcorp.example", false, false},
 		{"gpu-box:8443", false, true},
 		{"gpu-box:5000", false, false},
-		{"", false, false},
+		{"", true, true}, // HTTP/1.0, no browser
 	} {
 		if got := def.Allows(c.host); got != c.def {
 			t.Errorf("default policy, Host %q: %v, want %v", c.host, got, c.def)
