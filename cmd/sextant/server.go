@@ -573,7 +573,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		return err
 	}
 	// Caps connections per client; net/http's own 431 goes out as JSON.
-	ln = httpapi.Listener(ln, httpapi.ListenerOptions{MaxConnsPerClient: cfg.Net.MaxConnsPerClient, ConnsBeforeClientCap: cfg.Net.ConnsBeforeClientCap})
+	ln = httpapi.Listener(ln, httpapi.ListenerOptions{MaxConnsPerClient: cfg.Net.MaxConnsPerClient, ConnsBeforeClientCap: cfg.Net.ConnsBeforeClientCap, Metrics: reg})
 	srv := &http.Server{
 		Handler:           api,
 		MaxHeaderBytes:    httpapi.MaxHeaderBytes,

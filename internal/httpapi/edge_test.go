@@ -13,8 +13,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sextant/sextant/internal/httpapi"
 )
+
+// gathered returns the value of the unlabelled counter or gauge name in
+// reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
 
 func TestHostPolicy(t *testing.T) {
 	p, err := httpapi.NewHostPolicy([]string{"mlflow.example.com", "*.corp.example", "gpu-box:8443"})
@@ -293,7 +316,8 @@ func TestDeclaredLengthReservesNothing(t *testing.T) {
 // the flag, and a closed connection gives its place back.
 func TestConnsPerClientCapped(t *testing.T) {
 	s := MustServer(t)
-	addr := serve(t, s, httpapi.ListenerOptions{MaxConnsPerClient: 2, ConnsBeforeClientCap: 3})
+	reg := prometheus.NewRegistry()
+	addr := serve(t, s, httpapi.ListenerOptions{MaxConnsPerClient: 2, ConnsBeforeClientCap: 3, Metrics: reg})
 	open := func() net.Conn {
 		t.Helper()
 		c, err := net.Dial("tcp", addr)
@@ -325,6 +349,12 @@ func TestConnsPerClientCapped(t *testing.T) {
 	resp, b := get(open())
 	if resp.StatusCode != 429 || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(b, "--max-conns-per-client") || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a 4th connection from one address: %d %s", resp.StatusCode, b)
+	}
+	if got := gathered(t, reg, "sextant_http_connections_refused_total"); got != 1 {
+		t.Errorf("sextant_http_connections_refused_total = %v, want 1", got)
+	}
+	if got := gathered(t, reg, "sextant_http_connections_open"); got != 3 {
+		t.Errorf("sextant_http_connections_open = %v, want 3", got)
 	}
 	held[0].Close()
 	deadline := time.Now().Add(5 * time.Second)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // MaxHeaderBytes is the most a request's line (its URL included) and
@@ -29,6 +31,9 @@ type ListenerOptions struct {
 	// in front of the server) is never cut while the server is not under
 	// pressure. 0 or less applies the cap always.
 	ConnsBeforeClientCap int
+	// Metrics receives sextant_http_connections_open and
+	// sextant_http_connections_refused_total; nil registers none.
+	Metrics prometheus.Registerer
 }
 
 // Listener wraps a listener for http.Server.
@@ -46,12 +51,28 @@ type ListenerOptions struct {
 // carry a Date header, which it lacks). It must wrap the raw TCP
 // listener, under any TLS.
 func Listener(ln net.Listener, opts ListenerOptions) net.Listener {
-	return &capListener{Listener: ln, opts: opts, per: map[string]int{}}
+	l := &capListener{Listener: ln, opts: opts, per: map[string]int{}}
+	l.refused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sextant_http_connections_refused_total",
+		Help: "Connections answered 429 and closed at once: their client address held --max-conns-per-client while the server held --conns-before-client-cap.",
+	})
+	if opts.Metrics != nil {
+		opts.Metrics.MustRegister(l.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sextant_http_connections_open",
+			Help: "Client connections open, idle ones included.",
+		}, func() float64 {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return float64(l.total)
+		}))
+	}
+	return l
 }
 
 type capListener struct {
 	net.Listener
-	opts ListenerOptions
+	opts    ListenerOptions
+	refused prometheus.Counter
 
 	mu    sync.Mutex
 	total int
@@ -66,6 +87,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 		}
 		key := clientKey(c.RemoteAddr())
 		if !l.admit(key) {
+			l.refused.Inc()
 			select {
 			case refusing <- struct{}{}:
 				go func() {
