@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -279,7 +280,12 @@ func (s *Server) deleteExperimentTag(w http.ResponseWriter, r *http.Request) err
 
 // decode reads and strictly decodes a JSON body into dst.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	body, err := s.readBody(w, r)
+	return s.decodeLimited(w, r, dst, s.opts.MaxBodyBytes)
+}
+
+// decodeLimited is decode taking a body of at most limit bytes.
+func (s *Server) decodeLimited(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
+	body, err := s.readBodyInto(w, r, new(bytes.Buffer), min(limit, s.opts.MaxBodyBytes))
 	if err != nil {
 		return err
 	}

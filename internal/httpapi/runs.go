@@ -256,7 +256,7 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 	sc := logBatchPool.Get().(*logBatchScratch)
 	defer sc.release()
-	body, err := s.readBodyInto(w, r, &sc.body)
+	body, err := s.readBodyInto(w, r, &sc.body, s.opts.MaxBodyBytes)
 	if err != nil {
 		return err
 	}
