@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"runtime/debug"
 	"strings"
@@ -75,6 +76,10 @@ type Options struct {
 	// Health reports whether the database can be written, for /health;
 	// nil means it always can.
 	Health func() StoreHealth
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the client address of sign-in budgets (see
+	// clientip.go); empty means the direct peer is the client.
+	TrustedProxies []netip.Prefix
 }
 
 // StoreHealth is the database's state as /health shows it.
@@ -249,6 +254,7 @@ func New(opts Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.metrics = newHTTPMetrics(opts.Metrics)
+	registerSignInMetrics(opts.Metrics, opts.Workspace)
 	s.registerHealthRoutes()
 	s.registerMetricsRoute()
 	s.registerExperimentRoutes()
