@@ -14,10 +14,9 @@ import (
 // Sign-in throttling.
 //
 // A password check is a bcrypt run, deliberately slow, that anyone who can
-// reach the server may ask for. What a client can get out of them is
-// bounded four ways, all within failureWindowLen and in this replica's
-// memory (several replicas multiply the allowance, which still stops
-// guessing):
+// reach the server may ask for. Guesses are bounded by failure budgets,
+// kept for failureWindowLen in this replica's memory (several replicas
+// multiply the allowance, which still stops guessing):
 //
 //   - Per address and account: maxFailuresPerPair failed checks for one
 //     normalised email from one client address; then that address is
@@ -29,15 +28,20 @@ import (
 //     addresses) and every password sign-in to it is refused until the
 //     window passes, the correct password included. Credentials verified
 //     before (the Basic cache), tokens and sessions keep working.
-//   - Per address: an address with maxFailuresPerAddr failures is not
-//     refused, since a proxy or a NAT puts many honest users behind one
-//     address, and refusing it would let one of them lock all the others
-//     out. Its password checks run one at a time instead, so that it can
-//     spend at most one core on them, and a correct password from it still
-//     succeeds.
-//   - Server-wide: at most Options.MaxPasswordChecks checks run at once;
-//     a check that finds no free slot within Options.PasswordCheckWait is
-//     refused with 429 (retry in a second).
+//
+// No budget is kept per address alone: a proxy or a NAT puts many honest
+// users behind one address, and failures with made-up emails from it must
+// not refuse a right password for an account nobody guessed at. What one
+// address can cost is bounded instead, and so is the whole:
+//
+//   - Per address: one check at a time. A flood from one address queues
+//     behind itself and takes at most one core; other addresses' sign-ins
+//     go on beside it.
+//   - Server-wide: at most Options.MaxPasswordChecks checks at once.
+//
+// A check that cannot start within Options.PasswordCheckWait (its
+// address's turn, then a server-wide slot) is refused with 429, retry in a
+// second.
 //
 // Every attempt that will check a password reserves its place in the
 // budgets before the check runs, and the reservation becomes a failure or
@@ -48,7 +52,6 @@ import (
 const (
 	maxFailuresPerPair  = 10
 	maxFailuresPerEmail = 50
-	maxFailuresPerAddr  = 100
 	failureWindowLen    = 5 * time.Minute
 	// maxWindows bounds the throttle's memory under a spray of made-up
 	// emails and addresses: past it, expired windows are dropped, and if
@@ -62,15 +65,22 @@ type window struct {
 	start   time.Time
 	failed  int
 	pending int
-	// lane is held during a check from an address over its budget, so
-	// that such an address runs one check at a time.
-	lane chan struct{}
 }
 
-// signIns holds the sign-in budgets and the server-wide check slots.
+// lane is an address's turn at checking a password: held during each of
+// its checks, so that it runs one at a time. users counts the attempts
+// holding or waiting for it; the last one out removes it.
+type lane struct {
+	turn  chan struct{}
+	users int
+}
+
+// signIns holds the sign-in budgets, the addresses' lanes and the
+// server-wide check slots.
 type signIns struct {
 	mu      sync.Mutex
 	windows map[string]*window
+	lanes   map[string]*lane
 	slots   chan struct{}
 	wait    time.Duration
 
@@ -79,7 +89,7 @@ type signIns struct {
 }
 
 func newSignIns(slots int, wait time.Duration) *signIns {
-	return &signIns{windows: map[string]*window{}, slots: make(chan struct{}, slots), wait: wait}
+	return &signIns{windows: map[string]*window{}, lanes: map[string]*lane{}, slots: make(chan struct{}, slots), wait: wait}
 }
 
 // SignInStats are counts since the server started, for monitoring.
@@ -111,7 +121,8 @@ func throttleKey(email string) string {
 // attempt is one reserved password check.
 type attempt struct {
 	windows []*window
-	lane    chan struct{}
+	addr    string
+	lane    *lane
 	laned   bool
 	slotted bool
 }
@@ -159,26 +170,25 @@ func (l *signIns) reserve(now time.Time, email, addr string) (*attempt, error) {
 	l.prune(now)
 	ew := l.get("e:"+key, now)
 	pw := l.get("p:"+addr+"\x00"+key, now)
-	aw := l.get("a:"+addr, now)
 	shown := errs.Truncate(key, 120)
 	if ew.failed+ew.pending >= maxFailuresPerEmail {
-		l.release(ew, pw, aw)
+		l.release(ew, pw)
 		return nil, errs.Errorf(errs.Throttled, "too many failed sign-ins for %s; try again in %d seconds (tokens and sessions still work)", shown, retryIn(ew, now))
 	}
 	if pw.failed+pw.pending >= maxFailuresPerPair {
-		l.release(ew, pw, aw)
+		l.release(ew, pw)
 		return nil, errs.Errorf(errs.Throttled, "too many failed sign-ins for %s from this address; try again in %d seconds", shown, retryIn(pw, now))
 	}
-	a := &attempt{windows: []*window{ew, pw, aw}}
-	if aw.failed+aw.pending >= maxFailuresPerAddr {
-		if aw.lane == nil {
-			aw.lane = make(chan struct{}, 1)
-		}
-		a.lane = aw.lane
-	}
+	a := &attempt{windows: []*window{ew, pw}, addr: addr}
 	for _, w := range a.windows {
 		w.pending++
 	}
+	a.lane = l.lanes[addr]
+	if a.lane == nil {
+		a.lane = &lane{turn: make(chan struct{}, 1)}
+		l.lanes[addr] = a.lane
+	}
+	a.lane.users++
 	return a, nil
 }
 
@@ -192,21 +202,19 @@ func (l *signIns) release(ws ...*window) {
 	}
 }
 
-// acquire waits for the attempt's address lane (if it has one) and a
+// acquire waits for the attempt's turn in its address's lane, then for a
 // server-wide slot, at most l.wait for both.
 func (l *signIns) acquire(ctx context.Context, a *attempt) error {
 	t := time.NewTimer(l.wait)
 	defer t.Stop()
 	busy := errs.E(errs.Throttled, "too many sign-ins at once: retry in a second")
-	if a.lane != nil {
-		select {
-		case a.lane <- struct{}{}:
-			a.laned = true
-		case <-t.C:
-			return busy
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case a.lane.turn <- struct{}{}:
+		a.laned = true
+	case <-t.C:
+		return busy
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	select {
 	case l.slots <- struct{}{}:
@@ -226,10 +234,13 @@ func (l *signIns) finish(a *attempt, failed bool) {
 		<-l.slots
 	}
 	if a.laned {
-		<-a.lane
+		<-a.lane.turn
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if a.lane.users--; a.lane.users == 0 && l.lanes[a.addr] == a.lane {
+		delete(l.lanes, a.addr)
+	}
 	for _, w := range a.windows {
 		w.pending--
 		if failed {

@@ -179,26 +179,21 @@ func TestSignInFloodFromOneAddressKeepsRightPasswords(t *testing.T) {
 	}
 }
 
-// An address over its budget runs one check at a time: a second attempt
-// from it waits for the first, and is refused when it cannot start in
-// time; other addresses are not held up.
-func TestSignInFloodedAddressChecksOneAtATime(t *testing.T) {
+// An address runs one check at a time: a second attempt from it waits for
+// the first, and is refused when it cannot start in time; other addresses
+// are not held up.
+func TestSignInOneCheckAtATimePerAddress(t *testing.T) {
 	ws := mustService(t, workspace.Options{MaxPasswordChecks: 4, PasswordCheckWait: 50 * time.Millisecond})
-	for i := range 100 {
-		if err := login(ws, fmt.Sprintf("nobody-%d@example.com", i), "wrong-password", "10.6.6.6"); !errs.Is(err, errs.Unauthenticated) {
-			t.Fatalf("failure %d: %v", i, err)
-		}
-	}
 	g := holdChecks(ws)
 	first := make(chan error, 1)
 	go func() { first <- login(ws, "nobody-x@example.com", "wrong-password", "10.6.6.6") }()
 	<-g.entered
-	if err := login(ws, adminEmail, "wrong-password", "10.6.6.6"); !errs.Is(err, errs.Throttled) {
-		t.Fatalf("second check from the flooded address: %v, want Throttled", err)
+	if err := login(ws, adminEmail, password, "10.6.6.6"); !errs.Is(err, errs.Throttled) {
+		t.Fatalf("a second check from a busy address: %v, want Throttled", err)
 	}
 	other := make(chan error, 1)
 	go func() { other <- login(ws, alice, password, "10.0.0.7") }()
-	<-g.entered // another address gets a slot while the flooded one is busy
+	<-g.entered // another address gets a slot while the first one is busy
 	close(g.open)
 	if err := <-first; !errs.Is(err, errs.Unauthenticated) {
 		t.Fatal(err)
