@@ -101,7 +101,6 @@ func benchSignin(ctx context.Context, c config, bin string) (any, error) {
 		"phase_seconds":     phase.Seconds(),
 		"honest_users":      honest,
 		"attacker_workers":  c.signinAttackers,
-		"machine":           machineInfo(),
 		"bcrypt_cost":       10,
 		"what_honest_users": "POST /api/2.0/sextant/auth/login with the right password in a loop, one goroutine per user (each a bcrypt check)",
 	}
