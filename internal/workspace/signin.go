@@ -261,7 +261,9 @@ func (s *Service) checkPassword(ctx context.Context, email, password, remote str
 	}
 	if err := s.signin.acquire(ctx, a); err != nil {
 		s.signin.finish(a, false)
-		s.signin.throttled.Add(1)
+		if errs.Is(err, errs.Throttled) { // not a client that went away
+			s.signin.throttled.Add(1)
+		}
 		return nil, "", err
 	}
 	u, hash, err := s.verifyPassword(ctx, email, password)
