@@ -88,6 +88,7 @@ func TestConfigErrors(t *testing.T) {
 		"ErrPort":         {args: []string{"--port", "70000"}, want: "port"},
 		"ErrSynchronous":  {args: []string{"--sqlite-synchronous", "OFF"}, want: "sqlite-synchronous"},
 		"ErrSearchIndex":  {args: []string{"--search-index-mb", "-1"}, want: "search-index-mb"},
+		"ErrProxies":      {args: []string{"--trusted-proxies", "proxy.internal"}, want: "trusted-proxies"},
 		"ErrEnvNotNumber": {env: map[string]string{"SEXTANT_PORT": "abc"}, want: "SEXTANT_PORT"},
 		"ErrLimit":        {args: []string{"--max-params-per-run", "0"}, want: "max-params-per-run"},
 		"ErrLogLevel":     {args: []string{"--log-level", "loud"}, want: "log-level"},

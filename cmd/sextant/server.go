@@ -54,6 +54,10 @@ type Config struct {
 	Auth           string
 	InsecureNoAuth bool
 	AdminEmail     string
+	// TrustedProxies lists the reverse proxies (addresses and CIDR
+	// prefixes, comma-separated) whose X-Forwarded-For names the client
+	// for sign-in budgets; empty trusts none.
+	TrustedProxies string
 	Limits         tracking.Limits
 	// GPURetention is how long GPU samples are kept.
 	GPURetention time.Duration
@@ -240,6 +244,9 @@ func (c *Config) Validate() error {
 	if c.Auth == "off" && !isLoopback(c.Host) && !c.InsecureNoAuth {
 		return &ConfigError{"auth", fmt.Sprintf("refusing to serve %s without authentication: anyone who can reach it could read and change everything. Use --auth on, bind to 127.0.0.1, or pass --insecure-no-auth if you really mean it", c.Host)}
 	}
+	if _, err := httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return &ConfigError{"trusted-proxies", fmt.Sprintf("must be addresses or CIDR prefixes separated by commas (e.g. 127.0.0.1,10.0.0.0/8): %v", err)}
+	}
 	if c.MaxBodyBytes < 1024 {
 		return &ConfigError{"max-request-bytes", "must be at least 1024"}
 	}
@@ -334,6 +341,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
 		fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
 		str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
+		str(&c.TrustedProxies, "trusted-proxies", "reverse proxies (addresses or CIDR prefixes, comma-separated) whose X-Forwarded-For gives the client address for sign-in throttling; empty: the direct peer is the client")
 	}
 	if groups&blobFlags != 0 {
 		str(&c.BlobStore, "blob-store", "where artifacts and files live: dir (under the data directory) or s3")
@@ -543,6 +551,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	log.Info("request limits", "allowed_hosts", hostsDesc, "read_header_timeout", cfg.Net.ReadHeaderTimeout, "idle_timeout", cfg.Net.IdleTimeout,
 		"body_timeout", cfg.Net.BodyTimeout, "body_min_bytes", cfg.Net.BodyMinBytes,
 		"max_conns_per_client", cfg.Net.MaxConnsPerClient, "conns_before_client_cap", cfg.Net.ConnsBeforeClientCap)
+	proxies, _ := httpapi.ParseTrustedProxies(cfg.TrustedProxies) // checked by Validate
 	api := httpapi.New(httpapi.Options{
 		Tracking:     tr,
 		Artifacts:    artifacts.New(blobs, artifacts.Options{Secret: secret}),
@@ -562,6 +571,8 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		AllowedHosts: hosts,
 		BodyTimeout:  bodyTimeout,
 		BodyMinBytes: cfg.Net.BodyMinBytes,
+		// Sign-in budgets are kept per client address (docs/auth.md).
+		TrustedProxies: proxies,
 		Health: func() httpapi.StoreHealth {
 			h := store.Health()
 			return httpapi.StoreHealth{Writable: h.Writable, Reason: h.Reason, SinceMs: h.SinceMs}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"runtime/debug"
 	"strings"
@@ -86,6 +87,10 @@ type Options struct {
 	// BodyMinBytes is what a request body must deliver every BodyTimeout,
 	// in bytes; 0 or less means DefaultBodyMinBytes.
 	BodyMinBytes int64
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the client address of sign-in budgets (see
+	// clientip.go); empty means the direct peer is the client.
+	TrustedProxies []netip.Prefix
 }
 
 // StoreHealth is the database's state as /health shows it.
@@ -269,6 +274,7 @@ func New(opts Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.metrics = newHTTPMetrics(opts.Metrics)
+	registerSignInMetrics(opts.Metrics, opts.Workspace)
 	s.registerHealthRoutes()
 	s.registerMetricsRoute()
 	s.registerExperimentRoutes()
