@@ -45,9 +45,9 @@ type opDesc struct {
 	nums func(vals []float64, x float64) colTest
 
 	// str, of an operator that compares strings, compiles its test of a
-	// value against the clause's value v (as CheckString accepts it); false: the
-	// index cannot evaluate it as SQLite does. A param's or tag's column
-	// tests each distinct value once with it.
+	// value against the clause's value v (as CheckString accepts it);
+	// false: the index cannot evaluate it as SQLite does. A param's or
+	// tag's column tests each distinct value once with it.
 	str func(v search.Value) (func(string) bool, bool)
 	// drive says how a string comparison selects runs by value, for the
 	// planners: driveValue (the runs of one value: also the column test of
