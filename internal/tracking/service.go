@@ -557,9 +557,6 @@ func (s *Service) LogOutputs(ctx context.Context, runID string, models []ModelOu
 		if m.ModelID == "" {
 			return invalidf("Missing value for required parameter 'models[%d].model_id'", i)
 		}
-		if m.Step < 0 {
-			return invalidf("models[%d].step %d is negative", i, m.Step)
-		}
 	}
 	return s.store.LogOutputs(ctx, runID, models)
 }

@@ -115,11 +115,10 @@ func (l Limits) validateMetric(m *Metric, i int, keyChecked bool) error {
 		}
 		return fmt.Sprintf("metrics[%d]", i)
 	}
-	if m.Step < 0 {
-		return invalidf("%s '%s': step %d is negative; steps must be between 0 and %d", where(), m.Key, m.Step, l.MaxStep)
-	}
-	if m.Step > l.MaxStep {
-		return invalidf("%s '%s': step %d exceeds the largest accepted step %d", where(), m.Key, m.Step, l.MaxStep)
+	// Negative steps are valid, as in MLflow (a warm-up logged before step
+	// 0, for one); the bound is symmetric.
+	if m.Step > l.MaxStep || m.Step < -l.MaxStep {
+		return invalidf("%s '%s': step %d is outside the accepted range -%d to %d", where(), m.Key, m.Step, l.MaxStep, l.MaxStep)
 	}
 	if m.TimestampMs < 0 {
 		return invalidf("%s '%s': timestamp %d is negative; timestamps are milliseconds since the Unix epoch", where(), m.Key, m.TimestampMs)
