@@ -217,6 +217,11 @@ func (s *Server) getMetricHistoryBulk(w http.ResponseWriter, r *http.Request) er
 	if len(ids) > 100 {
 		return invalid("GetMetricHistoryBulk request cannot specify more than 100 run_ids. Received %d run_ids.", len(ids))
 	}
+	// MLflow checks the whole request before it reads a run: a missing
+	// metric_key is a 400 even when a run is unknown.
+	if !q.has("metric_key") {
+		return invalid("GetMetricHistoryBulk request must specify a metric_key.")
+	}
 	max, _, err := q.int("max_results")
 	if err != nil {
 		return err
