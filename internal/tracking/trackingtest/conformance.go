@@ -167,6 +167,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("SearchPageData", func(t *testing.T) { testSearchPageData(t, newEnv(t, open, limits)) })
 	t.Run("LoggedModels", func(t *testing.T) { testLoggedModels(t, newEnv(t, open, limits)) })
 	t.Run("Registry", func(t *testing.T) { testRegistry(t, newEnv(t, open, limits)) })
+	t.Run("VersionSources", func(t *testing.T) { testVersionSources(t, newEnv(t, open, limits)) })
 	small := limits
 	small.MetricStepsPerRun = 100
 	small.ParamsPerRun = 3
@@ -1246,11 +1247,11 @@ func testRegistry(t *testing.T, e *env) {
 	}
 	_, err = e.svc.CreateRegisteredModel(e.ctx, "bert", "", nil)
 	wantCode(t, err, errs.AlreadyExists, "bert")
-	v1, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID})
+	v1, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID, ModelID: m.ID})
 	if err != nil || v1.Version != "1" || v1.StorageLocation != m.ArtifactURI || v1.RunID != run.Info.RunID || v1.ModelID != m.ID {
 		t.Fatalf("v1: %+v %v", v1, err)
 	}
-	v2, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "runs:/" + run.Info.RunID + "/model"})
+	v2, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "runs:/" + run.Info.RunID + "/model", RunID: run.Info.RunID})
 	if err != nil || v2.Version != "2" || v2.StorageLocation != run.Info.ArtifactURI+"/model" {
 		t.Fatalf("v2: %+v %v", v2, err)
 	}
@@ -1290,7 +1291,7 @@ func testRegistry(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	// Version numbers are never reused.
-	v3, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID})
+	v3, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID, ModelID: m.ID})
 	if err != nil || v3.Version != "3" {
 		t.Fatalf("v3: %+v %v", v3, err)
 	}
