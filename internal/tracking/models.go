@@ -325,6 +325,11 @@ func (s *Service) SearchLoggedModels(ctx context.Context, q LoggedModelSearch) (
 	if err != nil {
 		return LoggedModelPage{}, err
 	}
+	for _, d := range q.Datasets {
+		if d.Name == "" {
+			return LoggedModelPage{}, invalidf("`dataset_name` in the `datasets` clause must be specified.")
+		}
+	}
 	order := make([]LoggedModelOrder, 0, len(q.OrderBy))
 	for _, o := range q.OrderBy {
 		switch {

@@ -166,6 +166,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("RunSearchPaging", func(t *testing.T) { testRunSearchPaging(t, newEnv(t, open, limits)) })
 	t.Run("SearchPageData", func(t *testing.T) { testSearchPageData(t, newEnv(t, open, limits)) })
 	t.Run("LoggedModels", func(t *testing.T) { testLoggedModels(t, newEnv(t, open, limits)) })
+	t.Run("LoggedModelDatasets", func(t *testing.T) { testLoggedModelDatasets(t, newEnv(t, open, limits)) })
 	t.Run("Registry", func(t *testing.T) { testRegistry(t, newEnv(t, open, limits)) })
 	t.Run("VersionSources", func(t *testing.T) { testVersionSources(t, newEnv(t, open, limits)) })
 	small := limits
