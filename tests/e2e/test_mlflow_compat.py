@@ -43,6 +43,13 @@ def api(server, path: str) -> str:
     return f"{server.url}/api/2.0{path}"
 
 
+def message(e: MlflowException) -> str:
+    """The server's message: the client prefixes it with the error code."""
+    msg = e.message
+    prefix = f"{e.error_code}: "
+    return msg[len(prefix):] if msg.startswith(prefix) else msg
+
+
 def new_run(client, exp_name: str, name: str = "r"):
     exp = mlflow.set_experiment(exp_name)
     run = client.create_run(exp.experiment_id, run_name=name)
@@ -134,3 +141,183 @@ def test_download_artifacts_dot(server, client, tmp_path):
     assert assert_json_error(r, 400, INVALID)["message"] == "Invalid path"
     r = requests.get(api(server, "/mlflow/artifacts/list"), params={"run_id": run_id, "path": "."}, timeout=30)
     assert r.status_code == 200 and {f["path"] for f in r.json()["files"]} == {"a.txt", "sub"}, r.text
+
+
+# ---------------------------------------------------------------- 3, 4. model-version sources
+
+
+def not_vouched(source: str, id_name: str) -> str:
+    return (f"Invalid model version source: '{source}'. The {id_name} request parameter must identify "
+            "the resource that contains the source.")
+
+
+def relative_refs(source: str) -> str:
+    return (f"Invalid model version source: '{source}'. If supplying a source as an http, https, local file "
+            "path, ftp, objectstore, or mlflow-artifacts uri, an absolute path must be provided without "
+            "relative path references present. Please provide an absolute path.")
+
+
+def local_path(source: str) -> str:
+    return (f"Invalid model version source: '{source}'. To use a local path as a model version source, the "
+            "run_id request parameter has to be specified and the local path has to be contained within the "
+            "artifact directory of the run specified by the run_id.")
+
+
+def host_scheme(scheme: str) -> str:
+    return (f"'source' cannot use the '{scheme}' scheme: the '{scheme}' scheme addresses a host other than the "
+            "tracking server's configured artifact storage, so the server would connect to the host named in "
+            "the URI.")
+
+
+def test_model_version_sources(server, client):
+    exp_id, run_id = new_run(client, "/compat/sources")
+    root = client.get_run(run_id).info.artifact_uri
+    lm = client.create_logged_model(exp_id, name="src-model", source_run_id=run_id)
+    name = "compat-sources"
+    client.create_registered_model(name)
+    elsewhere = uuid.uuid4().hex  # a run on another tracking server
+    madeup_model = "m-" + uuid.uuid4().hex
+
+    refused = [
+        # (source, run_id, model_id, message)
+        ("/tmp", None, None, local_path("/tmp")),
+        ("/tmp/model", run_id, None, local_path("/tmp/model")),
+        ("file:///etc/passwd", None, None, local_path("file:///etc/passwd")),
+        ("/tmp", elsewhere, None, not_vouched("/tmp", "run_id")),
+        ("mlflow-artifacts://host/models/../../../", None, None, host_scheme("mlflow-artifacts")),
+        ("http://localhost:5000/api/2.0/mlflow-artifacts/artifacts/../../../", run_id, None, host_scheme("http")),
+        ("https://example.com/model", None, None, host_scheme("https")),
+        ("mlflow-artifacts:/0/../../../", run_id, None, relative_refs("mlflow-artifacts:/0/../../../")),
+        ("mlflow-artifacts:/0/..%2f..%2f..%2f", run_id, None, relative_refs("mlflow-artifacts:/0/..%2f..%2f..%2f")),
+        ("s3://bucket/models/../../other", None, None, relative_refs("s3://bucket/models/../../other")),
+        (f"runs:/{run_id}/../../x", run_id, None, relative_refs(f"runs:/{run_id}/../../x")),
+        (f"runs:/{run_id}/model", None, None, not_vouched(f"runs:/{run_id}/model", "run_id")),
+        (f"runs:/{run_id}/model", elsewhere, None, not_vouched(f"runs:/{run_id}/model", "run_id")),
+        (f"{root}/model", None, None, not_vouched(f"{root}/model", "run_id")),
+        (f"{root}/model", elsewhere, None, not_vouched(f"{root}/model", "run_id")),
+        ("mlflow-artifacts:/0/other/artifacts/model", run_id, None,
+         not_vouched("mlflow-artifacts:/0/other/artifacts/model", "run_id")),
+        (f"models:/{lm.model_id}", None, None, not_vouched(f"models:/{lm.model_id}", "model_id")),
+        (f"models:/{lm.model_id}", None, madeup_model, not_vouched(f"models:/{lm.model_id}", "model_id")),
+        (f"runs:/{run_id}/model", None, lm.model_id, not_vouched(f"runs:/{run_id}/model", "model_id")),
+        ("models:/a/b/c", None, None, not_vouched("models:/a/b/c", "model_id")),
+    ]
+    for source, rid, mid, text in refused:
+        with pytest.raises(MlflowException) as e:
+            client.create_model_version(name, source, run_id=rid, model_id=mid)
+        assert e.value.error_code == INVALID, (source, e.value)
+        assert message(e.value) == text, (source, rid, mid)
+        assert e.value.get_http_status_code() == 400
+    assert client.search_model_versions(f"name = '{name}'") == []
+    # A registered model that does not exist, or a logged model that is not
+    # on this server: 404.
+    for source, mid in [("models:/missing/1", None), (f"models:/{madeup_model}", madeup_model)]:
+        with pytest.raises(MlflowException) as e:
+            client.create_model_version(name, source, model_id=mid)
+        assert e.value.error_code == "RESOURCE_DOES_NOT_EXIST", (source, e.value)
+
+    accepted = [
+        # (source, run_id, model_id, download URI)
+        (f"runs:/{run_id}/model", run_id, None, f"{root}/model"),
+        (f"runs:/{elsewhere}/model", elsewhere, None, f"runs:/{elsewhere}/model"),
+        (f"{root}/model", run_id, None, f"{root}/model"),
+        (f"models:/{lm.model_id}", None, lm.model_id, lm.artifact_location),
+        (f"{lm.artifact_location}/sub", None, lm.model_id, f"{lm.artifact_location}/sub"),
+        ("s3://bucket/models/model", None, None, "s3://bucket/models/model"),
+        ("gs://bucket/path/model", run_id, None, "gs://bucket/path/model"),
+    ]
+    for source, rid, mid, uri in accepted:
+        mv = client.create_model_version(name, source, run_id=rid, model_id=mid)
+        assert mv.source == source and (mv.run_id or None) == (rid or (lm.source_run_id if mid else None)), mv
+        assert client.get_model_version_download_uri(name, mv.version) == uri, source
+    # A registered version as the source: run and model come from it.
+    v = client.create_model_version(name, "models:/compat-sources/4", model_id=None)
+    assert v.source == "models:/compat-sources/4" and v.run_id == run_id
+    assert client.get_model_version_download_uri(name, v.version) == lm.artifact_location
+    with pytest.raises(MlflowException) as e:
+        client.create_model_version(name, "models:/compat-sources/4", run_id=elsewhere)
+    assert message(e.value) == ("Invalid model version source: 'models:/compat-sources/4'. The run_id and model_id "
+                               "request parameters must match the referenced model version.")
+
+
+def test_register_model_through_the_client(server, client):
+    """mlflow.register_model sends what each client version sends (3.7.0 and
+    3.17.2: the run's artifact URI with its run_id; models:/<id> with its
+    model_id), and the server accepts it."""
+    exp_id, run_id = new_run(client, "/compat/register")
+    client.log_text(run_id, "flavors: {}\n", "model/MLmodel")
+    mv = mlflow.register_model(f"runs:/{run_id}/model", "compat-register")
+    assert mv.run_id == run_id and mv.source.endswith(f"{run_id}/artifacts/model"), mv
+    lm = client.create_logged_model(exp_id, name="reg", source_run_id=run_id)
+    mv2 = mlflow.register_model(f"models:/{lm.model_id}", "compat-register")
+    assert mv2.version == "2" and mv2.source == f"models:/{lm.model_id}"
+    assert client.get_model_version("compat-register", "2").run_id == run_id
+
+
+# ---------------------------------------------------------------- 5. mlflow.modelVersions
+
+
+def test_model_versions_tag(server, client):
+    exp_id, run_id = new_run(client, "/compat/model-versions-tag")
+    lm = client.create_logged_model(exp_id, name="tagged", source_run_id=run_id)
+    for name in ("compat-tag-a", "compat-tag-b"):
+        client.create_registered_model(name)
+    client.create_model_version("compat-tag-a", f"models:/{lm.model_id}", model_id=lm.model_id)
+    client.create_model_version("compat-tag-a", f"models:/{lm.model_id}", model_id=lm.model_id)
+    client.create_model_version("compat-tag-b", f"models:/{lm.model_id}", model_id=lm.model_id)
+    tags = client.get_logged_model(lm.model_id).tags
+    # As MLflow's tracking store writes it: Python's json.dumps of the list.
+    assert tags["mlflow.modelVersions"] == ('[{"name": "compat-tag-a", "version": 1}, '
+                                            '{"name": "compat-tag-a", "version": 2}, '
+                                            '{"name": "compat-tag-b", "version": 1}]')
+    # mlflow.register_model: the server adds the version, and the client
+    # (as against MLflow's server) adds it again, with the version as a string.
+    mlflow.register_model(f"models:/{lm.model_id}", "compat-tag-b")
+    entries = json.loads(client.get_logged_model(lm.model_id).tags["mlflow.modelVersions"])
+    assert entries[:4] == [{"name": "compat-tag-a", "version": 1}, {"name": "compat-tag-a", "version": 2},
+                           {"name": "compat-tag-b", "version": 1}, {"name": "compat-tag-b", "version": 2}]
+    assert {(e["name"], str(e["version"])) for e in entries[4:]} <= {("compat-tag-b", "2")}
+    # A version from a run sets no model's tag.
+    other = client.create_logged_model(exp_id, name="untouched", source_run_id=run_id)
+    client.create_model_version("compat-tag-b", f"runs:/{run_id}/model", run_id=run_id)
+    assert "mlflow.modelVersions" not in client.get_logged_model(other.model_id).tags
+
+
+# ---------------------------------------------------------------- 6. search_logged_models(datasets=)
+
+
+def test_search_logged_models_datasets(server, client):
+    exp_id, run_id = new_run(client, "/compat/model-datasets")
+    a, b, c = (client.create_logged_model(exp_id, name=n, source_run_id=run_id).model_id for n in "abc")
+    t = int(time.time() * 1000)
+    client.log_batch(run_id, metrics=[
+        Metric("acc", 0.9, t, 0, model_id=a, dataset_name="eval", dataset_digest="d1"),
+        Metric("acc", 0.5, t, 0, model_id=b, dataset_name="eval", dataset_digest="d2"),
+        Metric("acc", 0.99, t, 0, model_id=b, dataset_name="train", dataset_digest="d3"),
+        Metric("acc", 0.7, t, 0, model_id=c),
+    ])
+
+    def ids(**kw):
+        return sorted(m.model_id for m in client.search_logged_models(experiment_ids=[exp_id], **kw))
+
+    assert ids() == sorted([a, b, c])
+    assert ids(datasets=[{"dataset_name": "eval"}]) == sorted([a, b])
+    assert ids(datasets=[{"dataset_name": "eval", "dataset_digest": "d2"}]) == [b]
+    assert ids(datasets=[{"dataset_name": "train"}, {"dataset_name": "eval", "dataset_digest": "d1"}]) == sorted([a, b])
+    assert ids(datasets=[{"dataset_name": "test"}]) == []
+    assert ids(filter_string="metrics.acc > 0.8", datasets=[{"dataset_name": "eval"}]) == [a]
+    r = requests.post(api(server, "/mlflow/logged-models/search"),
+                      json={"experiment_ids": [exp_id], "datasets": [{"dataset_digest": "d1"}]}, timeout=30)
+    assert assert_json_error(r, 400, INVALID)["message"] == "`dataset_name` in the `datasets` clause must be specified."
+
+
+# ---------------------------------------------------------------- 7. validation before reads
+
+
+def test_history_bulk_validates_before_reading(server, client):
+    unknown = uuid.uuid4().hex
+    url = f"{server.url}/ajax-api/2.0/mlflow/metrics/get-history-bulk"
+    r = requests.get(url, params={"run_id": unknown}, timeout=30)
+    assert assert_json_error(r, 400, INVALID)["message"] == "GetMetricHistoryBulk request must specify a metric_key."
+    r = requests.get(url, params={"metric_key": "m"}, timeout=30)
+    assert assert_json_error(r, 400, INVALID)["message"] == "GetMetricHistoryBulk request must specify at least one run_id."
