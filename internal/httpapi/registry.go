@@ -179,7 +179,7 @@ func (s *Server) deleteRegisteredModel(w http.ResponseWriter, r *http.Request) e
 }
 
 // registrySearchQuery reads the GET parameters of the registry searches.
-func registrySearchQuery(r *http.Request) (tracking.RegistrySearch, error) {
+func registrySearchQuery(r *http.Request, limit int) (tracking.RegistrySearch, error) {
 	q, err := parseQuery(r, "filter", "max_results", "order_by", "page_token")
 	if err != nil {
 		return tracking.RegistrySearch{}, err
@@ -188,14 +188,18 @@ func registrySearchQuery(r *http.Request) (tracking.RegistrySearch, error) {
 	if err != nil {
 		return tracking.RegistrySearch{}, err
 	}
+	// MLflow's words: its store's below 1, its handler's above the limit.
 	if set && max <= 0 {
-		return tracking.RegistrySearch{}, invalid("max_results must be positive, got %d", max)
+		return tracking.RegistrySearch{}, invalid("Invalid value for max_results. It must be a positive integer, but got %d", max)
+	}
+	if max > int64(limit) {
+		return tracking.RegistrySearch{}, wire.InvalidValue("max_results", max)
 	}
 	return tracking.RegistrySearch{Filter: q.str("filter"), OrderBy: q.list("order_by"), MaxResults: clampInt(max), PageToken: q.str("page_token")}, nil
 }
 
 func (s *Server) searchRegisteredModels(w http.ResponseWriter, r *http.Request) error {
-	q, err := registrySearchQuery(r)
+	q, err := registrySearchQuery(r, s.tr.Limits().SearchMaxResults)
 	if err != nil {
 		return err
 	}
@@ -387,7 +391,7 @@ func (s *Server) deleteModelVersion(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) searchModelVersions(w http.ResponseWriter, r *http.Request) error {
-	q, err := registrySearchQuery(r)
+	q, err := registrySearchQuery(r, s.tr.Limits().SearchMaxResults)
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ type RegistryQuery struct {
 
 func validateRegisteredName(name string) error {
 	if name == "" {
-		return invalidf("Missing value for required parameter 'name'")
+		return invalidf("Missing value for required parameter 'name'. See the API docs for more information about request parameters.")
 	}
 	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > 256 {
 		return invalidf("Invalid registered model name %q: at most 256 characters of valid UTF-8", errs.Truncate(name, 80))
@@ -228,7 +228,7 @@ func (s *Service) SetModelAlias(ctx context.Context, name, alias, version string
 
 func validateAlias(alias string) error {
 	if alias == "" {
-		return invalidf("Missing value for required parameter 'alias'")
+		return invalidf("Missing value for required parameter 'alias'. See the API docs for more information about request parameters.")
 	}
 	if len(alias) > 255 || strings.ContainsAny(alias, "/@ ") {
 		return invalidf("Invalid alias %q: at most 255 characters, without '/', '@' or spaces", errs.Truncate(alias, 60))
@@ -366,7 +366,7 @@ func (s *Service) GetModelVersionByAlias(ctx context.Context, name, alias string
 		return nil, err
 	}
 	if alias == "" {
-		return nil, invalidf("Missing value for required parameter 'alias'")
+		return nil, invalidf("Missing value for required parameter 'alias'. See the API docs for more information about request parameters.")
 	}
 	return s.store.GetModelVersionByAlias(ctx, name, alias)
 }
