@@ -177,7 +177,9 @@ func typeError(body []byte, te *json.UnmarshalTypeError) (error, bool) {
 		case map[string]any:
 			x, ok := v[fields[0]]
 			if !ok {
-				return nil, "", false
+				// An embedded struct's name (MetricIn.value) is not
+				// in the document.
+				return find(v, fields[1:], at)
 			}
 			name := fields[0]
 			if at != "" {

@@ -13,7 +13,11 @@ func TestDecodeTypeErrorsAsMLflow(t *testing.T) {
 		Key   string `json:"key"`
 		Value Float  `json:"value"`
 	}
+	type Embedded struct {
+		Value Float `json:"value"`
+	}
 	var dst struct {
+		Embedded
 		Name    string   `json:"name"`
 		Step    Int      `json:"step"`
 		OrderBy []string `json:"order_by"`
@@ -28,6 +32,7 @@ func TestDecodeTypeErrorsAsMLflow(t *testing.T) {
 		`{"name": true}`:                       "Invalid value true for parameter 'name' supplied:  Hint: Value was of type 'bool'." + tail,
 		`{"step": "abc"}`:                      `Invalid value "abc" for parameter 'step' supplied:  Hint: Value was of type 'str'.` + tail,
 		`{"order_by": [1]}`:                    "Invalid value [1] for parameter 'order_by' supplied:  Hint: Value was of type 'list'." + tail,
+		`{"value": "abc"}`:                     `Invalid value "abc" for parameter 'value' supplied:  Hint: Value was of type 'str'.` + tail,
 		`{"flag": "yes"}`:                      `Invalid value "yes" for parameter 'flag' supplied:  Hint: Value was of type 'str'.` + tail,
 		`{"metrics": [{"key": "a", "value": 1}, {"key": "b", "value": "x"}]}`: `Invalid value "x" for parameter 'metrics[1].value' supplied:  Hint: Value was of type 'str'.` + tail,
 	} {

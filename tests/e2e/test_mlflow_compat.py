@@ -321,3 +321,96 @@ def test_history_bulk_validates_before_reading(server, client):
     assert assert_json_error(r, 400, INVALID)["message"] == "GetMetricHistoryBulk request must specify a metric_key."
     r = requests.get(url, params={"metric_key": "m"}, timeout=30)
     assert assert_json_error(r, 400, INVALID)["message"] == "GetMetricHistoryBulk request must specify at least one run_id."
+
+
+# ---------------------------------------------------------------- 8. MLflow's error texts, golden
+
+
+def error_scenario(srv, client) -> None:
+    """Requests that MLflow 3.17.2's server refuses, each with its words.
+    Raw requests (the client checks some of these before it sends them)
+    but for the set-up. Ids in request bodies are the server's own (a
+    made-up one goes in a query string only: the golden normaliser learns
+    ids from bodies)."""
+    exp_id = client.create_experiment("/compat/errors")
+    run_id = client.create_run(exp_id, run_name="errors", tags={"mlflow.user": "golden-user"}).info.run_id
+    client.log_metric(run_id, "m", 1.0, timestamp=1_700_000_000_000, step=-5)
+    client.create_registered_model("compat-errors")
+    madeup = "0" * 32
+
+    def post(path, body):
+        requests.post(api(srv, path), json=body, timeout=30)
+
+    def get(path, params):
+        requests.get(api(srv, path), params=params, timeout=30)
+
+    # A value of the wrong type, on every MLflow route that logs.
+    post("/mlflow/experiments/create", {"name": 123})
+    post("/mlflow/experiments/create", {"name": "x", "tags": {"a": "b"}})
+    post("/mlflow/runs/log-metric", {"run_id": run_id, "key": "m", "value": "abc", "timestamp": 1})
+    post("/mlflow/runs/log-metric", {"run_id": run_id, "key": "m", "value": 1, "timestamp": 1, "step": "x"})
+    post("/mlflow/runs/log-parameter", {"run_id": run_id, "key": 5, "value": "v"})
+    post("/mlflow/runs/log-parameter", {"run_id": run_id, "key": "p", "value": ["v"]})
+    post("/mlflow/runs/set-tag", {"run_id": run_id, "key": "t", "value": 1})
+    post("/mlflow/runs/set-tag", {"run_id": run_id, "key": {"é": True}, "value": "v"})
+    post("/mlflow/runs/log-batch", {"run_id": 7})
+    post("/mlflow/runs/log-batch", {"run_id": run_id, "metrics": [{"key": "a", "value": 1, "timestamp": 1},
+                                                                 {"key": "b", "value": "x", "timestamp": 1}]})
+    post("/mlflow/runs/search", {"experiment_ids": [exp_id], "order_by": [1]})
+    # Missing required values.
+    post("/mlflow/runs/log-metric", {"run_id": run_id, "key": "m", "value": 1})
+    post("/mlflow/runs/log-metric", {"run_id": run_id, "value": 1, "timestamp": 1})
+    post("/mlflow/runs/log-parameter", {"key": "p", "value": "v"})
+    post("/mlflow/runs/set-tag", {"run_id": run_id, "value": "v"})
+    post("/mlflow/runs/log-batch", {"run_id": run_id, "metrics": [{"key": "a", "value": 1}]})
+    post("/mlflow/runs/log-batch", {"run_id": run_id, "params": [{"value": "v"}]})
+    post("/mlflow/experiments/create", {})
+    # max_results.
+    post("/mlflow/runs/search", {"experiment_ids": [exp_id], "max_results": 50001})
+    post("/mlflow/runs/search", {"experiment_ids": [exp_id], "max_results": -1})
+    post("/mlflow/experiments/search", {"max_results": 50001})
+    post("/mlflow/experiments/search", {"max_results": -1})
+    get("/mlflow/metrics/get-history", {"run_id": run_id, "metric_key": "m", "max_results": 0})
+    get("/mlflow/metrics/get-history", {"run_id": run_id, "metric_key": "m", "max_results": "ten"})
+    get("/mlflow/registered-models/search", {"max_results": 0})
+    get("/mlflow/registered-models/search", {"max_results": 50001})
+    # get-history-bulk-interval, in MLflow's order.
+    get("/mlflow/metrics/get-history-bulk-interval", {"metric_key": "m"})
+    get("/mlflow/metrics/get-history-bulk-interval", {"run_ids": [madeup] * 101, "metric_key": "m"})
+    get("/mlflow/metrics/get-history-bulk-interval", {"run_ids": run_id})
+    get("/mlflow/metrics/get-history-bulk-interval", {"run_ids": run_id, "metric_key": "m", "max_results": 0})
+    get("/mlflow/metrics/get-history-bulk-interval", {"run_ids": run_id, "metric_key": "m", "max_results": 2501})
+    get("/mlflow/metrics/get-history-bulk-interval", {"run_ids": run_id, "metric_key": "m", "start_step": -1})
+    get("/mlflow/metrics/get-history-bulk-interval", {"run_ids": run_id, "metric_key": "m", "start_step": 3, "end_step": -3})
+    get("/mlflow/metrics/get-history-bulk-interval", {"run_ids": run_id, "metric_key": "m", "start_step": -9, "end_step": 0})
+    requests.get(f"{srv.url}/ajax-api/2.0/mlflow/metrics/get-history-bulk", params={"run_id": madeup}, timeout=30)
+    # Paths.
+    get("/mlflow/artifacts/list", {"run_id": run_id, "path": "../x"})
+    get("/mlflow-artifacts/artifacts", {"path": f"{exp_id}/{run_id}/artifacts/.."})
+    # Model-version sources and the datasets of logged-model searches.
+    for body in ({"name": "compat-errors", "source": "/tmp"},
+                 {"name": "compat-errors", "source": f"runs:/{run_id}/model"},
+                 {"name": "compat-errors", "source": "mlflow-artifacts://host/models/../../../"},
+                 {"name": "compat-errors", "source": "mlflow-artifacts:/0/%2e%2e/%2e%2e/", "run_id": run_id},
+                 {"name": "compat-errors", "source": 5}):
+        post("/mlflow/model-versions/create", body)
+    post("/mlflow/logged-models/search", {"experiment_ids": [exp_id], "datasets": [{"dataset_digest": "d"}]})
+
+
+def test_error_texts_golden(start_server, use_server):
+    srv = start_server()
+    client = use_server(srv)
+    with Recorder(srv.url) as rec:
+        error_scenario(srv, client)
+    got = rec.exchanges()
+    for g in got:
+        assert g["status"] < 500, g
+    path = golden_path(mlflow.__version__, "compat_errors")
+    if os.environ.get("SEXTANT_E2E_GOLDEN") == "record":
+        write_golden(path, mlflow.__version__, got)
+        return
+    assert path.exists(), f"no golden file at {path}: record it with SEXTANT_E2E_GOLDEN=record"
+    want = read_golden(path)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"exchange {i} ({w['method']} {w['path']} {w['query']}) differs from {path}"
+    assert len(got) == len(want), f"{len(got)} exchanges, the golden file has {len(want)}"
