@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
@@ -113,6 +114,9 @@ func (s *Server) createRegisteredModel(w http.ResponseWriter, r *http.Request) e
 		DeploymentJobID string    `json:"deployment_job_id"`
 	}
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := refusePrompt(req.Tags); err != nil {
 		return err
 	}
 	m, err := s.tr.CreateRegisteredModel(r.Context(), req.Name, req.Description, kvTags(req.Tags))
@@ -325,6 +329,9 @@ func (s *Server) createModelVersion(w http.ResponseWriter, r *http.Request) erro
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := refusePrompt(req.Tags); err != nil {
+		return err
+	}
 	// What is registered must be readable by whoever registers it: the
 	// registry is shared, and a version's download URI points at its files.
 	for _, ref := range []Ref{refVersionSourceRun, refVersionSourceModel, refVersionSourceArtifacts} {
@@ -491,4 +498,23 @@ func (s *Server) allowVersionFiles(r *http.Request, v *tracking.ModelVersion) er
 		return errs.Errorf(errs.PermissionDenied, "CAN_READ is required on the run or logged model that version %s of registered model %s was registered from; %s does not have it", v.Version, v.Name, who)
 	}
 	return err
+}
+
+// refusePrompt refuses what the mlflow client sends to register a prompt
+// (mlflow.genai.register_prompt): a registered model or version tagged
+// mlflow.prompt.is_prompt=true. Sextant does not implement MLflow's prompt
+// registry; like its other unimplemented APIs (docs/api.md) the answer is
+// 404 ENDPOINT_NOT_FOUND, which the client does not retry. The tag value
+// is read as MLflow reads it: the last one wins, "true" in any case.
+func refusePrompt(tags []wire.KV) error {
+	prompt := false
+	for _, t := range tags {
+		if t.Key == "mlflow.prompt.is_prompt" {
+			prompt = strings.EqualFold(t.Value, "true")
+		}
+	}
+	if !prompt {
+		return nil
+	}
+	return &routeError{http.StatusNotFound, "Prompts are not served: Sextant does not implement MLflow's prompt registry (mlflow.genai.register_prompt, prompts:/ URIs); see docs/api.md"}
 }

@@ -324,6 +324,15 @@ func TestUnknownAPIPathsAnswerJSON(t *testing.T) {
 		{"OPTIONS", "/ajax-api/2.0/mlflow/nope", 404, "ENDPOINT_NOT_FOUND", ""},
 		{"POST", "/api/2.0/mlflow/experiments/get", 405, "ENDPOINT_NOT_FOUND", "GET, HEAD"},
 		{"DELETE", "/ajax-api/2.0/mlflow/runs/create", 405, "ENDPOINT_NOT_FOUND", "POST"},
+		// MLflow's API families Sextant does not implement (docs/api.md).
+		{"POST", "/graphql", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/graphql", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/3.0/mlflow/traces", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/api/2.0/mlflow/traces", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/ajax-api/3.0/mlflow/gateway/chat", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/3.0/mlflow/datasets/search", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/api/3.0/mlflow/scorers/list", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/3.0/mlflow/issues/search", 404, "ENDPOINT_NOT_FOUND", ""},
 	} {
 		r := do(t, s, c.method, c.target, nil)
 		if r.status != c.status || r.body["error_code"] != c.code || r.header.Get("Content-Type") != "application/json" || r.header.Get("Allow") != c.allow {

@@ -414,3 +414,52 @@ def test_error_texts_golden(start_server, use_server):
     for i, (g, w) in enumerate(zip(got, want)):
         assert g == w, f"exchange {i} ({w['method']} {w['path']} {w['query']}) differs from {path}"
     assert len(got) == len(want), f"{len(got)} exchanges, the golden file has {len(want)}"
+
+
+# ---------------------------------------------------------------- MLflow APIs Sextant does not serve
+
+
+NOT_SERVED = [
+    ("GET", "/api/2.0/mlflow/traces"),
+    ("POST", "/api/3.0/mlflow/traces"),
+    ("POST", "/api/3.0/mlflow/traces/search"),
+    ("POST", "/ajax-api/3.0/mlflow/gateway/chat"),
+    ("GET", "/api/2.0/mlflow/gateway/routes"),
+    ("POST", "/api/3.0/mlflow/datasets/search"),
+    ("GET", "/api/3.0/mlflow/scorers/list"),
+    ("POST", "/api/3.0/mlflow/issues/search"),
+    ("POST", "/graphql"),
+    ("POST", "/ajax-api/2.0/mlflow/prompts/optimize"),
+]
+
+
+@pytest.mark.parametrize("method,path", NOT_SERVED)
+def test_unserved_api_families_answer_404(server, method, path):
+    t = time.monotonic()
+    r = requests.request(method, server.url + path, json={}, timeout=10)
+    assert assert_json_error(r, 404, "ENDPOINT_NOT_FOUND")
+    assert time.monotonic() - t < 5
+
+
+def test_unserved_apis_through_the_client(server, client):
+    """Traces and prompts through the real client: an exception at once,
+    one request each (404 is not retried), never a hang or a 5xx."""
+    with Recorder(server.url) as rec:
+        t = time.monotonic()
+        with pytest.raises(MlflowException) as e:
+            client.search_traces(experiment_ids=["0"])
+        assert e.value.error_code == "ENDPOINT_NOT_FOUND"
+        with pytest.raises(MlflowException) as e:
+            mlflow.genai.register_prompt(name="compat-prompt", template="Hello {{name}}")
+        assert e.value.error_code == "ENDPOINT_NOT_FOUND" and "Prompts are not served" in message(e.value)
+        # No prompt exists, so none is found.
+        assert list(client.search_prompts()) == []
+        with pytest.raises(MlflowException) as e:
+            mlflow.genai.load_prompt("prompts:/compat-prompt/1")
+        assert time.monotonic() - t < 10
+    paths = [(m, u.split("?")[0].replace(server.url, "")) for m, u, _, status, _ in rec.raw]
+    assert all(status < 500 for *_, status, _ in rec.raw), rec.raw
+    for p in [("POST", "/api/3.0/mlflow/traces/search"), ("GET", "/api/2.0/mlflow/traces"),
+              ("POST", "/api/2.0/mlflow/registered-models/create")]:
+        assert paths.count(p) == 1, f"{p} was retried: {paths}"
+    assert "compat-prompt" not in {m.name for m in client.search_registered_models()}
