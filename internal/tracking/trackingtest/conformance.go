@@ -422,8 +422,8 @@ func testRuns(t *testing.T, e *env) {
 	// Invalid keys.
 	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("a//b", 0, 0, 1)}})
 	wantCode(t, err, errs.Invalid, "a//b")
-	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", -1, 0, 1)}})
-	wantCode(t, err, errs.Invalid, "negative")
+	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", -(1 << 53), 0, 1)}})
+	wantCode(t, err, errs.Invalid, "outside the accepted range")
 	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", 1<<53, 0, 1)}})
 	wantCode(t, err, errs.Invalid, "step")
 	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", 1, -5, 1)}})
@@ -788,7 +788,7 @@ func testBulkInterval(t *testing.T, e *env) {
 		many[i] = a
 	}
 	_, err = e.svc.MetricHistoryBulkInterval(e.ctx, tracking.BulkIntervalQuery{RunIDs: many, Key: "m"})
-	wantCode(t, err, errs.LimitExceeded, "100")
+	wantCode(t, err, errs.Invalid, "GetMetricHistoryBulkInterval request must specify at most 100 run_ids. Received 101 run_ids.")
 }
 
 func testCompaction(t *testing.T, e *env) {
