@@ -9,6 +9,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"path"
 	"strconv"
@@ -49,9 +50,12 @@ type FileInfo struct {
 }
 
 // CleanPath checks an artifact path and returns it without surrounding
-// slashes. Like MLflow, it refuses '#', '..' and '.' segments, absolute
-// paths and backslashes; and it refuses what blob keys cannot hold (control
-// characters, empty segments, over-long names).
+// slashes and '.' segments: as to MLflow, "dir/." and "./dir" are the
+// directory itself (the client lists "<root>/." for download_artifacts(run,
+// ".")). Like MLflow, it refuses '#', '..' segments, absolute paths and
+// backslashes; and it refuses what blob keys cannot hold (control
+// characters, empty segments, over-long names). The error's message is
+// MLflow's, "Invalid path"; what was wrong goes to its cause, for logs.
 func CleanPath(p string) (string, error) {
 	if strings.ContainsAny(p, "#\\") || strings.Contains(p, "%23") {
 		return "", invalidPath(p, "it contains '#' or a backslash")
@@ -63,9 +67,21 @@ func CleanPath(p string) (string, error) {
 	if trimmed == "" {
 		return "", nil
 	}
-	for _, seg := range strings.Split(trimmed, "/") {
-		if seg == ".." || seg == "." {
-			return "", invalidPath(p, "it contains a '.' or '..' segment")
+	segs := strings.Split(trimmed, "/")
+	kept := segs[:0]
+	for _, seg := range segs {
+		switch seg {
+		case "..":
+			return "", invalidPath(p, "it contains a '..' segment")
+		case ".":
+			continue
+		}
+		kept = append(kept, seg)
+	}
+	if len(kept) < len(segs) {
+		trimmed = strings.Join(kept, "/")
+		if trimmed == "" {
+			return "", nil
 		}
 	}
 	if err := blob.ValidateKey(trimmed); err != nil {
@@ -74,8 +90,9 @@ func CleanPath(p string) (string, error) {
 	return trimmed, nil
 }
 
+// invalidPath is MLflow's "Invalid path", with what was wrong as its cause.
 func invalidPath(p, why string) error {
-	return errs.Errorf(errs.Invalid, "Invalid path %q: %s", errs.Truncate(p, 200), why)
+	return &errs.Error{Code: errs.Invalid, Msg: "Invalid path", Err: fmt.Errorf("%q: %s", errs.Truncate(p, 200), why)}
 }
 
 func fileKey(p string) (string, error) {

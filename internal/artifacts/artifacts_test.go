@@ -13,8 +13,26 @@ import (
 func TestInvalidPathWholeCharacters(t *testing.T) {
 	p := "/" + strings.Repeat("a", 198) + "日本語"
 	_, err := CleanPath(p)
-	msg := errs.MessageOf(err)
-	if !errs.Is(err, errs.Invalid) || !strings.Contains(msg, `aaaa..."`) || strings.Contains(msg, `\x`) {
-		t.Errorf("CleanPath: %q, want an invalid error quoting the path cut before 日", msg)
+	msg := err.Error()
+	if !errs.Is(err, errs.Invalid) || errs.MessageOf(err) != "Invalid path" || !strings.Contains(msg, `aaaa..."`) || strings.Contains(msg, `\x`) {
+		t.Errorf("CleanPath: %q, want MLflow's \"Invalid path\" caused by an error quoting the path cut before 日", msg)
+	}
+}
+
+// TestCleanPathDotSegments checks that '.' segments name the directory
+// itself, as to MLflow, and that '..' stays refused.
+func TestCleanPathDotSegments(t *testing.T) {
+	for in, want := range map[string]string{
+		".": "", "./": "", "1/r/artifacts/.": "1/r/artifacts", "./a/./b/.": "a/b", "a/./b.txt": "a/b.txt", "a/b/": "a/b",
+	} {
+		got, err := CleanPath(in)
+		if err != nil || got != want {
+			t.Errorf("CleanPath(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"..", "a/..", "./../a", "a/./../b", "/.", "a//b", "a/.#"} {
+		if _, err := CleanPath(in); errs.MessageOf(err) != "Invalid path" {
+			t.Errorf("CleanPath(%q): %v, want \"Invalid path\"", in, err)
+		}
 	}
 }

@@ -230,10 +230,16 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.allowArtifactPath(r, q.str("path")); err != nil {
+	// Cleaned first, so that "<exp>/<run>/artifacts/." is checked and
+	// listed as the directory it names.
+	p, err := artifacts.CleanPath(q.str("path"))
+	if err != nil {
 		return err
 	}
-	files, err := s.art.List(r.Context(), q.str("path"))
+	if err := s.allowArtifactPath(r, p); err != nil {
+		return err
+	}
+	files, err := s.art.List(r.Context(), p)
 	if err != nil {
 		return err
 	}
