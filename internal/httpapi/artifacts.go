@@ -84,6 +84,19 @@ func contentType(name string) string {
 	return t
 }
 
+// downloadHeaders sets what every download of user data carries (artifacts,
+// workspace files, volume files): the browser must neither guess another
+// type from the bytes (nosniff) nor render them in the server's origin
+// (attachment), where a planted HTML file could act as the signed-in user.
+func downloadHeaders(h http.Header, name string) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	d := mime.FormatMediaType("attachment", map[string]string{"filename": name})
+	if d == "" {
+		d = "attachment" // a name the header cannot carry
+	}
+	h.Set("Content-Disposition", d)
+}
+
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error {
 	p := artifactPath(r)
 	if err := s.allowArtifactPath(r, p); err != nil {
@@ -133,8 +146,7 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error 
 	h := w.Header()
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Type", contentType(p))
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	downloadHeaders(h, path.Base(p))
 	if info.ETag != "" {
 		h.Set("ETag", strconv.Quote(info.ETag))
 	}
