@@ -66,6 +66,7 @@ func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	restrictUmask()
 	log := newLogger(m.Stderr, cfg)
 
 	src, err := mlflowimport.OpenSource(ctx, from, sql.Open)

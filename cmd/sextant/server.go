@@ -324,6 +324,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	restrictUmask()
 	handler := logHandler(m.Stderr, cfg.LogLevel, cfg.LogFormat)
 	log := slog.New(handler)
 	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", absPath(cfg.DataDir), "db", redactDB(storeTarget(cfg)),
@@ -393,6 +394,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err != nil {
 		return err
 	}
+	warnOpenDataDir(log, cfg)
 	if cfg.BlobUsageInterval > 0 {
 		stores := map[string]blob.Measurer{}
 		for name, b := range map[string]blob.Store{"artifacts": blobs, "files": files, "volumes": volBlobs} {
