@@ -406,7 +406,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		defer usage.Close(context.WithoutCancel(ctx))
 		reg.MustRegister(usage)
 	}
-	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
+	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{Logger: log.With("component", "volumes"), Secret: secret})
 	// Releases the upload claims of a server killed before this one (or of
 	// a replica that is gone), which would hold back checkpoints' .metadata.
 	if err := vols.Start(ctx); err != nil {

@@ -80,3 +80,34 @@ func TestPartTokensFollowTheUsersRights(t *testing.T) {
 		t.Fatalf("the owner's part: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestVolumeUploadsFollowTheUsersRights: the parts of a volume's multipart
+// upload stop once the user loses CAN_EDIT on the volume or is disabled,
+// and another user cannot continue it with its session token.
+func TestVolumeUploadsFollowTheUsersRights(t *testing.T) {
+	a, f := volumeServer(t)
+	files := "/api/2.0/fs/files" + f.volumePath()
+	r := a.must(editor, "POST", files+"/big.bin?action=initiate-upload", nil)
+	tok := r.body["multipart_upload"].(map[string]any)["session_token"].(string)
+	part := func(user string) response {
+		return a.as(user, "PUT", files+"/big.bin?upload_type=multipart&session_token="+url.QueryEscape(tok)+"&part_number=1", "part")
+	}
+	if r := part(editor); r.status != 200 {
+		t.Fatalf("part: %d %s", r.status, r.raw)
+	}
+	if r := part(owner); r.status != 403 || !strings.Contains(r.raw, "another user") {
+		t.Fatalf("the owner continuing the editor's upload: %d %s", r.status, r.raw)
+	}
+	a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "volume:" + f.volume, "principal": editor, "level": "NO_PERMISSIONS"})
+	if r := part(editor); r.status != 403 {
+		t.Fatalf("part after the grant was taken away: %d %s", r.status, r.raw)
+	}
+	a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "volume:" + f.volume, "principal": editor, "level": "CAN_EDIT"})
+	if r := part(editor); r.status != 200 {
+		t.Fatalf("part after the grant came back: %d %s", r.status, r.raw)
+	}
+	a.must(admin, "PATCH", "/api/2.0/sextant/users", map[string]any{"email": editor, "disabled": true})
+	if r := part(editor); r.status != 401 && r.status != 403 {
+		t.Fatalf("part after the user was disabled: %d %s", r.status, r.raw)
+	}
+}
