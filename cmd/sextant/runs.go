@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -169,7 +170,7 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 	filter := ""
 	if *status != "" {
 		st := strings.ToUpper(*status)
-		if !contains(runStatuses, st) {
+		if !slices.Contains(runStatuses, st) {
 			return usageError("runs ls: --status must be one of %s, got %q", strings.Join(runStatuses, ", "), *status)
 		}
 		filter = "attributes.status = " + filterString(st)
@@ -237,7 +238,7 @@ func runsEnd(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) erro
 		return usageError("runs end: give one run (its id or name), got %d arguments", len(pos))
 	}
 	st := strings.ToUpper(*status)
-	if !contains(endStatuses, st) {
+	if !slices.Contains(endStatuses, st) {
 		return usageError("runs end: --status must be one of %s, got %q", strings.Join(endStatuses, ", "), *status)
 	}
 	cl, err := m.newClient(*server, "sextant-runs")
