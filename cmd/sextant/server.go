@@ -441,6 +441,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	restrictUmask()
 	handler := logHandler(m.Stderr, cfg.LogLevel, cfg.LogFormat)
 	log := slog.New(handler)
 	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", absPath(cfg.DataDir), "db", redactDB(storeTarget(cfg)),
@@ -510,6 +511,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err != nil {
 		return err
 	}
+	warnOpenDataDir(log, cfg)
 	if cfg.BlobUsageInterval > 0 {
 		stores := map[string]blob.Measurer{}
 		for name, b := range map[string]blob.Store{"artifacts": blobs, "files": files, "volumes": volBlobs} {
@@ -521,7 +523,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		defer usage.Close(context.WithoutCancel(ctx))
 		reg.MustRegister(usage)
 	}
-	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
+	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{Logger: log.With("component", "volumes"), Secret: secret})
 	// Releases the upload claims of a server killed before this one (or of
 	// a replica that is gone), which would hold back checkpoints' .metadata.
 	if err := vols.Start(ctx); err != nil {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"time"
 
@@ -465,6 +466,7 @@ func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error 
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
+	downloadHeaders(h, path.Base(workspaceFile(r)))
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
 	h.Set("Accept-Ranges", "bytes")
