@@ -168,7 +168,13 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 		Token: getenv("MLFLOW_TRACKING_TOKEN"), Username: getenv("MLFLOW_TRACKING_USERNAME"), Password: getenv("MLFLOW_TRACKING_PASSWORD"),
 		InsecureTLS: strings.EqualFold(getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: "sextant-run/" + version,
 	}
-	tracker, err := client.New(cfg.TrackingURI, copts)
+	// The tracker keeps the client's long retries (a job is not given up
+	// for a server restarting), but says at once that it is retrying.
+	topts := copts
+	if !cfg.Quiet {
+		topts.Unreachable = m.sayUnreachable(cfg.TrackingURI)
+	}
+	tracker, err := client.New(cfg.TrackingURI, topts)
 	if err != nil {
 		return &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
 	}

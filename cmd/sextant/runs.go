@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,17 +23,38 @@ import (
 // `sextant runs ls`, and the look-ups that let `sextant logs` take a run's
 // name or --last instead of its id.
 
+// interactiveRetryFor bounds how long an interactive command (runs, logs,
+// users, volumes...) retries a server it cannot reach before it gives up:
+// someone is waiting at the terminal, and a wrong port is the likely cause.
+const interactiveRetryFor = 10 * time.Second
+
 // newClient returns a client of the server at uri with the credentials of
-// the environment, as the mlflow client reads them.
+// the environment, as the mlflow client reads them, for an interactive
+// command: it says at once when the server cannot be reached, and gives
+// up after interactiveRetryFor.
 func (m *Main) newClient(uri, agent string) (*client.Client, error) {
 	cl, err := client.New(uri, client.Options{
 		Token: m.Getenv("MLFLOW_TRACKING_TOKEN"), Username: m.Getenv("MLFLOW_TRACKING_USERNAME"), Password: m.Getenv("MLFLOW_TRACKING_PASSWORD"),
 		InsecureTLS: strings.EqualFold(m.Getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: agent + "/" + version,
+		RetryFor: interactiveRetryFor, Unreachable: m.sayUnreachable(uri),
 	})
 	if err != nil {
 		return nil, &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
 	}
 	return cl, nil
+}
+
+// sayUnreachable returns a client.Options.Unreachable that tells the user,
+// on stderr, that the server at uri cannot be reached and for how long the
+// command keeps trying.
+func (m *Main) sayUnreachable(uri string) func(err error, retryFor time.Duration) {
+	return func(err error, retryFor time.Duration) {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		fmt.Fprintf(m.Stderr, "sextant: cannot reach the server at %s (%v); retrying for up to %s\n", strings.TrimRight(uri, "/"), err, retryFor)
+	}
 }
 
 // runScope is the runs a look-up searches: one experiment, or every

@@ -241,3 +241,33 @@ func TestAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnreachableServer: a request to a closed port says at once that the
+// server cannot be reached (Options.Unreachable, once per client), gives up
+// after RetryFor, and the error names the URL and what to check.
+func TestUnreachableServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	var told atomic.Int32
+	var retryFor time.Duration
+	c := mustClient(t, url, client.Options{
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, RetryFor: 200 * time.Millisecond,
+		Unreachable: func(err error, d time.Duration) { told.Add(1); retryFor = d },
+	})
+	for range 2 {
+		_, err := c.CreateExperiment(t.Context(), "/Shared/x")
+		if !errs.Is(err, errs.Unavailable) {
+			t.Fatalf("got %v, want Unavailable", err)
+		}
+		msg := err.Error()
+		for _, want := range []string{"cannot reach the server at " + url, "retried for", "MLFLOW_TRACKING_URI"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q does not say %q", msg, want)
+			}
+		}
+	}
+	if told.Load() != 1 || retryFor != 200*time.Millisecond {
+		t.Errorf("Unreachable called %d times with %s, want once with 200ms", told.Load(), retryFor)
+	}
+}
