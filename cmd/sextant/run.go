@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -153,6 +154,15 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 		cfg.RunID = r
 	}
 	cfg.Resume = cfg.RunID
+	// A command that cannot start is refused before anything is created.
+	experimentGiven := cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "" || cfg.Resume != ""
+	if err := launcher.CheckCommand(command, "", experimentGiven); err != nil {
+		var ce *launcher.CommandError
+		if errors.As(err, &ce) {
+			return &exitError{code: ce.ExitCode, err: fmt.Errorf("%w; nothing was created on the server", err)}
+		}
+		return &exitError{code: 2, err: err}
+	}
 	job, err := launcher.ResolveJob(launcher.JobInputs{
 		JobIDFlag: cfg.JobID, NodeRankFlag: cfg.NodeRank, NNodesFlag: cfg.NNodes, LocalRankFlag: cfg.LocalRank,
 		Getenv: getenv, Command: command,
@@ -224,14 +234,25 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	if err != nil {
 		return &exitError{code: max(res.ExitCode, 1), err: err}
 	}
+	// Every outcome ends with one line saying how the job ended and what
+	// the run became; main prints it for a non-zero exit.
+	line := closingLine(command[0], res)
 	if res.ExitCode != 0 {
-		what := fmt.Sprintf("exited with code %d", res.ExitCode)
-		if res.Signal != "" {
-			what = fmt.Sprintf("ended by %s (exit code %d)", res.Signal, res.ExitCode)
-		}
-		return &exitError{code: res.ExitCode, err: fmt.Errorf("%s %s; run %s is %s", path.Base(command[0]), what, res.RunID, res.Status)}
+		return &exitError{code: res.ExitCode, err: errors.New(line)}
+	}
+	if !cfg.Quiet {
+		fmt.Fprintln(m.Stderr, "sextant: "+line)
 	}
 	return nil
+}
+
+// closingLine says how the job ended and the run's status.
+func closingLine(prog string, res launcher.Result) string {
+	what := fmt.Sprintf("exited with code %d", res.ExitCode)
+	if res.Signal != "" {
+		what = fmt.Sprintf("ended by %s (exit code %d)", res.Signal, res.ExitCode)
+	}
+	return fmt.Sprintf("%s %s; run %s is %s", path.Base(prog), what, res.RunID, res.Status)
 }
 
 // whoIsLoggedIn asks the server who the credentials belong to and whether
