@@ -65,16 +65,16 @@ func (l *launcher) setup(ctx context.Context) error {
 			return err
 		}
 		l.expID, l.expName = expID, o.Experiment
-		run, err := l.findCommandRun(ctx)
+		run, why, err := l.findSameJobRun(ctx)
 		if err != nil {
 			return err
 		}
 		switch {
 		case run != nil:
-			l.say("resuming run %s, the last one of this command in experiment %s", run.Info.RunID, o.Experiment)
+			l.say("resuming run %s (%s): %s", run.Info.RunID, run.Info.RunName, why)
 			o.Resume = run.Info.RunID
 		case o.ResumeFrom == ResumeLatest:
-			return errs.Errorf(errs.NotFound, "no run to resume: experiment %s has no run of this command; name the run with --run-id (or MLFLOW_RUN_ID)", o.Experiment)
+			return errs.Errorf(errs.NotFound, "no run to resume: experiment %s has no run of %s; name the run with --run-id (or MLFLOW_RUN_ID)", o.Experiment, describeKey(JobKey(o.Command)))
 		}
 	}
 	if o.Resume != "" {
