@@ -83,19 +83,20 @@ func (c *RunConfig) Validate() error {
 
 // runAbout is the description in `sextant run -h`.
 const runAbout = `Runs COMMAND in a run of the tracking server: the experiment is --experiment, else
-$MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>, where <you> is the user the server
-says you are signed in as (in single-user mode $MLFLOW_TRACKING_USERNAME, else the operating
-system's user). On a multi-user server experiment names are absolute workspace paths; in
-single-user mode any name the mlflow client takes (my-exp) works too. The run is new (--run-name,
-else jobTaskRun-xxxxx) or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest continues that run (or the
-last run of COMMAND in the experiment) from the newest complete checkpoint its VolumeWriter recorded,
-handing the path to COMMAND in SEXTANT_RESUME_FROM (--resume /Volumes/PATH: that checkpoint).
-COMMAND gets MLFLOW_TRACKING_URI,
-MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME/_ID, so mlflow.start_run() logs to that run. Its output
-is shown here unchanged and stored with the run (sextant logs --last). SIGINT and SIGTERM are
-passed to COMMAND; the exit code is COMMAND's (128+N for signal N). On several nodes, run the
-same command on each with the same --job-id (or under torchrun's rendezvous or SLURM): they share
-one run. See docs/run.md.`
+$MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>, where <you> is the user the server says
+you are signed in as (in single-user mode $MLFLOW_TRACKING_USERNAME, else the operating system's
+user). On a multi-user server experiment names are absolute workspace paths; in single-user mode any
+name the mlflow client takes (my-exp) works too. The run is new (--run-name, else jobTaskRun-xxxxx)
+or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest continues that run (or the last run of the
+same script or module in the experiment, whatever its arguments) from the newest complete checkpoint
+its VolumeWriter recorded, handing the path to COMMAND in SEXTANT_RESUME_FROM (--resume
+/Volumes/PATH: that checkpoint). COMMAND gets MLFLOW_TRACKING_URI, MLFLOW_RUN_ID and
+MLFLOW_EXPERIMENT_NAME/_ID, so mlflow.start_run() logs to that run. Its output is shown here
+unchanged and stored with the run (sextant logs --last). SIGINT and SIGTERM are passed to COMMAND
+(Ctrl-C at a terminal reaches COMMAND directly); either way the run ends KILLED, and the exit code
+is COMMAND's (128+N for signal N). A COMMAND that cannot start (not found, a missing Python script)
+is refused before anything is created. On several nodes, run the same command on each with the same
+--job-id (or under torchrun's rendezvous or SLURM): they share one run. See docs/run.md.`
 
 // Run parses flags and runs the job.
 func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
@@ -112,7 +113,7 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name (default $MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>); an absolute workspace path on a multi-user server")
 	fs.StringVar(&cfg.RunName, "run-name", "", "name of the new run (default jobTaskRun-xxxxx); renames a resumed run")
 	fs.StringVar(&cfg.RunID, "run-id", cfg.RunID, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
-	fs.StringVar(&cfg.Resume, "resume", "", "latest: resume the run (--run-id, else the last run of COMMAND in the experiment) from its newest complete checkpoint; /Volumes/PATH: from that checkpoint; a run id: as --run-id")
+	fs.StringVar(&cfg.Resume, "resume", "", "latest: resume the run (--run-id, else the last run of the same script or module in the experiment) from its newest complete checkpoint; /Volumes/PATH: from that checkpoint; a run id: as --run-id")
 	fs.StringVar(&cfg.JobID, "job-id", "", "key shared by the launchers of one multi-node job (default $TORCHELASTIC_RUN_ID, torchrun's --rdzv-id, $SLURM_JOB_ID)")
 	fs.IntVar(&cfg.NodeRank, "node-rank", -1, "this node's rank (default $NODE_RANK, $GROUP_RANK, torchrun's --node-rank, $SLURM_NODEID, else 0)")
 	fs.IntVar(&cfg.NNodes, "nnodes", 0, "number of nodes of the job (default torchrun's --nnodes, $SLURM_NNODES, else 1)")
