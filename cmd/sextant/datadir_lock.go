@@ -108,27 +108,58 @@ var errLockUnsupported = errors.New("file locks are not supported here")
 // lockDataDir takes the data directory's lock, which must exist, or
 // returns a *DataDirLockedError naming the server that holds it.
 func lockDataDir(dir string) (*dataDirLock, error) {
+	l, err := lockDataDirQuiet(dir)
+	if err != nil {
+		var le *DataDirLockedError
+		if errors.As(err, &le) || errors.Is(err, errLockUnsupported) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("lock the data directory (%s): %w", filepath.Join(dir, dataDirLockFile), err)
+	}
+	l.holder = lockHolder{PID: os.Getpid(), Started: time.Now()}
+	if err := l.write(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// dataDirHolder tells whether a server holds the lock of the data
+// directory dir, and what the lock file says of it. It takes the lock only
+// for as long as it takes to look.
+func dataDirHolder(dir string) (lockHolder, bool) {
+	if dir == "" {
+		return lockHolder{}, false
+	}
+	l, err := lockDataDirQuiet(dir)
+	var le *DataDirLockedError
+	if errors.As(err, &le) {
+		return le.Holder, true
+	}
+	if l != nil {
+		l.f.Close() // releases the lock; the file is left as it was
+	}
+	return lockHolder{}, false
+}
+
+// lockDataDirQuiet is lockDataDir without writing the lock file.
+func lockDataDirQuiet(dir string) (*dataDirLock, error) {
 	name := filepath.Join(dir, dataDirLockFile)
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, fmt.Errorf("open the data directory's lock %s: %w", name, err)
+		return nil, err
 	}
 	locked, err := lockFile(f)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("lock the data directory (%s): %w", name, err)
+		return nil, err
 	}
 	if !locked {
 		b, _ := io.ReadAll(io.LimitReader(f, 4096))
 		f.Close()
 		return nil, &DataDirLockedError{Dir: absPath(dir), Holder: parseLockHolder(b)}
 	}
-	l := &dataDirLock{f: f, holder: lockHolder{PID: os.Getpid(), Started: time.Now()}}
-	if err := l.write(); err != nil {
-		l.Close()
-		return nil, err
-	}
-	return l, nil
+	return &dataDirLock{f: f}, nil
 }
 
 // setAddr records the address the server listens on, for the message of a

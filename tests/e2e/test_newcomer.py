@@ -272,3 +272,35 @@ def test_process_save_without_main_guard_raises_at_once(server, tmp_path):
     assert "Checkpoint background process is dead" in r.stderr, r.stderr[-3000:]
     # 1,800 s without the check; the time is torch's imports, twice.
     assert took < 300, f"took {took:.0f}s"
+
+
+# ---------------------------------------------------------------- item 2
+
+
+def test_turning_sign_in_on_from_a_running_single_user_server(sextant_bin, start_server, tmp_path):
+    """`users add --admin` against a running single-user server says exactly
+    what to run; doing that (users add --data-dir while it runs, then a
+    restart) turns sign-in on, and the new administrator signs in."""
+    srv = start_server()
+    env = env_for(srv.url)
+    r = subprocess.run([sextant_bin, "users", "add", "alice@example.com", "--admin"], env=env, input="alice-password-1\n",
+                       capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert r.returncode != 0
+    assert "single-user mode" in r.stderr and "restart the server" in r.stderr, r.stderr
+    assert "sextant users add alice@example.com --admin --data-dir DIR" in r.stderr, r.stderr
+    # The step, as the message gives it (--db in the PostgreSQL session).
+    flags = storage_flags(srv.data_dir)
+    where = flags[flags.index("--db"):flags.index("--db") + 2] if "--db" in flags else ["--data-dir", str(srv.data_dir)]
+    r = subprocess.run([sextant_bin, "users", "add", "alice@example.com", "--admin", *where], env=env,
+                       input="alice-password-1\n", capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert r.returncode == 0, r.stderr
+    if "--db" not in flags:
+        assert f"the server running on it (pid {srv.proc.pid}" in r.stdout, r.stdout
+    assert srv.stop() == 0
+    srv.stopped = True
+    srv = start_server(data_dir=srv.data_dir)
+    assert requests.get(srv.api("/mlflow/experiments/search"), timeout=10).status_code == 401
+    r = subprocess.run([sextant_bin, "users", "list"], capture_output=True, text=True, timeout=TIMEOUT_S,
+                       env=env_for(srv.url, MLFLOW_TRACKING_USERNAME="alice@example.com",
+                                   MLFLOW_TRACKING_PASSWORD="alice-password-1"))
+    assert r.returncode == 0 and "alice@example.com" in r.stdout, r.stderr
