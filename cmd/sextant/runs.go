@@ -23,20 +23,23 @@ import (
 // `sextant runs ls`, and the look-ups that let `sextant logs` take a run's
 // name or --last instead of its id.
 
-// interactiveRetryFor bounds how long an interactive command (runs, logs,
-// users, volumes...) retries a server it cannot reach before it gives up:
-// someone is waiting at the terminal, and a wrong port is the likely cause.
-const interactiveRetryFor = 10 * time.Second
+// firstContactRetryFor bounds how long a client command (runs, logs,
+// users, volumes...) retries a server that has not answered it yet before
+// it gives up: someone is waiting at the terminal, and a wrong port or a
+// stopped server is the likely cause. Once the server has answered (logs
+// -f, a long volumes cp), a failure is more likely a restart, and the
+// client's usual 60 s apply.
+const firstContactRetryFor = 10 * time.Second
 
 // newClient returns a client of the server at uri with the credentials of
-// the environment, as the mlflow client reads them, for an interactive
-// command: it says at once when the server cannot be reached, and gives
-// up after interactiveRetryFor.
+// the environment, as the mlflow client reads them, for a client command:
+// it says at once when the server cannot be reached, and gives up after
+// firstContactRetryFor when the server never answered.
 func (m *Main) newClient(uri, agent string) (*client.Client, error) {
 	cl, err := client.New(uri, client.Options{
 		Token: m.Getenv("MLFLOW_TRACKING_TOKEN"), Username: m.Getenv("MLFLOW_TRACKING_USERNAME"), Password: m.Getenv("MLFLOW_TRACKING_PASSWORD"),
 		InsecureTLS: strings.EqualFold(m.Getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: agent + "/" + version,
-		RetryFor: interactiveRetryFor, Unreachable: m.sayUnreachable(uri),
+		RetryUntilReached: firstContactRetryFor, Unreachable: m.sayUnreachable(uri),
 	})
 	if err != nil {
 		return nil, &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}

@@ -48,6 +48,12 @@ type Options struct {
 	// RetryFor bounds the time spent retrying one request; 0 means 60 s,
 	// a negative value means no retries.
 	RetryFor time.Duration
+	// RetryUntilReached, when positive, bounds the retries instead of
+	// RetryFor as long as no request of this client has had an answer
+	// from the server: a wrong address fails fast, while a server that
+	// answered before and is restarting is waited for as long as
+	// RetryFor. 0 means RetryFor throughout.
+	RetryUntilReached time.Duration
 	// MinBackoff and MaxBackoff bound the wait between two attempts; the
 	// wait doubles from MinBackoff (0 means 100 ms) up to MaxBackoff (0
 	// means 5 s), with jitter, unless the server asks for longer with
@@ -78,6 +84,8 @@ type Client struct {
 	log  *slog.Logger
 	// told is set once Options.Unreachable has been called.
 	told atomic.Bool
+	// reached is set once the server has answered a request.
+	reached atomic.Bool
 }
 
 // New returns a client for the server at uri (MLFLOW_TRACKING_URI, such
@@ -191,12 +199,16 @@ func (c *Client) call(ctx context.Context, r *request, out any) error {
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		wait = max(wait, retryAfter)
-		if time.Since(start)+wait > c.opts.RetryFor {
+		budget := c.opts.RetryFor
+		if c.opts.RetryUntilReached > 0 && !c.reached.Load() {
+			budget = c.opts.RetryUntilReached
+		}
+		if time.Since(start)+wait > budget {
 			return c.gaveUp(err, time.Since(start))
 		}
 		var ue *unreachableError
 		if c.opts.Unreachable != nil && errors.As(err, &ue) && !c.told.Swap(true) {
-			c.opts.Unreachable(ue.err, c.opts.RetryFor)
+			c.opts.Unreachable(ue.err, budget)
 		}
 		c.log.Debug("retrying request", "method", r.method, "path", r.path, "attempt", attempt, "wait", wait, "err", err)
 		t := time.NewTimer(wait)
@@ -267,6 +279,7 @@ func (c *Client) once(ctx context.Context, r *request, out any) (retryAfter time
 		return 0, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("cannot reach the server at %s", c.base), Err: &unreachableError{err}}
 	}
 	defer resp.Body.Close()
+	c.reached.Store(true)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if r.raw != nil {
 			return 0, r.raw(resp)

@@ -271,3 +271,39 @@ func TestUnreachableServer(t *testing.T) {
 		t.Errorf("Unreachable called %d times with %s, want once with 200ms", told.Load(), retryFor)
 	}
 }
+
+// TestRetryUntilReached: a client that never reached the server gives up
+// after RetryUntilReached; one that did (the server answered, then went
+// away: a restart) retries for RetryFor.
+func TestRetryUntilReached(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"experiment_id":"7"}`))
+	}))
+	url := srv.URL
+	opts := func(got *time.Duration) client.Options {
+		return client.Options{
+			MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, RetryFor: 600 * time.Millisecond, RetryUntilReached: 50 * time.Millisecond,
+			Unreachable: func(_ error, d time.Duration) { *got = d },
+		}
+	}
+	var reachedSaid, neverSaid time.Duration
+	reached := mustClient(t, url, opts(&reachedSaid))
+	if _, err := reached.CreateExperiment(t.Context(), "/Shared/x"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	never := mustClient(t, url, opts(&neverSaid))
+	if _, err := never.CreateExperiment(t.Context(), "/Shared/x"); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("never reached: %v", err)
+	}
+	start := time.Now()
+	if _, err := reached.CreateExperiment(t.Context(), "/Shared/x"); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("reached before: %v", err)
+	}
+	if neverSaid != 50*time.Millisecond || reachedSaid != 600*time.Millisecond {
+		t.Errorf("retry budgets told: %s for a server never reached, %s for one reached before; want 50ms and 600ms", neverSaid, reachedSaid)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("a server reached before was retried for %s only", d)
+	}
+}
