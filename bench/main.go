@@ -1,7 +1,7 @@
 // Command bench measures a real sextant server on this machine and prints
 // the results as JSON.
 //
-//	go run ./bench [flags] ingest|history|search|reads|artifacts|auth|replicas|all
+//	go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|slowclients|replicas|all
 //
 // It builds cmd/sextant, starts it on a free loopback port with a fresh
 // data directory, drives it over HTTP exactly as clients do, and stops it.
@@ -51,6 +51,14 @@ type config struct {
 	bytesPoints   int
 	readsRounds   int
 	command       string
+	// slowclients (see slowclients.go).
+	slowClients int
+	slowAddrs   int
+	slowWindow  time.Duration
+	// signin: see signin.go.
+	signinRounds    int
+	signinPhase     time.Duration
+	signinAttackers int
 }
 
 func main() {
@@ -77,11 +85,17 @@ func main() {
 	flag.IntVar(&c.mlflowMaxRuns, "mlflow-search-max-runs", 2000, "reads: the largest search size also created on MLflow's server (it creates about 30 runs/s here)")
 	flag.IntVar(&c.bytesPoints, "bytes-points", 2_000_000, "reads: points per series in the bytes-per-point part")
 	flag.IntVar(&c.readsRounds, "reads-rounds", 15, "reads: timed rounds per measurement (peers at most 5)")
+	flag.IntVar(&c.slowClients, "slow-clients", 3000, "slowclients: connections that trickle their bodies")
+	flag.IntVar(&c.slowAddrs, "slow-addrs", 30, "slowclients: loopback source addresses they come from (127.0.0.2 and up)")
+	flag.DurationVar(&c.slowWindow, "slow-window", 45*time.Second, "slowclients: how long each attack lasts (the server's --body-timeout is 30 s)")
+	flag.IntVar(&c.signinRounds, "signin-rounds", 3, "signin: rounds of the three phases (at most 4)")
+	flag.DurationVar(&c.signinPhase, "signin-phase", 8*time.Second, "signin: measured duration of one phase")
+	flag.IntVar(&c.signinAttackers, "signin-attackers", 32, "signin: the attacker's concurrent requests")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
 	cpuProfile := flag.String("cpuprofile", "", "write the benchmark process's own CPU profile (the load generator's) to this file")
 	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|gpu|logs|replicas|all ... (all: every one but replicas and reads)")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|gpu|logs|slowclients|replicas|all ... (all: every one but replicas, reads and slowclients)")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -118,6 +132,8 @@ func main() {
 		c.artifactBytes = 256 << 20
 		c.authRounds, c.authRound, c.authSearchRuns = 1, 3*time.Second, 5_000
 		c.readsSizes, c.bytesPoints, c.readsRounds = "2000,20000", 400_000, 5
+		c.slowClients = 600
+		c.signinRounds, c.signinPhase = 1, 3*time.Second
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -169,12 +185,16 @@ func run(ctx context.Context, c config, what []string) error {
 			res, err = benchGPU(ctx, c, bin)
 		case "auth":
 			res, err = benchAuth(ctx, c, bin)
+		case "signin":
+			res, err = benchSignin(ctx, c, bin)
 		case "replicas":
 			res, err = benchReplicas(ctx, c, bin)
 		case "logs":
 			res, err = benchLogs(ctx, c, bin)
 		case "reads":
 			res, err = benchReads(ctx, c, bin)
+		case "slowclients":
+			res, err = benchSlowClients(ctx, c, bin)
 		default:
 			return fmt.Errorf("unknown benchmark %q", w)
 		}

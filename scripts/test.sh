@@ -112,7 +112,7 @@ run_go() {
 	go test -count=1 -timeout 30m ./... || fail "go test"
 
 	step "go: race detector on the concurrent packages"
-	go test -count=1 -race -short ./internal/sqlstore/ ./internal/httpapi/ ./internal/blob/ ./internal/wire/ ./internal/tracking/... ./internal/gpu/... ./internal/runlogs/... ./internal/launcher/ ./cmd/sextant/ || fail "go test -race"
+	go test -count=1 -race -short ./internal/sqlstore/ ./internal/httpapi/ ./internal/blob/... ./internal/wire/ ./internal/tracking/... ./internal/gpu/... ./internal/runlogs/... ./internal/launcher/ ./cmd/sextant/ || fail "go test -race"
 
 	if [ "$FUZZTIME" != "0" ]; then
 		step "go: fuzzing each target for $FUZZTIME"

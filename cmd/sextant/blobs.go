@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/blob/s3"
 )
 
 // S3Config selects an S3-compatible store for artifacts and files.
@@ -39,7 +40,7 @@ func openBlobs(ctx context.Context, cfg Config, name string, getenv func(string)
 	if prefix != "" && prefix[len(prefix)-1] != '/' {
 		prefix += "/"
 	}
-	st, err := blob.OpenS3(ctx, blob.S3Options{
+	st, err := s3.Open(ctx, s3.Options{
 		Endpoint: s.Endpoint, Bucket: s.Bucket, Prefix: prefix + name + "/", Region: s.Region,
 		AccessKey: s.AccessKey, SecretKey: s.SecretKey, UseSSL: s.UseSSL, CreateBucket: s.CreateBucket,
 		Logger: log.With("component", "s3", "store", name),

@@ -39,3 +39,31 @@ func TestBuildPrintsNothing(t *testing.T) {
 		t.Errorf("go build printed %d lines (CGO_CFLAGS=%q); a first build must print nothing:\n%s", lines, fresh, out)
 	}
 }
+
+// TestDomainImportsNoAdapters keeps the layering docs/architecture.md
+// draws: the domain packages import the standard library and each other,
+// never an HTTP server or client, SQL, the S3 SDK or Prometheus (their
+// adapters are sqlstore, blob/s3 and httpapi).
+func TestDomainImportsNoAdapters(t *testing.T) {
+	domain := []string{"tracking", "tracking/search", "metrics", "runlogs", "runevents", "gpu", "volumes", "workspace", "artifacts", "blob", "errs"}
+	args := []string{"list", "-deps"}
+	for _, d := range domain {
+		args = append(args, "github.com/sextant/sextant/internal/"+d)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < len(domain) {
+		t.Fatalf("go list -deps named %d packages", len(deps))
+	}
+	for _, dep := range deps {
+		switch {
+		case dep == "net/http", dep == "database/sql",
+			strings.HasPrefix(dep, "github.com/minio/"), strings.HasPrefix(dep, "github.com/jackc/"),
+			strings.HasPrefix(dep, "github.com/mattn/"), strings.HasPrefix(dep, "github.com/prometheus/"):
+			t.Errorf("a domain package depends on %s", dep)
+		}
+	}
+}

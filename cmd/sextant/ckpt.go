@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"path"
-	"regexp"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/volumes"
 	"github.com/sextant/sextant/internal/wire"
 )
 
@@ -22,54 +20,20 @@ import (
 // its .metadata exists (the writer uploads it last).
 type CkptCommand struct{ main *Main }
 
-// Names of the files the checkpoint writer (python/sextant/checkpoint.py)
-// uses.
-const (
-	ckptMetadata = ".metadata"
-	ckptLock     = ".sextant-writer"
-	// ckptLease is how long a writer lock stays fresh without a refresh
-	// when it does not say (VolumeWriter's default lease_seconds).
-	ckptLease = 60 * time.Second
-)
-
 // lockLease reads the lease a writer lock declares ({"lease": seconds}).
 func lockLease(ctx context.Context, cl *client.Client, p string) time.Duration {
 	b, err := cl.ReadFile(ctx, p, 1<<16)
 	if err != nil {
-		return ckptLease
+		return volumes.DefaultWriterLease
 	}
 	var lock struct {
 		Lease float64 `json:"lease"`
 	}
 	if json.Unmarshal(b, &lock) != nil || lock.Lease <= 0 {
-		return ckptLease
+		return volumes.DefaultWriterLease
 	}
 	return time.Duration(lock.Lease * float64(time.Second))
 }
-
-// checkpoint is one checkpoint directory.
-type checkpoint struct {
-	path, name string
-	complete   bool
-	writing    bool
-	size       int64
-	files      int
-	mtime      time.Time
-	step       int64
-	hasStep    bool
-}
-
-func (c checkpoint) status() string {
-	switch {
-	case c.complete:
-		return "complete"
-	case c.writing:
-		return "writing"
-	}
-	return "incomplete"
-}
-
-var trailingNumber = regexp.MustCompile(`(\d+)$`)
 
 // ckptCommand is a leaf of `sextant ckpt`: flags and --server, then one
 // /Volumes path (flags may follow it), then do.
@@ -84,7 +48,7 @@ func ckptCommand(extra func(fs *flag.FlagSet), do func(ctx context.Context, c *C
 		if err != nil {
 			return err
 		}
-		if len(pos) != 1 || !isVolumePath(pos[0]) {
+		if len(pos) != 1 || !client.IsVolumePath(pos[0]) {
 			return usageError("%s takes one /Volumes path (see 'sextant %s -h')", fs.Name(), fs.Name())
 		}
 		cl, err := m.newClient(a.server, "sextant")
@@ -114,7 +78,7 @@ func ckptCommands() []*command {
 				tw := tabwriter.NewWriter(c.main.Stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "CHECKPOINT\tSTATUS\tSIZE\tFILES\tTIME")
 				for _, ck := range cks {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ck.name, ck.status(), humanBytes(ck.size), ck.files, ck.mtime.UTC().Format(time.RFC3339))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", ck.Name, ck.Status(), humanBytes(ck.Size), ck.Files, ck.ModTime.UTC().Format(time.RFC3339))
 				}
 				return tw.Flush()
 			}),
@@ -131,8 +95,8 @@ func ckptCommands() []*command {
 					return err
 				}
 				for i := len(cks) - 1; i >= 0; i-- {
-					if cks[i].complete {
-						fmt.Fprintln(c.main.Stdout, cks[i].path)
+					if cks[i].Complete {
+						fmt.Fprintln(c.main.Stdout, cks[i].Path)
 						return nil
 					}
 				}
@@ -165,7 +129,7 @@ func ckptCommands() []*command {
 // listCheckpoints describes the checkpoints in the subdirectories of dir
 // (or dir itself, when it is one), oldest first. It also returns the
 // server's clock.
-func listCheckpoints(ctx context.Context, cl *client.Client, dir string) ([]checkpoint, time.Time, error) {
+func listCheckpoints(ctx context.Context, cl *client.Client, dir string) ([]volumes.Checkpoint, time.Time, error) {
 	entries, now, err := cl.ListDir(ctx, dir)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -173,11 +137,11 @@ func listCheckpoints(ctx context.Context, cl *client.Client, dir string) ([]chec
 	if now.IsZero() {
 		now = time.Now()
 	}
-	var out []checkpoint
+	var out []volumes.Checkpoint
 	if ck, ok, err := describeCheckpoint(ctx, cl, dir, now); err != nil {
 		return nil, now, err
-	} else if ok && hasCheckpointFiles(entries) {
-		return []checkpoint{ck}, now, nil
+	} else if ok && slices.ContainsFunc(entries, func(e wire.DirEntry) bool { return !e.IsDirectory && volumes.IsCheckpointFile(e.Name) }) {
+		return []volumes.Checkpoint{ck}, now, nil
 	}
 	for _, e := range entries {
 		if !e.IsDirectory {
@@ -191,67 +155,23 @@ func listCheckpoints(ctx context.Context, cl *client.Client, dir string) ([]chec
 			out = append(out, ck)
 		}
 	}
-	byStep := len(out) > 0
-	for _, ck := range out {
-		byStep = byStep && ck.hasStep
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if byStep && out[i].step != out[j].step {
-			return out[i].step < out[j].step
-		}
-		return out[i].mtime.Before(out[j].mtime)
-	})
+	volumes.SortCheckpoints(out)
 	return out, now, nil
 }
 
-func hasCheckpointFiles(entries []wire.DirEntry) bool {
-	for _, e := range entries {
-		if !e.IsDirectory && (e.Name == ckptMetadata || strings.HasSuffix(e.Name, ".distcp")) {
-			return true
-		}
-	}
-	return false
-}
-
-// describeCheckpoint reads a directory; ok is false when it holds no
-// checkpoint (.metadata, .distcp shards or a writer's lock).
-func describeCheckpoint(ctx context.Context, cl *client.Client, dir string, now time.Time) (checkpoint, bool, error) {
+// describeCheckpoint lists a directory and describes it; ok is false when
+// it holds no checkpoint.
+func describeCheckpoint(ctx context.Context, cl *client.Client, dir string, now time.Time) (volumes.Checkpoint, bool, error) {
 	files, _, err := cl.Walk(ctx, dir)
 	if err != nil {
-		return checkpoint{}, false, err
+		return volumes.Checkpoint{}, false, err
 	}
-	ck := checkpoint{path: dir, name: path.Base(dir)}
-	if m := trailingNumber.FindString(ck.name); m != "" {
-		ck.step, _ = strconv.ParseInt(m, 10, 64)
-		ck.hasStep = true
+	cf := make([]volumes.CheckpointFile, len(files))
+	for i, f := range files {
+		cf[i] = volumes.CheckpointFile{Path: f.Path, Name: f.Name, Size: client.FileSize(f), ModTime: time.UnixMilli(f.LastModified)}
 	}
-	shards, lock := false, false
-	var newest, meta time.Time
-	for _, f := range files {
-		mt := time.UnixMilli(f.LastModified)
-		ck.size += fileSize(f)
-		ck.files++
-		if mt.After(newest) {
-			newest = mt
-		}
-		top := path.Dir(f.Path) == dir
-		switch {
-		case top && f.Name == ckptMetadata:
-			ck.complete, meta = true, mt
-		case top && f.Name == ckptLock:
-			lock = true
-			ck.writing = now.Sub(mt) < lockLease(ctx, cl, f.Path)
-		case strings.HasSuffix(f.Name, ".distcp"):
-			shards = true
-		}
-	}
-	ck.mtime = newest
-	if ck.complete {
-		ck.mtime = meta
-	}
-	// A directory with shards, or with a writer's lock (whose save may have
-	// died before any shard landed), is a checkpoint, if an incomplete one.
-	return ck, ck.complete || shards || lock, nil
+	ck, ok := volumes.DescribeCheckpoint(dir, cf, now, func(p string) time.Duration { return lockLease(ctx, cl, p) })
+	return ck, ok, nil
 }
 
 func (c *CkptCommand) gc(ctx context.Context, cl *client.Client, dir string, keep int, grace time.Duration, dry bool) error {
@@ -260,29 +180,11 @@ func (c *CkptCommand) gc(ctx context.Context, cl *client.Client, dir string, kee
 	if err != nil {
 		return err
 	}
-	var complete []checkpoint
-	for _, ck := range cks {
-		if ck.complete {
-			complete = append(complete, ck)
-		}
-	}
-	drop := map[string]string{}
-	for i, ck := range complete {
-		if i < len(complete)-keep {
-			drop[ck.path] = "complete, older than the newest " + strconv.Itoa(keep)
-		}
-	}
-	for _, ck := range cks {
-		// The server's clock has whole seconds: a file written this second
-		// may look a little younger than zero.
-		if age := max(now.Sub(ck.mtime), 0); !ck.complete && !ck.writing && age >= grace {
-			drop[ck.path] = "incomplete, untouched for " + age.Round(time.Second).String()
-		}
-	}
+	drop := volumes.CheckpointsToDelete(cks, now, keep, grace)
 	var freed int64
 	kept := 0
 	for _, ck := range cks {
-		why, ok := drop[ck.path]
+		why, ok := drop[ck.Path]
 		if !ok {
 			kept++
 			continue
@@ -290,11 +192,11 @@ func (c *CkptCommand) gc(ctx context.Context, cl *client.Client, dir string, kee
 		verb := "deleted"
 		if dry {
 			verb = "would delete"
-		} else if _, err := deleteTree(ctx, cl, ck.path, 8, []string{ckptMetadata}); err != nil {
-			return fmt.Errorf("delete %s: %w", ck.path, err)
+		} else if _, err := cl.DeleteTree(ctx, ck.Path, 8, []string{volumes.MetadataName}); err != nil {
+			return fmt.Errorf("delete %s: %w", ck.Path, err)
 		}
-		freed += ck.size
-		fmt.Fprintf(m.Stdout, "%s %s (%s, %s)\n", verb, ck.name, why, humanBytes(ck.size))
+		freed += ck.Size
+		fmt.Fprintf(m.Stdout, "%s %s (%s, %s)\n", verb, ck.Name, why, humanBytes(ck.Size))
 	}
 	if dry {
 		fmt.Fprintf(m.Stdout, "would keep %d checkpoint(s) and delete %d, %s (dry run: nothing was deleted)\n", kept, len(drop), humanBytes(freed))

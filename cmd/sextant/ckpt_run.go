@@ -28,7 +28,7 @@ func ckptCommandOrRun(sub string, do func(ctx context.Context, c *CkptCommand, c
 		if *run != "" {
 			return c.runCheckpoints(ctx, a, sub, *run, pos)
 		}
-		if len(pos) != 1 || !isVolumePath(pos[0]) {
+		if len(pos) != 1 || !client.IsVolumePath(pos[0]) {
 			return usageError("%s takes one /Volumes path or --run RUN_ID (see 'sextant %s -h')", fs.Name(), fs.Name())
 		}
 		cl, err := m.newClient(a.server, "sextant")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -195,7 +196,7 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 	filter := ""
 	if *status != "" {
 		st := strings.ToUpper(*status)
-		if !contains(runStatuses, st) {
+		if !slices.Contains(runStatuses, st) {
 			return usageError("runs ls: --status must be one of %s, got %q", strings.Join(runStatuses, ", "), *status)
 		}
 		filter = "attributes.status = " + filterString(st)
@@ -263,7 +264,7 @@ func runsEnd(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) erro
 		return usageError("runs end: give one run (its id or name), got %d arguments", len(pos))
 	}
 	st := strings.ToUpper(*status)
-	if !contains(endStatuses, st) {
+	if !slices.Contains(endStatuses, st) {
 		return usageError("runs end: --status must be one of %s, got %q", strings.Join(endStatuses, ", "), *status)
 	}
 	cl, err := m.newClient(*server, "sextant-runs")

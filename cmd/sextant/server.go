@@ -54,6 +54,10 @@ type Config struct {
 	Auth           string
 	InsecureNoAuth bool
 	AdminEmail     string
+	// TrustedProxies lists the reverse proxies (addresses and CIDR
+	// prefixes, comma-separated) whose X-Forwarded-For names the client
+	// for sign-in budgets; empty trusts none.
+	TrustedProxies string
 	Limits         tracking.Limits
 	// GPURetention is how long GPU samples are kept.
 	GPURetention time.Duration
@@ -62,6 +66,93 @@ type Config struct {
 	// BlobUsageInterval is how often the blob stores are measured for
 	// /metrics (sextant_blob_store_bytes); 0 turns measuring off.
 	BlobUsageInterval time.Duration
+	// Net bounds what clients may hold and which requests are answered.
+	Net NetConfig
+}
+
+// NetConfig holds the defences against hostile clients and web pages
+// (docs/auth.md, "Threat model").
+type NetConfig struct {
+	// AllowedHosts is a comma-separated list of Host names the server
+	// answers besides loopback names and IP addresses (* any); empty
+	// means none when authentication is off and any when it is on.
+	AllowedHosts string
+	// ReadHeaderTimeout is the longest a client may take to send a
+	// request's line and headers.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long an idle keep-alive connection stays open.
+	IdleTimeout time.Duration
+	// BodyTimeout is how long a request body may take to deliver
+	// BodyMinBytes; 0 turns the check off.
+	BodyTimeout time.Duration
+	// BodyMinBytes is what a request body must deliver every BodyTimeout.
+	BodyMinBytes int64
+	// MaxConnsPerClient caps the connections of one client address once
+	// the server holds ConnsBeforeClientCap; 0 turns the cap off.
+	MaxConnsPerClient int
+	// ConnsBeforeClientCap is how many connections the server holds in
+	// all before MaxConnsPerClient applies.
+	ConnsBeforeClientCap int
+}
+
+// DefaultNetConfig returns the defences' defaults.
+func DefaultNetConfig() NetConfig {
+	return NetConfig{
+		ReadHeaderTimeout:    10 * time.Second,
+		IdleTimeout:          2 * time.Minute,
+		BodyTimeout:          httpapi.DefaultBodyTimeout,
+		BodyMinBytes:         httpapi.DefaultBodyMinBytes,
+		MaxConnsPerClient:    64,
+		ConnsBeforeClientCap: 256,
+	}
+}
+
+// Validate checks the configuration.
+func (n *NetConfig) Validate() error {
+	if _, err := httpapi.NewHostPolicy(splitList(n.AllowedHosts)); err != nil {
+		return &ConfigError{"allowed-hosts", err.Error()}
+	}
+	for name, d := range map[string]time.Duration{"read-header-timeout": n.ReadHeaderTimeout, "idle-timeout": n.IdleTimeout} {
+		if d < time.Second {
+			return &ConfigError{name, fmt.Sprintf("must be at least 1s, got %s", d)}
+		}
+	}
+	if n.BodyTimeout != 0 && n.BodyTimeout < time.Second {
+		return &ConfigError{"body-timeout", fmt.Sprintf("must be 0 (off) or at least 1s, got %s", n.BodyTimeout)}
+	}
+	if n.BodyMinBytes < 1 {
+		return &ConfigError{"body-min-bytes", fmt.Sprintf("must be positive, got %d", n.BodyMinBytes)}
+	}
+	if n.MaxConnsPerClient < 0 || n.ConnsBeforeClientCap < 0 {
+		return &ConfigError{"max-conns-per-client", "max-conns-per-client and conns-before-client-cap must be 0 or positive"}
+	}
+	return nil
+}
+
+// hostPolicy is the Host allow-list for a server whose authentication
+// is mode: the names configured, or with none, loopback names and IP
+// addresses only while anyone who reaches the server acts as its admin,
+// any Host once every request needs credentials (a page that rebinds a
+// name to the server has none to send).
+func (n *NetConfig) hostPolicy(mode httpapi.AuthMode) (*httpapi.HostPolicy, string) {
+	if strings.TrimSpace(n.AllowedHosts) == "" {
+		if mode == httpapi.AuthOn {
+			return httpapi.AnyHost(), "any (authentication is on)"
+		}
+		return &httpapi.HostPolicy{}, "loopback names and IP addresses"
+	}
+	p, _ := httpapi.NewHostPolicy(splitList(n.AllowedHosts)) // checked by Validate
+	return p, "loopback names, IP addresses and " + n.AllowedHosts
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -85,6 +176,7 @@ func DefaultConfig() Config {
 		Watch:         DefaultWatchConfig(),
 		// A walk of every blob: on S3 one LIST request per 1,000 objects.
 		BlobUsageInterval: 10 * time.Minute,
+		Net:               DefaultNetConfig(),
 	}
 }
 
@@ -118,6 +210,9 @@ func (c *Config) Validate() error {
 	if err := c.Watch.Validate(); err != nil {
 		return err
 	}
+	if err := c.Net.Validate(); err != nil {
+		return err
+	}
 	if c.SearchIndexMB < 0 {
 		return &ConfigError{"search-index-mb", fmt.Sprintf("must be 0 (off) or positive, got %d", c.SearchIndexMB)}
 	}
@@ -148,6 +243,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Auth == "off" && !isLoopback(c.Host) && !c.InsecureNoAuth {
 		return &ConfigError{"auth", fmt.Sprintf("refusing to serve %s without authentication: anyone who can reach it could read and change everything. Use --auth on, bind to 127.0.0.1, or pass --insecure-no-auth if you really mean it", c.Host)}
+	}
+	if _, err := httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return &ConfigError{"trusted-proxies", fmt.Sprintf("must be addresses or CIDR prefixes separated by commas (e.g. 127.0.0.1,10.0.0.0/8): %v", err)}
 	}
 	if c.MaxBodyBytes < 1024 {
 		return &ConfigError{"max-request-bytes", "must be at least 1024"}
@@ -243,6 +341,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		str(&c.Auth, "auth", "auto (off on loopback until users exist, on otherwise), on, or off")
 		fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "allow --auth off on an address other than loopback (anyone who reaches the server can do anything)")
 		str(&c.AdminEmail, "admin-email", "email of the administrator created at first start when authentication is on and there are no users")
+		str(&c.TrustedProxies, "trusted-proxies", "reverse proxies (addresses or CIDR prefixes, comma-separated) whose X-Forwarded-For gives the client address for sign-in throttling; empty: the direct peer is the client")
 	}
 	if groups&blobFlags != 0 {
 		str(&c.BlobStore, "blob-store", "where artifacts and files live: dir (under the data directory) or s3")
@@ -292,6 +391,24 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		c.BlobUsageInterval = d
 	}
 	fs.DurationVar(&c.BlobUsageInterval, "blob-usage-interval", c.BlobUsageInterval, "how often /metrics measures the artifact, file and volume stores (a walk of every blob); 0: never")
+	duration := func(p *time.Duration, name, usage string) {
+		if v, ok := env(name); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil && envErr == nil {
+				envErr = &ConfigError{name, fmt.Sprintf("SEXTANT_%s must be a duration such as 30s, got %q", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v)}
+			}
+			*p = d
+		}
+		fs.DurationVar(p, name, *p, usage)
+	}
+	n := &c.Net
+	str(&n.AllowedHosts, "allowed-hosts", "Host names the server answers besides localhost and IP addresses, comma-separated (mlflow.example.com, *.example.com, host:port; * for any); empty: none with authentication off, any with it on")
+	duration(&n.ReadHeaderTimeout, "read-header-timeout", "longest a client may take to send a request's line and headers")
+	duration(&n.IdleTimeout, "idle-timeout", "how long an idle keep-alive connection stays open")
+	duration(&n.BodyTimeout, "body-timeout", "a request body must deliver --body-min-bytes within this time, again and again, or the server answers 408 and closes the connection; 0: no limit")
+	int64v(&n.BodyMinBytes, "body-min-bytes", "bytes a request body must deliver every --body-timeout")
+	integer(&n.MaxConnsPerClient, "max-conns-per-client", "connections one client address may hold once the server holds --conns-before-client-cap; more are answered 429; 0: no cap")
+	integer(&n.ConnsBeforeClientCap, "conns-before-client-cap", "connections the server holds, from all clients, before --max-conns-per-client applies")
 	return envErr
 }
 
@@ -428,7 +545,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 				stores[name] = m
 			}
 		}
-		usage := blob.NewUsageCollector(stores, blob.UsageOptions{Interval: cfg.BlobUsageInterval, Logger: log.With("component", "blob-usage")})
+		usage := httpapi.NewBlobUsageCollector(stores, httpapi.BlobUsageOptions{Interval: cfg.BlobUsageInterval, Logger: log.With("component", "blob-usage")})
 		defer usage.Close(context.WithoutCancel(ctx))
 		reg.MustRegister(usage)
 	}
@@ -455,6 +572,15 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err != nil {
 		return err
 	}
+	hosts, hostsDesc := cfg.Net.hostPolicy(mode)
+	bodyTimeout := cfg.Net.BodyTimeout
+	if bodyTimeout == 0 {
+		bodyTimeout = -1 // httpapi: negative is off
+	}
+	log.Info("request limits", "allowed_hosts", hostsDesc, "read_header_timeout", cfg.Net.ReadHeaderTimeout, "idle_timeout", cfg.Net.IdleTimeout,
+		"body_timeout", cfg.Net.BodyTimeout, "body_min_bytes", cfg.Net.BodyMinBytes,
+		"max_conns_per_client", cfg.Net.MaxConnsPerClient, "conns_before_client_cap", cfg.Net.ConnsBeforeClientCap)
+	proxies, _ := httpapi.ParseTrustedProxies(cfg.TrustedProxies) // checked by Validate
 	api := httpapi.New(httpapi.Options{
 		Tracking:     tr,
 		Artifacts:    artifacts.New(blobs, artifacts.Options{Secret: secret}),
@@ -471,6 +597,11 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		Volumes:      vols,
 		Metrics:      reg,
 		Gatherer:     reg,
+		AllowedHosts: hosts,
+		BodyTimeout:  bodyTimeout,
+		BodyMinBytes: cfg.Net.BodyMinBytes,
+		// Sign-in budgets are kept per client address (docs/auth.md).
+		TrustedProxies: proxies,
 		Health: func() httpapi.StoreHealth {
 			h := store.Health()
 			return httpapi.StoreHealth{Writable: h.Writable, Reason: h.Reason, SinceMs: h.SinceMs}
@@ -481,12 +612,13 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err != nil {
 		return err
 	}
-	ln = httpapi.Listener(ln) // net/http's own 431 goes out as JSON
+	// Caps connections per client; net/http's own 431 goes out as JSON.
+	ln = httpapi.Listener(ln, httpapi.ListenerOptions{MaxConnsPerClient: cfg.Net.MaxConnsPerClient, ConnsBeforeClientCap: cfg.Net.ConnsBeforeClientCap, Metrics: reg})
 	srv := &http.Server{
 		Handler:           api,
 		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       5 * time.Minute,
+		ReadHeaderTimeout: cfg.Net.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Net.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
 	}
 	// Long polls of run logs end at once when the server shuts down.

@@ -2,15 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,21 +14,11 @@ import (
 
 	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/errs"
-	"github.com/sextant/sextant/internal/wire"
 )
 
 // VolumesCommand manages catalogs, schemas and volumes, and copies files
 // to and from volumes.
 type VolumesCommand struct{ main *Main }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // volumesCommand is a leaf of `sextant volumes`: flags and --server, then
 // positional arguments (flags may follow them), then do.
@@ -218,7 +203,7 @@ func (c *VolumesCommand) ls(ctx context.Context, cl *client.Client, arg string) 
 			if e.IsDirectory {
 				fmt.Fprintf(tw, "%s/\t-\t-\n", e.Name)
 			} else {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, humanBytes(fileSize(e)), time.UnixMilli(e.LastModified).UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, humanBytes(client.FileSize(e)), time.UnixMilli(e.LastModified).UTC().Format(time.RFC3339))
 			}
 		}
 		return tw.Flush()
@@ -264,8 +249,6 @@ func (c *VolumesCommand) ls(ctx context.Context, cl *client.Client, arg string) 
 	return tw.Flush()
 }
 
-func isVolumePath(p string) bool { return strings.HasPrefix(p, "/Volumes/") }
-
 type cpOptions struct {
 	recursive bool
 	jobs      int
@@ -273,123 +256,19 @@ type cpOptions struct {
 	progress  bool
 }
 
-// transfer is one file to copy.
-type transfer struct {
-	src, dst string
-	size     int64
-}
-
 func (c *VolumesCommand) cp(ctx context.Context, cl *client.Client, src, dst string, o cpOptions) error {
-	up := isVolumePath(dst)
-	if up == isVolumePath(src) {
-		return errors.New("cp copies between the local disk and a volume: exactly one of SRC and DST must be a /Volumes path")
+	plan, err := cl.PlanCopy(ctx, src, dst, o.recursive)
+	if err != nil {
+		return err
 	}
-	var plan []transfer
-	var dirs []string // remote directories to create (empty ones included)
-	if up {
-		fi, err := os.Stat(src)
-		if err != nil {
-			return err
-		}
-		dst = strings.TrimRight(dst, "/")
-		if fi.IsDir() {
-			if !o.recursive {
-				return fmt.Errorf("%s is a directory: use -r", src)
-			}
-			if ok, _ := cl.IsDir(ctx, dst); ok {
-				dst = dst + "/" + filepath.Base(filepath.Clean(src))
-			}
-			err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				rel, _ := filepath.Rel(src, p)
-				remote := dst
-				if rel != "." {
-					remote += "/" + filepath.ToSlash(rel)
-				}
-				if d.IsDir() {
-					dirs = append(dirs, remote)
-					return nil
-				}
-				if !d.Type().IsRegular() {
-					return nil
-				}
-				info, err := d.Info()
-				if err != nil {
-					return err
-				}
-				plan = append(plan, transfer{p, remote, info.Size()})
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		} else {
-			if ok, _ := cl.IsDir(ctx, dst); ok {
-				dst = dst + "/" + filepath.Base(src)
-			}
-			plan = append(plan, transfer{src, dst, fi.Size()})
-		}
-	} else {
-		src = strings.TrimRight(src, "/")
-		size, err := cl.StatFile(ctx, src)
-		switch {
-		case err == nil:
-			if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
-				dst = filepath.Join(dst, path.Base(src))
-			}
-			plan = append(plan, transfer{src, dst, size})
-		case errs.Is(err, errs.NotFound):
-			// Not a file: a directory, or nothing at all.
-			if dir, derr := cl.IsDir(ctx, src); derr != nil {
-				return derr
-			} else if !dir {
-				return fmt.Errorf("%s: no such file or directory", src)
-			}
-			if !o.recursive {
-				return fmt.Errorf("%s is a directory: use -r", src)
-			}
-			files, rdirs, err := cl.Walk(ctx, src)
-			if err != nil {
-				return err
-			}
-			if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
-				dst = filepath.Join(dst, path.Base(src))
-			}
-			if err := os.MkdirAll(dst, 0o755); err != nil {
-				return err
-			}
-			for _, d := range rdirs {
-				if err := os.MkdirAll(filepath.Join(dst, filepath.FromSlash(strings.TrimPrefix(d.Path, src+"/"))), 0o755); err != nil {
-					return err
-				}
-			}
-			for _, f := range files {
-				local := filepath.Join(dst, filepath.FromSlash(strings.TrimPrefix(f.Path, src+"/")))
-				if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
-					return err
-				}
-				plan = append(plan, transfer{f.Path, local, fileSize(f)})
-			}
-		default:
-			return err
-		}
-	}
-	// Empty directories exist on a volume only when made.
-	for _, d := range dirs {
-		if err := cl.MakeDir(ctx, d); err != nil {
-			return err
-		}
-	}
-	return c.run(ctx, cl, plan, up, o)
+	return c.run(ctx, cl, plan, o)
 }
 
-// run transfers the plan with o.jobs workers, showing progress.
-func (c *VolumesCommand) run(ctx context.Context, cl *client.Client, plan []transfer, up bool, o cpOptions) error {
+// run carries out the plan with o.jobs workers, showing progress.
+func (c *VolumesCommand) run(ctx context.Context, cl *client.Client, plan *client.CopyPlan, o cpOptions) error {
 	var total int64
-	for _, t := range plan {
-		total += t.size
+	for _, t := range plan.Files {
+		total += t.Size
 	}
 	var done, files atomic.Int64
 	start := time.Now()
@@ -404,62 +283,27 @@ func (c *VolumesCommand) run(ctx context.Context, cl *client.Client, plan []tran
 				case <-stop:
 					return
 				case <-tick.C:
-					c.printProgress(done.Load(), total, files.Load(), len(plan), start, false)
+					c.printProgress(done.Load(), total, files.Load(), len(plan.Files), start, false)
 				}
 			}
 		})
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan transfer)
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range min(o.jobs, max(1, len(plan))) {
-		wg.Go(func() {
-			for t := range work {
-				var err error
-				if up {
-					err = cl.UploadFile(ctx, t.src, t.dst, o.overwrite, func(n int64) { done.Add(n) })
-				} else {
-					err = c.downloadOne(ctx, cl, t, o.overwrite, func(n int64) { done.Add(n) })
-				}
-				if err != nil {
-					once.Do(func() { first = fmt.Errorf("%s: %w", t.src, err); cancel() })
-					continue
-				}
-				files.Add(1)
-			}
-		})
-	}
-	for _, t := range plan {
-		select {
-		case work <- t:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
+	err := cl.Copy(ctx, plan, client.CopyOptions{
+		Jobs: o.jobs, Overwrite: o.overwrite,
+		Progress: func(n int64) { done.Add(n) },
+		FileDone: func() { files.Add(1) },
+	})
 	close(stop)
 	pw.Wait()
 	if o.progress {
-		c.printProgress(done.Load(), total, files.Load(), len(plan), start, true)
+		c.printProgress(done.Load(), total, files.Load(), len(plan.Files), start, true)
 	}
-	if first != nil {
-		return first
+	if err != nil {
+		return err
 	}
 	el := time.Since(start).Seconds()
 	fmt.Fprintf(c.main.Stdout, "copied %d file(s), %s in %.1fs (%s/s)\n", files.Load(), humanBytes(total), el, humanBytes(int64(float64(total)/max(el, 1e-3))))
 	return nil
-}
-
-func (c *VolumesCommand) downloadOne(ctx context.Context, cl *client.Client, t transfer, overwrite bool, progress func(int64)) error {
-	if !overwrite {
-		if _, err := os.Stat(t.dst); err == nil {
-			return fmt.Errorf("%s exists (--overwrite=false)", t.dst)
-		}
-	}
-	return cl.DownloadFile(ctx, t.src, t.dst, progress)
 }
 
 func (c *VolumesCommand) printProgress(done, total, files int64, n int, start time.Time, final bool) {
@@ -514,68 +358,12 @@ func (c *VolumesCommand) rm(ctx context.Context, cl *client.Client, target strin
 		fmt.Fprintf(out, "deleted %s/\n", target)
 		return nil
 	}
-	n, err := deleteTree(ctx, cl, target, 8, nil)
+	n, err := cl.DeleteTree(ctx, target, 8, nil)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "deleted %s/ (%d file(s))\n", target, n)
 	return nil
-}
-
-// deleteTree deletes a directory and everything in it: the files named
-// first (a checkpoint's .metadata, so that it stops being complete at
-// once), then the other files in parallel, then the directories deepest
-// first. It returns the number of files deleted.
-func deleteTree(ctx context.Context, cl *client.Client, dir string, jobs int, first []string) (int, error) {
-	files, dirs, err := cl.Walk(ctx, dir)
-	if err != nil {
-		return 0, err
-	}
-	sort.SliceStable(files, func(i, j int) bool { return contains(first, files[i].Name) && !contains(first, files[j].Name) })
-	var rest []wire.DirEntry
-	for _, f := range files {
-		if contains(first, f.Name) && path.Dir(f.Path) == dir {
-			if err := cl.DeleteFile(ctx, f.Path); err != nil && !errs.Is(err, errs.NotFound) {
-				return 0, err
-			}
-			continue
-		}
-		rest = append(rest, f)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	work := make(chan string)
-	for range jobs {
-		wg.Go(func() {
-			for p := range work {
-				if err := cl.DeleteFile(ctx, p); err != nil && !errs.Is(err, errs.NotFound) {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, f := range rest {
-		work <- f.Path
-	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
-	}
-	if strings.Count(dir, "/") > 4 { // not a volume's root, which stays
-		dirs = append(dirs, wire.DirEntry{Path: dir, IsDirectory: true})
-	}
-	for _, d := range dirs {
-		if err := cl.DeleteDir(ctx, d.Path); err != nil && !errs.Is(err, errs.NotFound) {
-			return 0, err
-		}
-	}
-	return len(files), nil
 }
 
 // humanBytes formats a byte count with a binary unit.
@@ -590,14 +378,6 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
-
-// fileSize is a listed file's size (0 when the server gave none).
-func fileSize(e wire.DirEntry) int64 {
-	if e.FileSize == nil {
-		return 0
-	}
-	return *e.FileSize
 }
 
 // isConflict reports whether err is a 409: what exists already, or a

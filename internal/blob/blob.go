@@ -1,13 +1,16 @@
 // Package blob stores blobs (run artifacts, checkpoint files) under
 // slash-separated keys behind one interface, Store, with two backends: a
-// local directory (Dir, the default) and an S3-compatible object store (S3).
+// local directory (Dir, the default, here) and an S3-compatible object
+// store (package blob/s3).
 //
 // Blobs can be many GiB: every method streams, and memory use does not grow
 // with a blob's size (each backend documents its bound). Writes are atomic:
 // a reader sees the old blob or the complete new one, never a part.
 //
-// This package is the only importer of the S3 SDK. The conformance suite
-// every backend passes is in blob/blobtest.
+// It holds the rules every backend applies (keys, ranges, parts), for
+// blob/s3 too, and imports only the standard library: the domain packages
+// store blobs through Store without pulling in an S3 or HTTP library. The
+// conformance suite every backend passes is in blob/blobtest.
 package blob
 
 import (
@@ -221,8 +224,8 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// validatePrefix checks a directory prefix: "" or a valid key plus "/".
-func validatePrefix(prefix string) error {
+// ValidatePrefix checks a directory prefix: "" or a valid key plus "/".
+func ValidatePrefix(prefix string) error {
 	if prefix == "" {
 		return nil
 	}
@@ -230,29 +233,29 @@ func validatePrefix(prefix string) error {
 		return invalidKey(prefix, "a prefix must be empty or end with /")
 	}
 	if err := ValidateKey(prefix[:len(prefix)-1]); err != nil {
-		return errs.Errorf(errs.Invalid, "invalid blob prefix %q: %s", clip(prefix), strings.TrimPrefix(errs.MessageOf(err), "invalid blob key: "))
+		return errs.Errorf(errs.Invalid, "invalid blob prefix %q: %s", ClipKey(prefix), strings.TrimPrefix(errs.MessageOf(err), "invalid blob key: "))
 	}
 	return nil
 }
 
-// validateAfter checks List's after argument: a child name, optionally with
+// ValidateAfter checks List's after argument: a child name, optionally with
 // a trailing slash.
-func validateAfter(after string) error {
+func ValidateAfter(after string) error {
 	if after == "" {
 		return nil
 	}
 	name := strings.TrimSuffix(after, "/")
 	if strings.Contains(name, "/") {
-		return errs.Errorf(errs.Invalid, "invalid list position %q: a name, not a path", clip(after))
+		return errs.Errorf(errs.Invalid, "invalid list position %q: a name, not a path", ClipKey(after))
 	}
 	if err := ValidateKey(name); err != nil {
-		return errs.Errorf(errs.Invalid, "invalid list position %q", clip(after))
+		return errs.Errorf(errs.Invalid, "invalid list position %q", ClipKey(after))
 	}
 	return nil
 }
 
-// validatePart checks the arguments of PutPart shared by the backends.
-func validatePart(key, uploadID string, partNumber int, size int64) error {
+// ValidatePart checks the arguments of PutPart shared by the backends.
+func ValidatePart(key, uploadID string, partNumber int, size int64) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
@@ -271,9 +274,9 @@ func validatePart(key, uploadID string, partNumber int, size int64) error {
 	return nil
 }
 
-// validateParts checks CompleteMultipart's part list: not empty, part
+// ValidateParts checks CompleteMultipart's part list: not empty, part
 // numbers in range and strictly ascending, ETags present.
-func validateParts(parts []Part) error {
+func ValidateParts(parts []Part) error {
 	if len(parts) == 0 {
 		return errs.E(errs.Invalid, "a multipart upload needs at least one part")
 	}
@@ -293,8 +296,8 @@ func validateParts(parts []Part) error {
 	return nil
 }
 
-// validateRange checks Open's offset and length.
-func validateRange(offset, length int64) error {
+// ValidateRange checks Open's offset and length.
+func ValidateRange(offset, length int64) error {
 	if offset < 0 {
 		return errs.Errorf(errs.Invalid, "negative offset %d", offset)
 	}
@@ -304,11 +307,11 @@ func validateRange(offset, length int64) error {
 	return nil
 }
 
-// clampRange returns the end (exclusive) of [offset, offset+length) cut at
+// ClampRange returns the end (exclusive) of [offset, offset+length) cut at
 // size, or an errs.Invalid error when offset is past the end.
-func clampRange(key string, offset, length, size int64) (int64, error) {
+func ClampRange(key string, offset, length, size int64) (int64, error) {
 	if offset > size {
-		return 0, errs.Errorf(errs.Invalid, "offset %d is past the end of blob %q (%d bytes)", offset, clip(key), size)
+		return 0, errs.Errorf(errs.Invalid, "offset %d is past the end of blob %q (%d bytes)", offset, ClipKey(key), size)
 	}
 	if length < 0 || length > size-offset {
 		return size, nil
@@ -317,12 +320,12 @@ func clampRange(key string, offset, length, size int64) (int64, error) {
 }
 
 func invalidKey(key, reason string) error {
-	return errs.Errorf(errs.Invalid, "invalid blob key %q: %s", clip(key), reason)
+	return errs.Errorf(errs.Invalid, "invalid blob key %q: %s", ClipKey(key), reason)
 }
 
-// clip shortens s for an error message: its first 80 bytes, whole
+// ClipKey shortens s for an error message: its first 80 bytes, whole
 // characters only, and "…" when it was cut.
-func clip(s string) string {
+func ClipKey(s string) string {
 	const n = 80
 	if len(s) <= n {
 		return s
@@ -332,10 +335,10 @@ func clip(s string) string {
 
 // notFound is the error for a missing blob.
 func notFound(key string) error {
-	return errs.Errorf(errs.NotFound, "blob %q not found", clip(key))
+	return errs.Errorf(errs.NotFound, "blob %q not found", ClipKey(key))
 }
 
-// uploadNotFound is the error for a missing multipart upload.
-func uploadNotFound(key, uploadID string) error {
-	return errs.Errorf(errs.NotFound, "multipart upload %q for blob %q not found", clip(uploadID), clip(key))
+// UploadNotFound is the error for a missing multipart upload.
+func UploadNotFound(key, uploadID string) error {
+	return errs.Errorf(errs.NotFound, "multipart upload %q for blob %q not found", ClipKey(uploadID), ClipKey(key))
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/sextant/sextant/internal/errs"
 )
 
-// bodyReader reads an upload body, enforcing its declared size and ctx.
+// BodyReader reads an upload body, enforcing its declared size and ctx.
 //
 // With size >= 0 it fails with errs.Invalid when r ends early, and checks
 // for surplus bytes as soon as the size-th byte has been read, before
@@ -17,7 +17,7 @@ import (
 // with a Content-Length) gets the error instead of the last bytes, so a
 // body longer than declared never publishes a truncated blob. Once it has
 // failed it keeps returning the same error.
-type bodyReader struct {
+type BodyReader struct {
 	ctx  context.Context
 	r    io.Reader
 	size int64 // -1: unknown
@@ -26,12 +26,14 @@ type bodyReader struct {
 	eof  bool
 }
 
-func newBodyReader(ctx context.Context, r io.Reader, size int64) *bodyReader {
-	return &bodyReader{ctx: ctx, r: r, size: size}
+// NewBodyReader reads size bytes (-1: unknown) of r for an upload, failing
+// once ctx is done.
+func NewBodyReader(ctx context.Context, r io.Reader, size int64) *BodyReader {
+	return &BodyReader{ctx: ctx, r: r, size: size}
 }
 
 // Read implements io.Reader.
-func (b *bodyReader) Read(p []byte) (int, error) {
+func (b *BodyReader) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -73,7 +75,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 
 // probe reads past the declared size: io.EOF if there is nothing more,
 // otherwise the (sticky) failure.
-func (b *bodyReader) probe() error {
+func (b *BodyReader) probe() error {
 	var one [1]byte
 	for range 100 {
 		n, err := b.r.Read(one[:])
@@ -91,15 +93,15 @@ func (b *bodyReader) probe() error {
 	return b.fail(fmt.Errorf("read upload body: %w", io.ErrNoProgress))
 }
 
-func (b *bodyReader) fail(err error) error {
+func (b *BodyReader) fail(err error) error {
 	b.err = err
 	return err
 }
 
-// failure returns the error the body failed with, or nil. Backends check it
+// Failure returns the error the body failed with, or nil. Backends check it
 // after the transport failed, to report the body's error (a short body is
 // the client's mistake) rather than the transport's wrapping of it.
-func (b *bodyReader) failure() error { return b.err }
+func (b *BodyReader) Failure() error { return b.err }
 
 // copyBufSize is the buffer of copyBody: large enough that a fast disk or
 // network is not held back by system calls.

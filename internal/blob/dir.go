@@ -202,7 +202,7 @@ func (d *Dir) put(ctx context.Context, key string, r io.Reader, size int64, publ
 		return 0, err
 	}
 	defer d.discard(tmp, f)
-	body := newBodyReader(ctx, r, size)
+	body := NewBodyReader(ctx, r, size)
 	var n int64
 	var rerr, werr error
 	if size >= 0 && size < copyBufSize {
@@ -233,7 +233,7 @@ func (d *Dir) Open(ctx context.Context, key string, offset, length int64) (io.Re
 	if err := ValidateKey(key); err != nil {
 		return nil, Info{}, err
 	}
-	if err := validateRange(offset, length); err != nil {
+	if err := ValidateRange(offset, length); err != nil {
 		return nil, Info{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -253,7 +253,7 @@ func (d *Dir) Open(ctx context.Context, key string, offset, length int64) (io.Re
 		return nil, Info{}, notFound(key)
 	}
 	info := fileInfo(key, fi)
-	end, err := clampRange(key, offset, length, info.Size)
+	end, err := ClampRange(key, offset, length, info.Size)
 	if err != nil {
 		f.Close()
 		return nil, Info{}, err
@@ -283,10 +283,10 @@ func (d *Dir) Stat(ctx context.Context, key string) (Info, error) {
 // before cutting the page, so a page of a directory of n children costs
 // O(n) time and memory.
 func (d *Dir) List(ctx context.Context, prefix, after string, limit int) ([]Entry, error) {
-	if err := validatePrefix(prefix); err != nil {
+	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	if err := validateAfter(after); err != nil {
+	if err := ValidateAfter(after); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -362,7 +362,7 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 // DeleteAll implements Store. The directory disappears at once (it is
 // renamed into tmp/ first), then its files are removed.
 func (d *Dir) DeleteAll(ctx context.Context, prefix string) error {
-	if err := validatePrefix(prefix); err != nil {
+	if err := ValidatePrefix(prefix); err != nil {
 		return err
 	}
 	if prefix == "" {
@@ -500,7 +500,7 @@ func (d *Dir) place(tmp, key string, link bool) error {
 		case link && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EMLINK)):
 			return errNoLinks
 		case errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY):
-			return errs.Errorf(errs.Conflict, "blob key %q is a directory of other blobs", clip(key))
+			return errs.Errorf(errs.Conflict, "blob key %q is a directory of other blobs", ClipKey(key))
 		case errors.Is(err, syscall.ENOTDIR):
 			return conflictParent(key)
 		}
@@ -516,9 +516,9 @@ func (d *Dir) place(tmp, key string, link bool) error {
 // directory of other blobs.
 func (d *Dir) existsError(key string) error {
 	if fi, err := d.root.Lstat(blobPath(key)); err == nil && fi.IsDir() {
-		return errs.Errorf(errs.Conflict, "blob key %q is a directory of other blobs", clip(key))
+		return errs.Errorf(errs.Conflict, "blob key %q is a directory of other blobs", ClipKey(key))
 	}
-	return errs.Errorf(errs.AlreadyExists, "blob %q already exists", clip(key))
+	return errs.Errorf(errs.AlreadyExists, "blob %q already exists", ClipKey(key))
 }
 
 // mkdirs creates dir (a path under blobs/) and its missing parents, and
@@ -589,7 +589,7 @@ func (d *Dir) blobError(err error, key, op string) error {
 }
 
 func conflictParent(key string) error {
-	return errs.Errorf(errs.Conflict, "blob key %q is under another blob, not a directory", clip(key))
+	return errs.Errorf(errs.Conflict, "blob key %q is under another blob, not a directory", ClipKey(key))
 }
 
 // blobPath is the path of key's blob relative to the root.

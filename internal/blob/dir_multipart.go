@@ -57,7 +57,7 @@ func (d *Dir) CreateMultipart(ctx context.Context, key string) (string, error) {
 
 // PutPart implements Store.
 func (d *Dir) PutPart(ctx context.Context, key, uploadID string, partNumber int, r io.Reader, size int64) (string, error) {
-	if err := validatePart(key, uploadID, partNumber, size); err != nil {
+	if err := ValidatePart(key, uploadID, partNumber, size); err != nil {
 		return "", err
 	}
 	dir, err := d.upload(key, uploadID)
@@ -74,7 +74,7 @@ func (d *Dir) PutPart(ctx context.Context, key, uploadID string, partNumber int,
 		return "", fsError(err, "write part of "+key)
 	}
 	h := md5.New()
-	_, rerr, werr := copyBody(io.MultiWriter(f, h), newBodyReader(ctx, r, size))
+	_, rerr, werr := copyBody(io.MultiWriter(f, h), NewBodyReader(ctx, r, size))
 	switch {
 	case rerr != nil:
 		return "", rerr
@@ -90,7 +90,7 @@ func (d *Dir) PutPart(ctx context.Context, key, uploadID string, partNumber int,
 	}
 	if err := d.root.Rename(tmp, partPath(dir, partNumber)); err != nil {
 		if isMissing(err) {
-			return "", uploadNotFound(key, uploadID) // aborted meanwhile
+			return "", UploadNotFound(key, uploadID) // aborted meanwhile
 		}
 		return "", fsError(err, "store part of "+key)
 	}
@@ -110,7 +110,7 @@ func (d *Dir) CompleteMultipart(ctx context.Context, key, uploadID string, parts
 	if uploadID == "" {
 		return Info{}, errs.E(errs.Invalid, "upload ID is empty")
 	}
-	if err := validateParts(parts); err != nil {
+	if err := ValidateParts(parts); err != nil {
 		return Info{}, err
 	}
 	dir, err := d.upload(key, uploadID)
@@ -123,7 +123,7 @@ func (d *Dir) CompleteMultipart(ctx context.Context, key, uploadID string, parts
 		if err != nil {
 			if isMissing(err) {
 				if _, err := d.root.Stat(dir); isMissing(err) {
-					return Info{}, uploadNotFound(key, uploadID)
+					return Info{}, UploadNotFound(key, uploadID)
 				}
 				return Info{}, errs.Errorf(errs.Invalid, "part %d was not uploaded", p.Number)
 			}
@@ -148,7 +148,7 @@ func (d *Dir) CompleteMultipart(ctx context.Context, key, uploadID string, parts
 				return Info{}, err // replaced meanwhile
 			}
 			if isMissing(err) {
-				return Info{}, uploadNotFound(key, uploadID) // aborted meanwhile
+				return Info{}, UploadNotFound(key, uploadID) // aborted meanwhile
 			}
 			return Info{}, fsError(err, "concatenate parts of "+key)
 		}
@@ -194,18 +194,18 @@ func (d *Dir) AbortMultipart(ctx context.Context, key, uploadID string) error {
 // exist, and the other backend has opaque IDs).
 func (d *Dir) upload(key, uploadID string) (string, error) {
 	if !isHex(uploadID, 32) {
-		return "", uploadNotFound(key, uploadID)
+		return "", UploadNotFound(key, uploadID)
 	}
 	dir := dirUploads + "/" + uploadID
 	got, err := d.root.ReadFile(dir + "/" + uploadKeyFile)
 	if err != nil {
 		if isMissing(err) {
-			return "", uploadNotFound(key, uploadID)
+			return "", UploadNotFound(key, uploadID)
 		}
 		return "", fsError(err, "read multipart upload")
 	}
 	if string(got) != key {
-		return "", uploadNotFound(key, uploadID)
+		return "", UploadNotFound(key, uploadID)
 	}
 	return dir, nil
 }
@@ -243,7 +243,7 @@ func checkETag(f *os.File, n int, etag string) error {
 		return fsError(err, "read part")
 	}
 	if strings.ToLower(strings.Trim(etag, `"`)) != string(stored[:]) {
-		return errs.Errorf(errs.Invalid, "part %d: ETag %q does not match the uploaded part", n, clip(etag))
+		return errs.Errorf(errs.Invalid, "part %d: ETag %q does not match the uploaded part", n, ClipKey(etag))
 	}
 	return nil
 }

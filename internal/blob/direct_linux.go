@@ -54,7 +54,7 @@ func fcntl(fd, cmd, arg int) (int, error) {
 // O_DIRECT: whole aligned blocks of copyBufSize, and the last, partial one
 // with O_DIRECT off again. Where O_DIRECT cannot be turned on it is
 // copyBody. Like copyBody it tells a failure to read src (rerr) from a
-// failure to write f (werr).
+// Failure to write f (werr).
 //
 // A write with O_DIRECT returns only once its block is on the device, so
 // the next block is read from src meanwhile, into a second buffer: one

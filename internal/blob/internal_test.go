@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
-	"net/url"
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/sextant/sextant/internal/errs"
 )
@@ -37,7 +33,7 @@ func TestBodyReader(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			b := newBodyReader(t.Context(), tt.body, tt.size)
+			b := NewBodyReader(t.Context(), tt.body, tt.size)
 			got, err := io.ReadAll(b)
 			switch {
 			case tt.wantCode != "":
@@ -54,7 +50,7 @@ func TestBodyReader(t *testing.T) {
 				}
 				return
 			}
-			if b.failure() == nil {
+			if b.Failure() == nil {
 				t.Error("failure() = nil after an error")
 			}
 			if _, err2 := b.Read(make([]byte, 1)); err2 != err {
@@ -64,7 +60,7 @@ func TestBodyReader(t *testing.T) {
 	}
 	// The surplus check happens before the last bytes are handed over.
 	t.Run("LongNoLastBytes", func(t *testing.T) {
-		b := newBodyReader(t.Context(), strings.NewReader("abcdef"), 3)
+		b := NewBodyReader(t.Context(), strings.NewReader("abcdef"), 3)
 		n, err := b.Read(make([]byte, 10))
 		if n != 0 || !errs.Is(err, errs.Invalid) {
 			t.Errorf("Read = %d, %v; want 0 and an invalid error", n, err)
@@ -73,7 +69,7 @@ func TestBodyReader(t *testing.T) {
 	t.Run("Cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := io.ReadAll(newBodyReader(ctx, strings.NewReader("x"), -1))
+		_, err := io.ReadAll(NewBodyReader(ctx, strings.NewReader("x"), -1))
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want context.Canceled", err)
 		}
@@ -98,86 +94,6 @@ func TestFSError(t *testing.T) {
 				t.Errorf("code %s, want %s", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestS3Error(t *testing.T) {
-	s := &S3{bucket: "b"}
-	resp := func(code string, status int) error {
-		return minio.ErrorResponse{Code: code, StatusCode: status, Message: "msg " + code}
-	}
-	tests := map[string]struct {
-		err  error
-		want errs.Code
-	}{
-		"NoSuchKey":      {resp("NoSuchKey", 404), errs.NotFound},
-		"NoSuchUpload":   {resp("NoSuchUpload", 404), errs.NotFound},
-		"NoSuchBucket":   {resp("NoSuchBucket", 404), errs.Internal},
-		"InvalidPart":    {resp("InvalidPart", 400), errs.Invalid},
-		"EntityTooSmall": {resp("EntityTooSmall", 400), errs.Invalid},
-		"StorageFull":    {resp("XMinioStorageFull", 507), errs.InsufficientStorage},
-		"Status507":      {resp("Whatever", 507), errs.InsufficientStorage},
-		"SlowDown":       {resp("SlowDown", 503), errs.Unavailable},
-		"Status500":      {resp("Other", 500), errs.Unavailable},
-		"Status429":      {resp("", 429), errs.Unavailable},
-		"AccessDenied":   {resp("AccessDenied", 403), errs.Internal},
-		"Wrapped":        {fmt.Errorf("x: %w", resp("NoSuchKey", 404)), errs.NotFound},
-		"Refused":        {&url.Error{Op: "Put", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, errs.Unavailable},
-		"UnexpectedEOF":  {io.ErrUnexpectedEOF, errs.Unavailable},
-		"Ours":           {errs.E(errs.Invalid, "short body"), errs.Invalid},
-		"Other":          {errors.New("weird"), errs.Internal},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := errs.CodeOf(s.error(t.Context(), tt.err, "op", "k")); got != tt.want {
-				t.Errorf("code %s, want %s", got, tt.want)
-			}
-		})
-	}
-	t.Run("Cancelled", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		if err := s.error(ctx, resp("InternalError", 500), "op", "k"); !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want context.Canceled", err)
-		}
-	})
-}
-
-func TestContentRangeTotal(t *testing.T) {
-	f := func(h string, want int64, wantOK bool) {
-		t.Helper()
-		if got, ok := contentRangeTotal(h); got != want || ok != wantOK {
-			t.Errorf("contentRangeTotal(%q) = %d, %v; want %d, %v", h, got, ok, want, wantOK)
-		}
-	}
-	f("bytes 0-9/100", 100, true)
-	f("bytes 5-5/6", 6, true)
-	f("bytes */100", 100, true)
-	f("bytes 0-9/*", 0, false)
-	f("", 0, false)
-	f("0-9/100", 0, false)
-}
-
-func TestPartSize(t *testing.T) {
-	s := &S3{opts: S3Options{PartSize: 16 << 20}}
-	f := func(size int64, num int, want int64) {
-		t.Helper()
-		if got := s.partSize(size, num); got != want {
-			t.Errorf("partSize(%d, %d) = %d, want %d", size, num, got, want)
-		}
-	}
-	f(100<<20, 1, 16<<20)
-	f(1<<40, 1, (1<<40+MaxPartNumber-1)/MaxPartNumber) // 1 TiB: parts over 16 MiB
-	f(-1, 1, 16<<20)
-	f(-1, 2000, 16<<20)
-	f(-1, 2001, 32<<20)
-	f(-1, 10000, 256<<20)
-	var total int64
-	for n := 1; n <= MaxPartNumber; n++ {
-		total += s.partSize(-1, n)
-	}
-	if total < 900<<30 {
-		t.Errorf("unknown-size uploads reach only %d GiB", total>>30)
 	}
 }
 

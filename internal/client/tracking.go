@@ -65,7 +65,7 @@ func (c *Client) GetExperiment(ctx context.Context, id string) (*tracking.Experi
 // CreateExperiment creates an experiment and returns its id;
 // errs.AlreadyExists when the name is taken.
 func (c *Client) CreateExperiment(ctx context.Context, name string) (string, error) {
-	r, err := jsonRequest("POST", "/api/2.0/mlflow/experiments/create", map[string]string{"name": name})
+	r, err := jsonRequest("POST", "/api/2.0/mlflow/experiments/create", wire.CreateExperimentRequest{Name: name})
 	if err != nil {
 		return "", err
 	}
@@ -84,9 +84,9 @@ func (c *Client) CreateRun(ctx context.Context, req tracking.CreateRunRequest) (
 	for i, t := range req.Tags {
 		tags[i] = wire.KV(t)
 	}
-	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/create", map[string]any{
-		"experiment_id": req.ExperimentID, "user_id": req.UserID, "run_name": req.RunName,
-		"start_time": req.StartTimeMs, "tags": tags,
+	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/create", wire.CreateRunRequest{
+		ExperimentID: req.ExperimentID, UserID: req.UserID, RunName: req.RunName,
+		StartTime: wire.NewInt(req.StartTimeMs), Tags: tags,
 	})
 	if err != nil {
 		return nil, err
@@ -114,15 +114,12 @@ func (c *Client) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
 
 // UpdateRun changes a run's status, end time or name.
 func (c *Client) UpdateRun(ctx context.Context, id string, u tracking.RunUpdate) error {
-	body := map[string]any{"run_id": id}
+	body := wire.UpdateRunRequest{RunID: id, RunName: u.Name}
 	if u.Status != nil {
-		body["status"] = u.Status.String()
+		body.Status = wire.Enum{Name: u.Status.String(), Set: true}
 	}
 	if u.EndTimeMs != nil {
-		body["end_time"] = *u.EndTimeMs
-	}
-	if u.Name != nil {
-		body["run_name"] = *u.Name
+		body.EndTime = wire.NewInt(*u.EndTimeMs)
 	}
 	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/update", body)
 	if err != nil {
@@ -133,11 +130,11 @@ func (c *Client) UpdateRun(ctx context.Context, id string, u tracking.RunUpdate)
 
 // SetTags sets run tags in one log-batch request.
 func (c *Client) SetTags(ctx context.Context, runID string, tags ...tracking.Tag) error {
-	wt := make([]wire.KV, len(tags))
+	wt := make([]wire.KVIn, len(tags))
 	for i, t := range tags {
-		wt[i] = wire.KV(t)
+		wt[i] = wire.KVIn{Key: t.Key, Value: &tags[i].Value}
 	}
-	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/log-batch", map[string]any{"run_id": runID, "tags": wt})
+	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/log-batch", wire.LogBatchRequest{RunID: runID, Tags: wt})
 	if err != nil {
 		return err
 	}
@@ -150,7 +147,7 @@ func (c *Client) SearchExperiments(ctx context.Context, filter string) ([]*track
 	var all []*tracking.Experiment
 	token := ""
 	for {
-		r, err := jsonRequest("POST", "/api/2.0/mlflow/experiments/search", map[string]any{"filter": filter, "max_results": 1000, "page_token": token})
+		r, err := jsonRequest("POST", "/api/2.0/mlflow/experiments/search", wire.SearchExperimentsRequest{Filter: filter, MaxResults: wire.NewInt(1000), PageToken: token})
 		if err != nil {
 			return nil, err
 		}
@@ -174,8 +171,8 @@ func (c *Client) SearchExperiments(ctx context.Context, filter string) ([]*track
 // SearchRuns returns up to max runs of the experiments that match filter
 // (MLflow's grammar), ordered by orderBy.
 func (c *Client) SearchRuns(ctx context.Context, experimentIDs []string, filter string, orderBy []string, max int) ([]*tracking.Run, error) {
-	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/search", map[string]any{
-		"experiment_ids": experimentIDs, "filter": filter, "order_by": orderBy, "max_results": max,
+	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/search", wire.SearchRunsRequest{
+		ExperimentIDs: experimentIDs, Filter: filter, OrderBy: orderBy, MaxResults: wire.NewInt(int64(max)),
 	})
 	if err != nil {
 		return nil, err

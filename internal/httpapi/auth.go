@@ -92,7 +92,7 @@ func (s *Server) authenticate(r *http.Request) (*workspace.Subject, error) {
 			if !ok {
 				return nil, errs.E(errs.Unauthenticated, "malformed Basic credentials")
 			}
-			return s.ws.AuthenticateBasic(ctx, user, pass, remoteIP(r))
+			return s.ws.AuthenticateBasic(ctx, user, pass, s.clientIP(r))
 		case "bearer":
 			return s.ws.AuthenticateToken(ctx, strings.TrimSpace(cred))
 		}

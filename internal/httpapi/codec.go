@@ -29,32 +29,43 @@ func invalid(format string, args ...any) error {
 // readBody reads a JSON request body, enforcing the size limit and UTF-8.
 // An empty body reads as "{}", as in MLflow.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return s.readBodyInto(w, r, new(bytes.Buffer))
+	return s.readBodyInto(w, r, new(bytes.Buffer), s.opts.MaxBodyBytes)
 }
 
-// readBodyInto is readBody reading into buf, which must be empty; the body
-// returned is buf's bytes, or a copy of them.
-func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+// readBodyInto is readBody reading into buf, which must be empty, and
+// taking at most limit bytes; the body returned is buf's bytes, or a copy
+// of them.
+func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer, limit int64) ([]byte, error) {
+	ct := r.Header.Get("Content-Type")
+	if ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return nil, invalid("Bad Request. Content-Type must be application/json, got %q", ct)
 		}
+	} else if r.ContentLength != 0 {
+		// A body without a type is what a page of another site can send
+		// without the browser asking the server first (a "simple"
+		// request); every client of the API says application/json.
+		return nil, invalid("Bad Request. Content-Type must be application/json: the request has a body and no Content-Type")
 	}
-	// A body of known length is read into one buffer of its size (a
-	// log-batch is about 80 KB: io.ReadAll would grow and copy it eight
-	// times). MinRead more, so the read that finds the end does not grow it.
-	// Not more than 1 MiB ahead of the bytes themselves: a declared length
-	// alone must not make the server hold memory.
-	if n := r.ContentLength; n > 0 && n <= s.opts.MaxBodyBytes {
-		buf.Grow(int(min(n, 1<<20)) + bytes.MinRead)
+	if r.ContentLength > limit {
+		// Refused before a byte of it is read, rather than after limit
+		// bytes have come in at whatever pace the client likes.
+		return nil, bodyTooLarge(limit)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	// The buffer grows with the bytes that arrive (ReadFrom doubles it as
+	// needed), never from the declared length: a client may declare 10 MB
+	// and send one byte, on as many connections as it likes. A pooled
+	// buffer (log-batch) keeps its size from one request to the next.
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &errs.Error{Code: errs.LimitExceeded, Msg: fmt.Sprintf("limit exceeded: request body is larger than the limit of %d bytes", s.opts.MaxBodyBytes), Err: errBodyTooLarge}
+			return nil, bodyTooLarge(limit)
+		}
+		if errors.Is(err, errBodyTooSlow) {
+			return nil, err
 		}
 		return nil, invalid("could not read the request body: %v", err)
 	}
@@ -74,6 +85,10 @@ func (s *Server) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes
 		body = []byte(inner)
 	}
 	return body, nil
+}
+
+func bodyTooLarge(limit int64) error {
+	return &errs.Error{Code: errs.LimitExceeded, Msg: fmt.Sprintf("limit exceeded: request body is larger than the limit of %d bytes", limit), Err: errBodyTooLarge}
 }
 
 // query is a GET request's parameters, checked against the fields the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/wire"
@@ -38,6 +39,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The client went away; nobody reads this response.
 		status, wireCode, msg = 499, wire.Cancelled, "request cancelled"
 	}
+	if b := bodyTooSlow(r); b != nil || errors.Is(err, errBodyTooSlow) {
+		// Whatever the handler made of the failed read (a store wraps it,
+		// the request's context is cancelled with it), the client was too
+		// slow: a 408, which says so, and the connection closes.
+		wireCode, _ = wire.ErrorFor(errs.Invalid, r.URL.Path)
+		status = http.StatusRequestTimeout
+		if b != nil {
+			msg = b.message()
+		}
+	}
 	rid := RequestIDFromContext(r.Context())
 	switch {
 	case status >= 500 && status != http.StatusInsufficientStorage:
@@ -55,10 +66,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	// The web UI's requests (X-Requested-With, as its fetches send) get no
-	// challenge: a browser would answer it with its own Basic sign-in
-	// dialog instead of letting the UI show its login page.
-	if status == http.StatusUnauthorized && r.Header.Get("X-Requested-With") != "XMLHttpRequest" {
+	// The web UI's requests (X-Requested-With, as its fetches send) and a
+	// browser's navigation get no challenge: a browser would answer it
+	// with its own Basic sign-in dialog instead of letting the UI show its
+	// login page, and a dialog that any page can raise by linking here
+	// invites users to type their password into it.
+	if status == http.StatusUnauthorized && r.Header.Get("X-Requested-With") != "XMLHttpRequest" && !browserNavigation(r) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sextant"`)
 	}
 	body, _ := json.Marshal(wire.ErrorBody{ErrorCode: wireCode, Message: msg})
@@ -73,5 +86,24 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 func headerTooLargeBody() []byte {
 	code, _ := wire.ErrorFor(errs.LimitExceeded, "")
 	body, _ := json.Marshal(wire.ErrorBody{ErrorCode: code, Message: "The request line and headers are over " + strconv.Itoa(MaxHeaderBytes) + " bytes, the most the server reads: send long parameters in a POST body"})
+	return body
+}
+
+// browserNavigation reports whether r is a browser loading a page (a link
+// followed, an address typed, a frame): Sec-Fetch-Mode says so where the
+// browser sends it, Accept asking for HTML elsewhere.
+func browserNavigation(r *http.Request) bool {
+	if m := r.Header.Get("Sec-Fetch-Mode"); m != "" {
+		return m == "navigate" || m == "nested-navigate"
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// tooManyConnsBody is the JSON error for a connection over the cap of
+// connections per client (see Listener): a 429, which clients retry
+// after a pause.
+func tooManyConnsBody(max int) []byte {
+	code, _ := wire.ErrorFor(errs.Throttled, "")
+	body, _ := json.Marshal(wire.ErrorBody{ErrorCode: code, Message: "Too many connections from this address: the server takes at most " + strconv.Itoa(max) + " from one client while it is busy (--max-conns-per-client); close idle ones or retry later"})
 	return body
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -33,11 +34,7 @@ func kvTags(in []wire.KV) []tracking.Tag {
 }
 
 func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name             string    `json:"name"`
-		ArtifactLocation string    `json:"artifact_location"`
-		Tags             []wire.KV `json:"tags"`
-	}
+	var req wire.CreateExperimentRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -97,13 +94,7 @@ func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) err
 }
 
 func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		MaxResults wire.Int  `json:"max_results"`
-		PageToken  string    `json:"page_token"`
-		Filter     string    `json:"filter"`
-		OrderBy    []string  `json:"order_by"`
-		ViewType   wire.Enum `json:"view_type"`
-	}
+	var req wire.SearchExperimentsRequest
 	if r.Method == http.MethodGet {
 		q, err := parseQuery(r, "max_results", "page_token", "filter", "order_by", "view_type")
 		if err != nil {
@@ -289,7 +280,12 @@ func (s *Server) deleteExperimentTag(w http.ResponseWriter, r *http.Request) err
 
 // decode reads and strictly decodes a JSON body into dst.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	body, err := s.readBody(w, r)
+	return s.decodeLimited(w, r, dst, s.opts.MaxBodyBytes)
+}
+
+// decodeLimited is decode taking a body of at most limit bytes.
+func (s *Server) decodeLimited(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
+	body, err := s.readBodyInto(w, r, new(bytes.Buffer), min(limit, s.opts.MaxBodyBytes))
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func TestHeaderTooLargeIsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: s, MaxHeaderBytes: httpapi.MaxHeaderBytes, ReadHeaderTimeout: time.Minute}
-	go srv.Serve(httpapi.Listener(ln))
+	go srv.Serve(httpapi.Listener(ln, httpapi.ListenerOptions{}))
 	t.Cleanup(func() { srv.Close() })
 	base := "http://" + ln.Addr().String()
 

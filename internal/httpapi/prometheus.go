@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // The server's Prometheus metrics: every request by route and status, and
@@ -52,6 +54,25 @@ func newHTTPMetrics(r prometheus.Registerer) *httpMetrics {
 		r.MustRegister(m.requests, m.duration, m.inFlight)
 	}
 	return m
+}
+
+// registerSignInMetrics exports the workspace's sign-in counters: how
+// many password checks (bcrypt runs) sign-ins cost, and how many were
+// refused before theirs.
+func registerSignInMetrics(r prometheus.Registerer, ws *workspace.Service) {
+	if r == nil || ws == nil {
+		return
+	}
+	r.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sextant_signin_password_checks_total",
+			Help: "Password checks (bcrypt runs) made for sign-ins, over HTTP Basic or the login route; a verified Basic password is cached and not checked again.",
+		}, func() float64 { return float64(ws.SignInStats().PasswordChecks) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sextant_signin_throttled_total",
+			Help: "Sign-ins refused with 429 before their password was checked: a failure budget spent, or no free password-check slot.",
+		}, func() float64 { return float64(ws.SignInStats().Throttled) }),
+	)
 }
 
 // unmatchedRoute labels requests that no route took: refused before

@@ -43,13 +43,7 @@ func runID(id, uuid string) (string, error) {
 }
 
 func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		ExperimentID string    `json:"experiment_id"`
-		UserID       string    `json:"user_id"`
-		RunName      string    `json:"run_name"`
-		StartTime    wire.Int  `json:"start_time"`
-		Tags         []wire.KV `json:"tags"`
-	}
+	var req wire.CreateRunRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -96,13 +90,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) updateRun(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		RunID   string    `json:"run_id"`
-		RunUUID string    `json:"run_uuid"`
-		Status  wire.Enum `json:"status"`
-		EndTime wire.Int  `json:"end_time"`
-		RunName *string   `json:"run_name"`
-	}
+	var req wire.UpdateRunRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -268,7 +256,7 @@ func (s *Server) deleteTag(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 	sc := logBatchPool.Get().(*logBatchScratch)
 	defer sc.release()
-	body, err := s.readBodyInto(w, r, &sc.body)
+	body, err := s.readBodyInto(w, r, &sc.body, s.opts.MaxBodyBytes)
 	if err != nil {
 		return err
 	}
@@ -449,14 +437,7 @@ func (s *Server) logOutputs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		ExperimentIDs []string  `json:"experiment_ids"`
-		Filter        string    `json:"filter"`
-		RunViewType   wire.Enum `json:"run_view_type"`
-		MaxResults    wire.Int  `json:"max_results"`
-		OrderBy       []string  `json:"order_by"`
-		PageToken     string    `json:"page_token"`
-	}
+	var req wire.SearchRunsRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"runtime/debug"
 	"strings"
@@ -75,6 +76,21 @@ type Options struct {
 	// Health reports whether the database can be written, for /health;
 	// nil means it always can.
 	Health func() StoreHealth
+	// AllowedHosts decides which Host headers are answered (see
+	// HostPolicy); nil answers any. cmd/sextant sets it.
+	AllowedHosts *HostPolicy
+	// BodyTimeout is how long a request body may take to deliver
+	// BodyMinBytes before the server answers 408 and closes the
+	// connection; 0 means DefaultBodyTimeout, negative turns the check
+	// off.
+	BodyTimeout time.Duration
+	// BodyMinBytes is what a request body must deliver every BodyTimeout,
+	// in bytes; 0 or less means DefaultBodyMinBytes.
+	BodyMinBytes int64
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the client address of sign-in budgets (see
+	// clientip.go); empty means the direct peer is the client.
+	TrustedProxies []netip.Prefix
 }
 
 // StoreHealth is the database's state as /health shows it.
@@ -101,6 +117,8 @@ type Server struct {
 	routes  []route
 	handler http.Handler
 	metrics *httpMetrics
+	hosts   *HostPolicy
+	cop     *http.CrossOriginProtection
 }
 
 // Access is the permission a route needs. Every route declares one; a
@@ -241,7 +259,14 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
-	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, ws: opts.Workspace, gpu: opts.GPU, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.BodyMinBytes <= 0 {
+		opts.BodyMinBytes = DefaultBodyMinBytes
+	}
+	s := &Server{opts: opts, tr: opts.Tracking, art: opts.Artifacts, ws: opts.Workspace, gpu: opts.GPU, log: opts.Logger, mux: http.NewServeMux(),
+		hosts: opts.AllowedHosts, cop: http.NewCrossOriginProtection()}
 	if opts.Workspace != nil && opts.Files != nil {
 		s.files = workspace.NewFiles(opts.Workspace, opts.Files)
 	}
@@ -249,6 +274,7 @@ func New(opts Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.metrics = newHTTPMetrics(opts.Metrics)
+	registerSignInMetrics(opts.Metrics, opts.Workspace)
 	s.registerHealthRoutes()
 	s.registerMetricsRoute()
 	s.registerExperimentRoutes()
@@ -415,6 +441,9 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			rid = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", rid)
+		// No page of another site may frame any answer (clickjacking);
+		// the UI's pages also say so in their Content-Security-Policy.
+		w.Header().Set("X-Frame-Options", "DENY")
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		sw := &statusWriter{ResponseWriter: w}
 		s.metrics.inFlight.Inc()
@@ -431,6 +460,15 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.writeError(sw, r, errs.Errorf(errs.Invalid, "Invalid path %q: request paths must not contain '//', '.' or '..' segments", errs.Truncate(p, 200)))
 			return
 		}
+		if err := s.checkHost(r); err != nil {
+			s.writeError(sw, r, err)
+			return
+		}
+		if err := s.checkOrigin(r); err != nil {
+			s.writeError(sw, r, err)
+			return
+		}
+		r = s.paceBody(w, r)
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {

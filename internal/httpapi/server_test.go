@@ -31,6 +31,12 @@ func MustServer(tb testing.TB) *httpapi.Server {
 // mustServerStore returns MustServer's server and its store.
 func mustServerStore(tb testing.TB) (*httpapi.Server, *sqlstore.Store) {
 	tb.Helper()
+	return mustServerWith(tb, nil)
+}
+
+// mustServerWith is mustServerStore with the options changed by set.
+func mustServerWith(tb testing.TB, set func(*httpapi.Options)) (*httpapi.Server, *sqlstore.Store) {
+	tb.Helper()
 	store, err := sqlstore.Open(context.Background(), filepath.Join(tb.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		tb.Fatal(err)
@@ -53,7 +59,11 @@ func mustServerStore(tb testing.TB) (*httpapi.Server, *sqlstore.Store) {
 	if err := ws.Init(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	return httpapi.New(httpapi.Options{Tracking: tr, Artifacts: art, Workspace: ws, Files: files, Version: "3.7.0", MaxBodyBytes: 1 << 20, UI: ui.MustNew()}), store
+	opts := httpapi.Options{Tracking: tr, Artifacts: art, Workspace: ws, Files: files, Version: "3.7.0", MaxBodyBytes: 1 << 20, UI: ui.MustNew()}
+	if set != nil {
+		set(&opts)
+	}
+	return httpapi.New(opts), store
 }
 
 type response struct {

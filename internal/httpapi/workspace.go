@@ -60,10 +60,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req wire.LoginRequest
-	if err := s.decode(w, r, &req); err != nil {
+	if err := s.decodeLimited(w, r, &req, LoginMaxBodyBytes); err != nil {
 		return err
 	}
-	cookie, sess, u, err := s.ws.Login(r.Context(), req.Email, req.Password, remoteIP(r))
+	cookie, sess, u, err := s.ws.Login(r.Context(), req.Email, req.Password, s.clientIP(r))
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,10 @@
 package sqlstore
 
-import (
-	"math"
-
-	"github.com/sextant/sextant/internal/tracking/search"
-)
+import "math"
 
 // SQLite's semantics of the comparisons a search filter renders, in Go,
-// for the search index (search_index_query.go): LIKE, lower() and
-// integer-against-float comparisons.
+// for the search index's row and column tests (search_ops.go): LIKE,
+// lower() and integer-against-float comparisons.
 
 // sqliteLike reports whether s matches the LIKE pattern p as SQLite
 // matches it on the store's connections: case-sensitive
@@ -132,27 +128,9 @@ func likeCompare(p, s string) int {
 	return likeNoMatch
 }
 
-// intFloatOp compares an INTEGER column with a REAL value as SQLite does
-// (sqlite3IntFloatCompare): exactly, whatever their magnitudes.
-func intFloatOp(op search.Op, i int64, f float64) bool {
-	c := intFloatCompare(i, f)
-	switch op {
-	case search.OpEq:
-		return c == 0
-	case search.OpNe:
-		return c != 0
-	case search.OpLt:
-		return c < 0
-	case search.OpLe:
-		return c <= 0
-	case search.OpGt:
-		return c > 0
-	case search.OpGe:
-		return c >= 0
-	}
-	return false
-}
-
+// intFloatCompare compares an INTEGER column with a REAL value as SQLite
+// does (sqlite3IntFloatCompare): exactly, whatever their magnitudes. A
+// NaN compares above every integer (the search binds none: intCompare).
 func intFloatCompare(i int64, r float64) int {
 	switch {
 	case math.IsNaN(r):

@@ -193,47 +193,31 @@ func (c *column) size() int64 {
 // colTest is a clause's test on a run's ordinal.
 type colTest func(ord int32) bool
 
-// columnTest compiles c as memClause does, testing a column; nil when c
-// is not a comparison of a metric, param or tag a column answers.
+// columnTest compiles c as memClause does, testing a column, from its
+// operator's description (search_ops.go); nil when c is not a comparison
+// of a metric, param or tag a column answers (the run is tested then).
 func (ri *runIndex) columnTest(c search.Comparison) colTest {
+	d := opDescs[c.Op]
 	switch c.Entity {
 	case search.Metric:
 		x := c.Value.Num
-		if c.Value.Kind != search.Number || math.IsNaN(x) {
+		if d.nums == nil || c.Value.Kind != search.Number || math.IsNaN(x) {
 			return nil
 		}
-		nums := ri.column(colKey{search.Metric, c.Key}).nums
-		// NaN (none) fails every comparison but !=, which checks it.
-		switch c.Op {
-		case search.OpEq:
-			return func(o int32) bool { return nums[o] == x }
-		case search.OpNe:
-			return func(o int32) bool { v := nums[o]; return v == v && v != x }
-		case search.OpLt:
-			return func(o int32) bool { return nums[o] < x }
-		case search.OpLe:
-			return func(o int32) bool { return nums[o] <= x }
-		case search.OpGt:
-			return func(o int32) bool { return nums[o] > x }
-		case search.OpGe:
-			return func(o int32) bool { return nums[o] >= x }
-		}
-		return nil
+		return d.nums(ri.column(colKey{search.Metric, c.Key}).nums, x)
 	case search.Param, search.Tag:
 	default:
 		return nil
 	}
-	switch c.Op {
-	case search.OpIsNull:
+	if d.present != nil {
 		ids := ri.column(colKey{c.Entity, c.Key}).ids
-		return func(o int32) bool { return ids[o] == 0 }
-	case search.OpIsNotNull:
-		ids := ri.column(colKey{c.Entity, c.Key}).ids
-		return func(o int32) bool { return ids[o] != 0 }
-	case search.OpEq:
-		if c.Value.Kind != search.String {
-			return nil
+		if d.present(true) {
+			return func(o int32) bool { return ids[o] != 0 }
 		}
+		return func(o int32) bool { return ids[o] == 0 }
+	}
+	if driveOf(c) == driveValue {
+		// The runs of one value: those with its id.
 		col := ri.column(colKey{c.Entity, c.Key})
 		want, ids := col.index[c.Value.Str], col.ids
 		if want == 0 {
@@ -241,7 +225,7 @@ func (ri *runIndex) columnTest(c search.Comparison) colTest {
 		}
 		return func(o int32) bool { return ids[o] == want }
 	}
-	test, ok := stringOp(c)
+	test, ok := stringTest(c)
 	if !ok {
 		return nil
 	}

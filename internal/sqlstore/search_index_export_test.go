@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/sextant/sextant/internal/tracking"
+	"github.com/sextant/sextant/internal/tracking/search"
 )
 
 // WaitForSearchIndex makes searches wait for their experiment's search
@@ -29,6 +30,13 @@ func (s *Store) SetSearchIndexInline(n int) {
 
 // HasSearchIndex reports whether the store has a search index.
 func (s *Store) HasSearchIndex() bool { return s.index != nil }
+
+// IndexEvaluates reports whether the search index evaluates clause c (a
+// clause runs are searched by), or leaves the search to SQL.
+func IndexEvaluates(c search.Comparison) bool {
+	_, ok := memClause(c)
+	return ok
+}
 
 // SearchRunsSQL answers a runs search with SQL, never from the index.
 func (s *Store) SearchRunsSQL(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {

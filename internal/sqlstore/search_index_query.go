@@ -96,36 +96,31 @@ func compileMemQuery(q tracking.RunQuery) (*memQuery, bool, error) {
 	return mq, ok, nil
 }
 
-// memClause compiles a clause that runClause accepted; false: the index
-// cannot evaluate it.
+// memClause compiles a clause that runClause accepted into the index's
+// row test, from its operator's description (search_ops.go); false: the
+// index cannot evaluate it (an operator without a row test for the
+// clause's value, a datasets clause), and SQL answers the search.
 func memClause(c search.Comparison) (func(*idxRun) bool, bool) {
 	switch c.Entity {
 	case search.Metric:
-		num, op := c.Value.Num, c.Op
-		if math.IsNaN(num) {
-			// Bound as NULL: every comparison is false.
-			return func(*idxRun) bool { return false }, true
+		test, ok := floatTest(c)
+		if !ok {
+			return nil, false
 		}
 		key := c.Key
 		return func(r *idxRun) bool {
 			m := r.metric(key)
-			if m == nil || math.IsNaN(m.Value) {
-				return false // the latest value is NULL
-			}
-			return floatOp(op, m.Value, num)
+			return m != nil && test(m.Value) // none: NULL
 		}, true
 	case search.Param, search.Tag:
 		get := func(r *idxRun) (string, bool) { return r.param(c.Key) }
 		if c.Entity == search.Tag {
 			get = func(r *idxRun) (string, bool) { return r.tag(c.Key) }
 		}
-		switch c.Op {
-		case search.OpIsNull:
-			return func(r *idxRun) bool { _, ok := get(r); return !ok }, true
-		case search.OpIsNotNull:
-			return func(r *idxRun) bool { _, ok := get(r); return ok }, true
+		if present := opDescs[c.Op].present; present != nil {
+			return func(r *idxRun) bool { _, ok := get(r); return present(ok) }, true
 		}
-		test, ok := stringOp(c)
+		test, ok := stringTest(c)
 		if !ok {
 			return nil, false
 		}
@@ -136,13 +131,19 @@ func memClause(c search.Comparison) (func(*idxRun) bool, bool) {
 	case search.Attribute:
 		switch c.Key {
 		case search.AttrStartTime:
-			num, op := c.Value.Num, c.Op
-			return func(r *idxRun) bool { return intFloatOp(op, r.run.Info.StartTimeMs, num) }, true
+			test, ok := intTest(c)
+			if !ok {
+				return nil, false
+			}
+			return func(r *idxRun) bool { return test(r.run.Info.StartTimeMs) }, true
 		case search.AttrEndTime:
-			num, op := c.Value.Num, c.Op
-			return func(r *idxRun) bool { return r.endSet && intFloatOp(op, r.run.Info.EndTimeMs, num) }, true
+			test, ok := intTest(c)
+			if !ok {
+				return nil, false
+			}
+			return func(r *idxRun) bool { return r.endSet && test(r.run.Info.EndTimeMs) }, true
 		}
-		test, ok := stringOp(c)
+		test, ok := stringTest(c)
 		if !ok {
 			return nil, false
 		}
@@ -150,55 +151,6 @@ func memClause(c search.Comparison) (func(*idxRun) bool, bool) {
 		return func(r *idxRun) bool { return test(r.attr(key)) }, true
 	}
 	return nil, false
-}
-
-// stringOp compiles a string comparison as stringCompare renders it.
-func stringOp(c search.Comparison) (func(string) bool, bool) {
-	s := c.Value.Str
-	switch c.Op {
-	case search.OpEq:
-		return func(v string) bool { return v == s }, true
-	case search.OpNe:
-		return func(v string) bool { return v != s }, true
-	case search.OpLike:
-		if len(s) > likeMaxPattern {
-			return nil, false
-		}
-		return func(v string) bool { return sqliteLike(s, v) }, true
-	case search.OpILike:
-		if len(s) > likeMaxPattern {
-			return nil, false
-		}
-		p := asciiLower(s)
-		return func(v string) bool { return sqliteLike(p, asciiLower(v)) }, true
-	case search.OpIn, search.OpNotIn:
-		set := make(map[string]bool, len(c.Value.List))
-		for _, v := range c.Value.List {
-			set[v] = true
-		}
-		in := c.Op == search.OpIn
-		return func(v string) bool { return set[v] == in }, true
-	}
-	return nil, false
-}
-
-// floatOp compares a with b as SQL does, neither being NaN.
-func floatOp(op search.Op, a, b float64) bool {
-	switch op {
-	case search.OpEq:
-		return a == b
-	case search.OpNe:
-		return a != b
-	case search.OpLt:
-		return a < b
-	case search.OpLe:
-		return a <= b
-	case search.OpGt:
-		return a > b
-	case search.OpGe:
-		return a >= b
-	}
-	return false
 }
 
 // metric returns the run's latest value of key, or nil.
@@ -658,20 +610,21 @@ func (ri *runIndex) orderLed(terms []sortTerm, lead int) *sortedRuns {
 // known exactly; the walk is estimated to read page/share runs, share
 // being the product of the clauses' shares of the runs.
 
-// drives reports whether a clause can drive a search.
+// drives reports whether a clause can drive a search of the index: one
+// whose operator selects a range of a metric's latest values or of an
+// integer attribute (driveOf), one value of a param, a tag or a string
+// attribute, or several of a string attribute.
 func drives(c search.Comparison) bool {
-	number := func() bool {
-		switch c.Op {
-		case search.OpEq, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
-			return c.Value.Kind == search.Number && !math.IsNaN(c.Value.Num)
-		}
-		return false
+	k := driveOf(c)
+	if c.Value.Kind == search.Number && math.IsNaN(c.Value.Num) {
+		return false // no range of sorted values: selects none
 	}
 	switch c.Entity {
 	case search.Param, search.Tag:
-		return c.Op == search.OpEq && c.Value.Kind == search.String
+		// The led plan walks the one range of an equality.
+		return k == driveValue
 	case search.Metric:
-		return number()
+		return k == driveRange
 	case search.Attribute:
 		// attributes.run_id = / IN, run_name =, status = 'RUNNING',
 		// start_time > a day ago: lookups a user expects to be instant,
@@ -681,11 +634,9 @@ func drives(c search.Comparison) bool {
 		case !ok:
 			return false
 		case kind == termInt:
-			return number()
-		case c.Op == search.OpIn:
-			return true
+			return k == driveRange
 		}
-		return c.Op == search.OpEq && c.Value.Kind == search.String
+		return k == driveValue || k == driveValues
 	}
 	return false
 }
@@ -732,7 +683,8 @@ func count(spans []span) int {
 
 // selects returns the ranges of o's entries that clause c, which drives
 // (drives), selects: those with a value (rank 0: present, not NaN) that
-// passes the comparison; one range but for IN, a range per value.
+// passes the comparison; one range but for a list of values (IN), a range
+// per value.
 func (o *sortedRuns) selects(c search.Comparison) []span {
 	es := o.entries
 	end := sort.Search(len(es), func(i int) bool { return es[i].rank > 0 })
@@ -744,26 +696,20 @@ func (o *sortedRuns) selects(c search.Comparison) []span {
 		gt := func(i int) bool { return es[i].v.f > x }
 		if o.terms[o.g0-1].kind == termInt {
 			// An attribute's integer, compared as SQLite compares it.
-			ge = func(i int) bool { return intFloatOp(search.OpGe, es[i].v.i, x) }
-			gt = func(i int) bool { return intFloatOp(search.OpGt, es[i].v.i, x) }
+			ge = func(i int) bool { return intFloatCompare(es[i].v.i, x) >= 0 }
+			gt = func(i int) bool { return intFloatCompare(es[i].v.i, x) > 0 }
 		}
 		lower, upper := sort.Search(end, ge), sort.Search(end, gt)
-		switch c.Op {
-		case search.OpLt:
-			return []span{{0, lower}}
-		case search.OpLe:
-			return []span{{0, upper}}
-		case search.OpGt:
-			return []span{{upper, end}}
-		case search.OpGe:
-			return []span{{lower, end}}
-		}
-		return []span{{lower, upper}}
+		// The regions below, at and above x, and the ones the operator
+		// selects.
+		bounds := [4]int{0, lower, upper, end}
+		first, last, _ := numRegions(opDescs[c.Op].holds)
+		return []span{{bounds[first+1], bounds[last+2]}}
 	}
 	of := func(x string) span {
 		return span{sort.Search(end, func(i int) bool { return es[i].v.s >= x }), sort.Search(end, func(i int) bool { return es[i].v.s > x })}
 	}
-	if c.Op != search.OpIn {
+	if driveOf(c) == driveValue {
 		return []span{of(c.Value.Str)}
 	}
 	// Each value once: a value listed twice must not select its runs twice.

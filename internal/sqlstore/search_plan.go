@@ -54,36 +54,42 @@ type searchDriver struct {
 }
 
 // clauseDriver returns the driver of clause c, or false when no index
-// serves it.
+// serves it: how its operator selects runs (driveOf, from its description
+// in search_ops.go) and an index of its target that selects them so.
 func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
+	k := driveOf(c)
 	switch c.Entity {
 	case search.Param, search.Tag:
 		table, index := "params", "params_key_value"
 		if c.Entity == search.Tag {
 			table, index = "tags", "tags_key_value"
 		}
-		if c.Op == search.OpEq && c.Value.Kind == search.String {
+		if k == driveValue {
 			return searchDriver{i, "SELECT run_pk FROM " + table + " WHERE key = ? AND value = ?", []any{c.Key, c.Value.Str}, index}, true
 		}
 	case search.Metric:
-		if isRange(c.Op) && c.Value.Kind == search.Number {
+		if k == driveRange {
 			// NaN latest values are NULL: no comparison selects them, as
 			// in the scalar subquery the clause otherwise becomes.
-			args := append(append([]any{}, exps...), c.Key, c.Value.Num)
-			return searchDriver{i, "SELECT run_pk FROM metric_series WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND key = ? AND value " + string(c.Op) + " ?", args, "metric_series_exp_key_value"}, true
+			w, a, err := numberCompare("value", c)
+			if err != nil {
+				return searchDriver{}, false
+			}
+			args := append(append(append([]any{}, exps...), c.Key), a...)
+			return searchDriver{i, "SELECT run_pk FROM metric_series WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND key = ? AND " + w, args, "metric_series_exp_key_value"}, true
 		}
 	case search.Attribute:
 		switch {
-		case c.Key == search.AttrRunID && (c.Op == search.OpEq || c.Op == search.OpIn && len(c.Value.List) <= maxDriverIDs):
+		case c.Key == search.AttrRunID && (k == driveValue || k == driveValues && len(c.Value.List) <= maxDriverIDs):
 			w, args, err := stringCompare("run_id", c)
 			if err != nil {
 				return searchDriver{}, false
 			}
 			return searchDriver{i, "SELECT run_pk FROM runs WHERE " + w, args, "runs.run_id"}, true
-		case c.Key == search.AttrRunName && c.Op == search.OpEq:
+		case c.Key == search.AttrRunName && k == driveValue:
 			args := append(append([]any{}, exps...), c.Value.Str)
 			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND name = ?", args, "runs_experiment_name"}, true
-		case c.Key == search.AttrStartTime && isRange(c.Op):
+		case c.Key == search.AttrStartTime && k == driveRange:
 			// A window of start times (the runs of one day, of a sweep
 			// that ran last night) from the index that also orders by
 			// start time.
@@ -96,15 +102,6 @@ func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 		}
 	}
 	return searchDriver{}, false
-}
-
-// isRange reports whether op is a comparison an index range serves.
-func isRange(op search.Op) bool {
-	switch op {
-	case search.OpEq, search.OpLt, search.OpLe, search.OpGt, search.OpGe:
-		return true
-	}
-	return false
 }
 
 // searchPlan is the planner's choice, for the search and for tests.

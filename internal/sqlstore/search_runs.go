@@ -14,12 +14,20 @@ import (
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
-// A runs search is one SQL query: the filter becomes EXISTS subqueries on
-// the side tables, each order key becomes one to three non-NULL sort terms
-// (so that "missing sorts last, NaN after values" holds in both
+// A runs search of one experiment is answered from the search index
+// (search_index.go, SQLite only) when it can be, else with SQL; a search
+// of several experiments (up to 16) merges one such search of each
+// (search_merge.go). With SQL, a search is one query per phase (metricPhases: up to three when the first order key is a
+// metric), started from the runs of an indexed clause when the planner
+// (search_plan.go) finds that cheaper. Each filter clause is a correlated
+// scalar subquery on its side table (sideCompare; EXISTS only for
+// datasets), rendered from its operator's description (search_ops.go),
+// as the index's tests are. Each order key becomes one to three non-NULL
+// sort terms (so that "missing sorts last, NaN after values" holds in both
 // directions), and pagination is keyset pagination on the full list of
-// sort terms ending with the unique run_id. Keyset tokens stay correct
-// while runs are added, unlike offsets, and cost the same at any depth.
+// sort terms ending with the unique run_id, the same on every path. Keyset
+// tokens stay correct while runs are added, unlike offsets, and cost the
+// same at any depth.
 
 type termKind int
 

@@ -3,12 +3,14 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	_ "github.com/mattn/go-sqlite3"
+	"go.uber.org/goleak"
 
 	"github.com/sextant/sextant/internal/pgtest"
 	"github.com/sextant/sextant/internal/sqlstore"
@@ -32,8 +34,20 @@ func MustOpen(tb testing.TB, opts sqlstore.Options) *sqlstore.Store {
 	return s
 }
 
-// TestMain stops the PostgreSQL server the tests started, if any.
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain stops the PostgreSQL server the tests started, if any, and
+// fails the package when a goroutine outlives the tests: every store's
+// writer, compactor, pruner and search-index follower must end with
+// Close.
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines left running after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // MustOpenPostgres opens a store on a fresh PostgreSQL database (see
 // pgtest) and closes it when the test ends.

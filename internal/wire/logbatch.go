@@ -11,9 +11,9 @@ import (
 // LogBatchRequest is the body of runs/log-batch.
 type LogBatchRequest struct {
 	RunID   string     `json:"run_id"`
-	Metrics []MetricIn `json:"metrics"`
-	Params  []KVIn     `json:"params"`
-	Tags    []KVIn     `json:"tags"`
+	Metrics []MetricIn `json:"metrics,omitempty"`
+	Params  []KVIn     `json:"params,omitempty"`
+	Tags    []KVIn     `json:"tags,omitempty"`
 }
 
 // MetricIn is a metric as clients send it.

@@ -438,7 +438,7 @@ func (s *Service) SetPermission(ctx context.Context, sub *Subject, r Resource, p
 	if err := s.store.SetGrant(ctx, Grant{Resource: r, Principal: p, Level: level}); err != nil {
 		return err
 	}
-	s.resetCaches()
+	s.forgetGrantsOf(p)
 	s.audit(ctx, sub, "permission.set", r.String(), principal+" "+level.String())
 	return nil
 }
@@ -507,7 +507,7 @@ func (s *Service) SetGroupMember(ctx context.Context, sub *Subject, group, email
 	if err != nil {
 		return err
 	}
-	s.resetCaches()
+	s.forgetAccess(u.ID)
 	action := "group.add"
 	if !member {
 		action = "group.remove"

@@ -38,6 +38,13 @@ type Options struct {
 	// Resources decides access to the catalogs, schemas and volumes that
 	// permission requests name (internal/volumes); nil refuses them.
 	Resources ResourceChecker
+	// MaxPasswordChecks is how many sign-in password checks (bcrypt runs)
+	// may run at once, server-wide; 0 means one per core (GOMAXPROCS), at
+	// least 2.
+	MaxPasswordChecks int
+	// PasswordCheckWait is how long a sign-in waits for a free check slot
+	// before it is refused with Throttled (429); 0 means 3 seconds.
+	PasswordCheckWait time.Duration
 }
 
 // ResourceChecker decides access to resources kept outside the workspace:
@@ -62,8 +69,10 @@ type Service struct {
 	subjects  map[int64]cached[*Subject]
 	perms     map[permKey]cached[Level]
 	expPaths  map[string]cached[string]
-	failures  map[string]*failureWindow
 	dummyHash []byte
+	signin    *signIns
+	// compare is bcrypt.CompareHashAndPassword; tests replace it.
+	compare func(hash, password []byte) error
 	// verifying holds the password checks in progress, so that many
 	// requests arriving at once with the same credentials (the mlflow client
 	// sends them on every request) pay for one bcrypt, not one each.
@@ -122,9 +131,19 @@ func NewService(store Store, opts Options) *Service {
 	if opts.CacheTTL <= 0 {
 		opts.CacheTTL = 10 * time.Second
 	}
-	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts}
-	s.resetCaches()
-	s.failures = map[string]*failureWindow{}
+	if opts.MaxPasswordChecks <= 0 {
+		opts.MaxPasswordChecks = defaultPasswordChecks()
+	}
+	if opts.PasswordCheckWait <= 0 {
+		opts.PasswordCheckWait = 3 * time.Second
+	}
+	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, compare: bcrypt.CompareHashAndPassword}
+	s.basic = map[[32]byte]basicEntry{}
+	s.tokens = map[[32]byte]cached[*Token]{}
+	s.subjects = map[int64]cached[*Subject]{}
+	s.perms = map[permKey]cached[Level]{}
+	s.expPaths = map[string]cached[string]{}
+	s.signin = newSignIns(opts.MaxPasswordChecks, opts.PasswordCheckWait)
 	s.verifying = map[[32]byte]*verification{}
 	// A hash to compare against when the user does not exist, so that a
 	// wrong email costs as much time as a wrong password.
@@ -134,14 +153,65 @@ func NewService(store Store, opts Options) *Service {
 
 func (s *Service) nowMs() int64 { return s.now().UnixMilli() }
 
-func (s *Service) resetCaches() {
+// Changes made through this replica drop only what they make stale, and
+// only for the users they touch: a change anyone may make (a grant on
+// their own folder) must not send every other client's Basic credentials
+// back to bcrypt. Changes made through other replicas take effect within
+// CacheTTL.
+
+// forgetUser drops what this replica cached about one user: their
+// verified Basic credentials (a new password, a disabled account), their
+// account and groups, and their permission levels.
+func (s *Service) forgetUser(userID int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.basic = map[[32]byte]basicEntry{}
-	s.tokens = map[[32]byte]cached[*Token]{}
-	s.subjects = map[int64]cached[*Subject]{}
+	for k, e := range s.basic {
+		if e.userID == userID {
+			delete(s.basic, k)
+		}
+	}
+	s.forgetAccessLocked(userID)
+}
+
+// forgetAccess drops one user's account, groups and permission levels,
+// keeping their verified credentials. Callers of the Locked form hold s.mu.
+func (s *Service) forgetAccess(userID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetAccessLocked(userID)
+}
+
+func (s *Service) forgetAccessLocked(userID int64) {
+	delete(s.subjects, userID)
+	for k := range s.perms {
+		if k.user == userID {
+			delete(s.perms, k)
+		}
+	}
+}
+
+// forgetGrantsOf drops the permission levels a grant to p may change: the
+// user's, or for a group every user's (levels are cached per user, and
+// recomputing one costs a query, not a bcrypt).
+func (s *Service) forgetGrantsOf(p Principal) {
+	if p.Kind == PrincipalUser {
+		s.forgetAccess(p.ID)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.perms = map[permKey]cached[Level]{}
-	s.expPaths = map[string]cached[string]{}
+}
+
+// forgetToken drops a revoked token from the cache.
+func (s *Service) forgetToken(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h, c := range s.tokens {
+		if c.v != nil && c.v.ID == id {
+			delete(s.tokens, h)
+		}
+	}
 }
 
 // LocalAdmin returns the subject of single-user mode (authentication off),
@@ -284,7 +354,7 @@ func (s *Service) UpdateUser(ctx context.Context, actor *Subject, email string, 
 			return nil, err
 		}
 	}
-	s.resetCaches()
+	s.forgetUser(target.ID)
 	s.audit(ctx, actor, "user.update", email, describeUpdate(u))
 	return s.store.GetUser(ctx, target.ID)
 }
@@ -333,7 +403,7 @@ func (s *Service) SetPassword(ctx context.Context, actor *Subject, email, oldPas
 	if err := s.store.DeleteUserSessions(ctx, target.ID); err != nil {
 		return err
 	}
-	s.resetCaches()
+	s.forgetUser(target.ID)
 	s.audit(ctx, actor, "user.password", email, "")
 	return nil
 }
@@ -424,7 +494,7 @@ func (s *Service) RevokeToken(ctx context.Context, sub *Subject, id int64) error
 	if err := s.store.RevokeToken(ctx, sub.User.ID, id, s.nowMs()); err != nil {
 		return err
 	}
-	s.resetCaches()
+	s.forgetToken(id)
 	s.audit(ctx, sub, "token.revoke", sub.User.Email, "token "+strconv.FormatInt(id, 10))
 	return nil
 }
@@ -472,8 +542,9 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (*Subjec
 // mlflow client sends them on every request). A verified pair is kept
 // under a hash (see basicEntry), so that bcrypt's deliberate slowness is
 // paid once, not per request, and is checked against the stored password
-// and account every CacheTTL. Failures are rate limited per email and per
-// remote address.
+// and account every CacheTTL. A pair not in the cache is checked within
+// the sign-in budgets of the email and the remote address (see
+// "Sign-in throttling" in signin.go).
 func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote string) (*Subject, error) {
 	key := sha256.Sum256([]byte(strings.ToLower(email) + "\x00" + password))
 	now := s.now()
@@ -502,12 +573,8 @@ func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote
 		}
 		return active(sub)
 	}
-	if err := s.checkThrottle(email, remote); err != nil {
-		return nil, err
-	}
-	u, hash, err := s.verifyOnce(ctx, key, email, password)
+	u, hash, err := s.verifyOnce(ctx, key, email, password, remote)
 	if err != nil {
-		s.recordFailure(email, remote)
 		return nil, err
 	}
 	s.mu.Lock()
@@ -523,9 +590,10 @@ func (s *Service) AuthenticateBasic(ctx context.Context, email, password, remote
 	return active(sub)
 }
 
-// verifyOnce runs verifyPassword for credentials once, however many
-// requests carry them at the same time.
-func (s *Service) verifyOnce(ctx context.Context, key [32]byte, email, password string) (*User, string, error) {
+// verifyOnce runs checkPassword for credentials once, however many
+// requests carry them at the same time: those that join a check in
+// progress share its answer and spend none of the budgets.
+func (s *Service) verifyOnce(ctx context.Context, key [32]byte, email, password, remote string) (*User, string, error) {
 	s.mu.Lock()
 	if v, ok := s.verifying[key]; ok {
 		s.mu.Unlock()
@@ -539,7 +607,7 @@ func (s *Service) verifyOnce(ctx context.Context, key [32]byte, email, password 
 	v := &verification{done: make(chan struct{})}
 	s.verifying[key] = v
 	s.mu.Unlock()
-	v.user, v.hash, v.err = s.verifyPassword(context.WithoutCancel(ctx), email, password)
+	v.user, v.hash, v.err = s.checkPassword(context.WithoutCancel(ctx), email, password, remote)
 	s.mu.Lock()
 	delete(s.verifying, key)
 	s.mu.Unlock()
@@ -548,23 +616,27 @@ func (s *Service) verifyOnce(ctx context.Context, key [32]byte, email, password 
 }
 
 // verifyPassword checks a password and returns the user and the stored
-// hash it matched.
+// hash it matched. Callers go through checkPassword, which bounds how
+// many run.
 func (s *Service) verifyPassword(ctx context.Context, email, password string) (*User, string, error) {
 	bad := errs.E(errs.Unauthenticated, "wrong email or password")
 	norm, err := NormalizeEmail(email)
 	if err != nil {
-		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(password))
+		s.signin.checks.Add(1)
+		_ = s.compare(s.dummyHash, []byte(password))
 		return nil, "", bad
 	}
 	u, hash, err := s.store.GetUserByEmail(ctx, norm)
 	if errs.Is(err, errs.NotFound) {
-		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(password))
+		s.signin.checks.Add(1)
+		_ = s.compare(s.dummyHash, []byte(password))
 		return nil, "", bad
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+	s.signin.checks.Add(1)
+	if s.compare([]byte(hash), []byte(password)) != nil {
 		return nil, "", bad
 	}
 	if u.Disabled {
@@ -577,12 +649,8 @@ func (s *Service) verifyPassword(ctx context.Context, email, password string) (*
 // new session id (so a session id planted before login is worthless) and
 // returns the cookie value and the session.
 func (s *Service) Login(ctx context.Context, email, password, remote string) (string, *Session, *User, error) {
-	if err := s.checkThrottle(email, remote); err != nil {
-		return "", nil, nil, err
-	}
-	u, _, err := s.verifyPassword(ctx, email, password)
+	u, _, err := s.checkPassword(ctx, email, password, remote)
 	if err != nil {
-		s.recordFailure(email, remote)
 		return "", nil, nil, err
 	}
 	cookie := randomHex(32)
@@ -633,60 +701,6 @@ func CheckCSRF(sess *Session, token string) error {
 func (s *Service) Logout(ctx context.Context, cookie string) error {
 	h := hashSecret(cookie)
 	return s.store.DeleteSession(ctx, h[:])
-}
-
-// ---- throttling ----
-
-// Failed sign-ins are limited per email and per remote address: after
-// maxFailures (per email) or maxFailuresPerAddr (per address, higher,
-// since many users may share one behind a proxy) within failureWindowLen,
-// further attempts are refused until the window passes. The counts live in
-// this replica's memory; several replicas multiply the allowance, which
-// still stops brute force.
-const (
-	maxFailures        = 10
-	maxFailuresPerAddr = 100
-	failureWindowLen   = 5 * time.Minute
-)
-
-type failureWindow struct {
-	start time.Time
-	n     int
-}
-
-// checkThrottle refuses a sign-in for an email (or from an address) with
-// too many recent failures.
-func (s *Service) checkThrottle(email, addr string) error {
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, k := range []string{"email:" + strings.ToLower(email), "addr:" + addr} {
-		limit := maxFailures
-		if i == 1 {
-			limit = maxFailuresPerAddr
-		}
-		if w := s.failures[k]; w != nil && now.Sub(w.start) < failureWindowLen && w.n >= limit {
-			return errs.Errorf(errs.Throttled, "too many failed sign-ins for %s; try again in %d seconds", errs.Truncate(k[strings.Index(k, ":")+1:], 120), int(failureWindowLen-now.Sub(w.start))/int(time.Second)+1)
-		}
-	}
-	return nil
-}
-
-func (s *Service) recordFailure(email, addr string) {
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.failures) > 100_000 { // bound memory under a spray of names
-		s.failures = map[string]*failureWindow{}
-	}
-	for _, k := range []string{"email:" + strings.ToLower(email), "addr:" + addr} {
-		w := s.failures[k]
-		if w == nil || now.Sub(w.start) >= failureWindowLen {
-			w = &failureWindow{start: now}
-			s.failures[k] = w
-		}
-		w.n++
-	}
 }
 
 // ---- audit ----

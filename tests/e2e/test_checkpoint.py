@@ -332,7 +332,9 @@ def check_after_crash(srv_url: str, sextant_bin: str, parent: str, out: Path) ->
     (once the writer's 3 s lease has passed), VolumeReader refuses it, step_1
     loads exactly, and `ckpt gc` removes step_2."""
     assert requests.head(f"{srv_url}/api/2.0/fs/files{parent}/step_2/.metadata", timeout=10).status_code == 404
-    time.sleep(3.5)
+    # Until the dead writer's lease runs out, step_2 is "writing"; then it
+    # must be incomplete (polled: a fixed wait was a race on a slow machine).
+    wait_for(lambda: ckpt_status(srv_url, sextant_bin, parent).get("step_2") != "writing", "the writer's lease to run out")
     assert ckpt_status(srv_url, sextant_bin, parent) == {"step_1": "complete", "step_2": "incomplete"}
     assert_refused(parent + "/step_2", srv_url, latest=parent + "/step_1")
     assert_loads_exactly(parent + "/step_1", out / "expected_step_1.pt", WIDTH_BIG, srv_url)

@@ -335,7 +335,13 @@ def test_killed_replica_loses_no_acknowledged_point(sextant_bin, tmp_path, postg
             assert time.monotonic() < deadline, f"only {sum(len(s) for s in acked.values())} points acknowledged in 2 minutes"
             time.sleep(0.05)
         a.kill()
-        time.sleep(1.0)  # writes go on through b
+        # Writes go on through b: wait for more of them to be acknowledged
+        # rather than for a fixed time.
+        killed_at = sum(len(steps) for steps in acked.values())
+        deadline = time.monotonic() + 120
+        while sum(len(steps) for steps in acked.values()) < killed_at + 200 and not errors:
+            assert time.monotonic() < deadline, "no writes acknowledged through b after a was killed"
+            time.sleep(0.05)
         stop.set()
         for t in threads:
             t.join(timeout=30)

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sextant/sextant/internal/blob"
+	"github.com/sextant/sextant/internal/blob/s3"
 )
 
 // Environment variables that point the S3 tests at a running server instead
@@ -83,9 +83,9 @@ func MustS3Server(tb testing.TB) *S3Server {
 // Options returns options for a store in a fresh random prefix of the
 // server's bucket (created if needed). The prefix's blobs are deleted at
 // tb's cleanup.
-func (s *S3Server) Options(tb testing.TB) blob.S3Options {
+func (s *S3Server) Options(tb testing.TB) s3.Options {
 	tb.Helper()
-	opts := blob.S3Options{
+	opts := s3.Options{
 		Endpoint:     s.Endpoint,
 		Bucket:       s.Bucket,
 		AccessKey:    s.AccessKey,
@@ -98,7 +98,7 @@ func (s *S3Server) Options(tb testing.TB) blob.S3Options {
 		defer cancel()
 		root := opts
 		root.Prefix = ""
-		st, err := blob.OpenS3(ctx, root)
+		st, err := s3.Open(ctx, root)
 		if err != nil {
 			tb.Logf("cleaning up S3 prefix %s: %v", opts.Prefix, err)
 			return
@@ -112,9 +112,9 @@ func (s *S3Server) Options(tb testing.TB) blob.S3Options {
 
 // MustOpen opens a store in a fresh random prefix of the server's bucket
 // (see Options).
-func (s *S3Server) MustOpen(tb testing.TB) *blob.S3 {
+func (s *S3Server) MustOpen(tb testing.TB) *s3.Store {
 	tb.Helper()
-	st, err := blob.OpenS3(tb.Context(), s.Options(tb))
+	st, err := s3.Open(tb.Context(), s.Options(tb))
 	if err != nil {
 		tb.Fatalf("open S3 store: %v", err)
 	}

@@ -1,6 +1,10 @@
-// Package search parses the MLflow search grammar for runs and experiments
-// (filter strings and order_by clauses) into a small AST. It knows nothing
-// of SQL: storage adapters translate the AST into their own queries.
+// Package search parses the MLflow search grammar for runs, experiments,
+// logged models, registered models and model versions (filter strings and
+// order_by clauses) into a small AST. It knows nothing of SQL: storage
+// adapters translate the AST into their own queries, and describe each
+// operator of the grammar (Ops) once for that (sqlstore's search_ops.go);
+// RunFilterTargets lists what runs are filtered by and with which
+// operators, for the tests that generate clauses from the grammar itself.
 //
 // A filter is a conjunction of comparisons: `metrics.loss < 0.5 AND
 // params.lr = '0.01'`. There is no OR and there are no parentheses, as in

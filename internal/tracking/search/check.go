@@ -1,6 +1,10 @@
 package search
 
-import "github.com/sextant/sextant/internal/errs"
+import (
+	"slices"
+
+	"github.com/sextant/sextant/internal/errs"
+)
 
 // The checks a store makes while it turns a Filter or order keys into its
 // own query. The parsers make only clauses these accept, so a store meets
@@ -35,14 +39,13 @@ func (c Comparison) CheckString() error {
 // CheckNumber returns nil when c is a comparison of a numeric target that
 // a store can render: one of =, !=, <, <=, >, >= with a number.
 func (c Comparison) CheckNumber() error {
-	switch c.Op {
-	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
-		if c.Value.Kind != Number {
-			return errs.Errorf(errs.Invalid, "%s.%s %s needs a numeric value", c.Entity, c.Key, c.Op)
-		}
-		return nil
+	if !slices.Contains(numericOps, c.Op) {
+		return c.unsupported()
 	}
-	return c.unsupported()
+	if c.Value.Kind != Number {
+		return errs.Errorf(errs.Invalid, "%s.%s %s needs a numeric value", c.Entity, c.Key, c.Op)
+	}
+	return nil
 }
 
 func (c Comparison) unsupported() error {

@@ -3,6 +3,7 @@ package search
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -311,10 +312,9 @@ func (p *parser) comparison(d *dialect) (Comparison, error) {
 		return Comparison{}, p.hinted(opAt, "use one of "+t.rule.opList(), "operator %q is not supported for %s", string(op), t.label())
 	}
 	c := Comparison{Entity: t.entity, Key: t.key, Op: op}
-	switch op {
-	case OpIsNull, OpIsNotNull:
-		// No value.
-	case OpIn, OpNotIn:
+	switch t.rule.valueKind(op) {
+	case NoValue:
+	case List:
 		p.skipSpace()
 		list, err := p.list(op)
 		if err != nil {
@@ -343,9 +343,8 @@ func (p *parser) op(id ident) (Op, error) {
 		return "", p.errorf(at, "expected an operator after %q, got end of input", id.text)
 	case isOpChar(c):
 		tok := p.scan(isOpChar)
-		switch Op(tok) {
-		case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
-			return Op(tok), nil
+		if o := Op(tok); slices.Contains(Ops(), o) {
+			return o, nil
 		}
 		return "", p.hinted(at, "use "+opHelp, "unknown operator %q", tok)
 	case isKeyChar(c):

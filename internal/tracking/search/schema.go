@@ -1,6 +1,9 @@
 package search
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // This file holds what each search dialect (runs, experiments) accepts:
 // prefixes, attributes and the operators and value kinds of every target.
@@ -38,6 +41,82 @@ func (r rule) opList() string {
 		names[i] = string(o)
 	}
 	return strings.Join(names, ", ")
+}
+
+// valueKind returns the kind of value a comparison with op takes: none
+// for IS NULL and IS NOT NULL, a List for IN and NOT IN, else the rule's
+// scalar kind.
+func (r rule) valueKind(op Op) ValueKind {
+	switch {
+	case slices.Contains(nullOps, op):
+		return NoValue
+	case slices.Contains(listOps, op):
+		return List
+	}
+	return r.scalar
+}
+
+// Ops returns every operator of the grammar, each once, in the order they
+// are listed in error messages.
+func Ops() []Op {
+	var out []Op
+	for _, o := range concatOps(numericOps, stringOps, listOps, nullOps) {
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// FilterTarget is one thing a search dialect filters on, with the
+// operators it takes: what a store's tests generate clauses from, so that
+// an operator added to the grammar is tested where it is accepted.
+type FilterTarget struct {
+	Entity Entity
+	// Key is the canonical attribute name or the dataset field; "" for
+	// metrics, params and tags, whose keys are the user's.
+	Key string
+	// Ops are the operators the target takes, in the order of messages.
+	Ops []Op
+	// Scalar is the kind of value (String or Number) of its scalar
+	// operators; see ValueKind.
+	Scalar ValueKind
+}
+
+// ValueKind returns the kind of value a comparison of the target with op
+// takes: NoValue, List, or the target's Scalar.
+func (t FilterTarget) ValueKind(op Op) ValueKind {
+	return rule{scalar: t.Scalar, ops: t.Ops}.valueKind(op)
+}
+
+// RunFilterTargets returns what runs filters compare, in a fixed order:
+// metrics, params and tags, the run attributes by canonical name, and the
+// dataset fields.
+func RunFilterTargets() []FilterTarget {
+	d := &runDialect
+	target := func(e Entity, key string, r rule) FilterTarget {
+		return FilterTarget{Entity: e, Key: key, Ops: slices.Clone(r.ops), Scalar: r.scalar}
+	}
+	out := []FilterTarget{target(Metric, "", d.rules[Metric]), target(Param, "", d.rules[Param]), target(Tag, "", d.rules[Tag])}
+	var attrs []string
+	for name, a := range d.attrs {
+		if name == a.canonical {
+			attrs = append(attrs, name)
+		}
+	}
+	slices.Sort(attrs)
+	for _, name := range attrs {
+		out = append(out, target(Attribute, name, d.attrs[name].rule))
+	}
+	var fields []string
+	for f := range datasetFields {
+		fields = append(fields, f)
+	}
+	slices.Sort(fields)
+	for _, f := range fields {
+		out = append(out, target(Dataset, f, d.rules[Dataset]))
+	}
+	return out
 }
 
 func concatOps(sets ...[]Op) []Op {

@@ -1,4 +1,4 @@
-package blob_test
+package s3_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/blob/blobtest"
+	"github.com/sextant/sextant/internal/blob/s3"
 	"github.com/sextant/sextant/internal/errs"
 )
 
@@ -30,25 +31,25 @@ func TestOpenS3(t *testing.T) {
 	ctx := t.Context()
 	base := srv.Options(t)
 	tests := map[string]struct {
-		edit func(o *blob.S3Options)
+		edit func(o *s3.Options)
 		code errs.Code
 	}{
-		"ErrNoBucket":      {func(o *blob.S3Options) { o.Bucket = "missing-" + strings.ToLower(t.Name()[:4]); o.CreateBucket = false }, errs.NotFound},
-		"ErrEmptyEndpoint": {func(o *blob.S3Options) { o.Endpoint = "" }, errs.Invalid},
-		"ErrBadURL":        {func(o *blob.S3Options) { o.Endpoint = "ftp://x" }, errs.Invalid},
-		"ErrPrefix":        {func(o *blob.S3Options) { o.Prefix = "no-slash" }, errs.Invalid},
-		"ErrPartSize":      {func(o *blob.S3Options) { o.PartSize = 1 << 20 }, errs.Invalid},
-		"ErrCredentials":   {func(o *blob.S3Options) { o.SecretKey = "wrong" }, errs.Internal},
-		"ErrUnreachable": {func(o *blob.S3Options) {
+		"ErrNoBucket":      {func(o *s3.Options) { o.Bucket = "missing-" + strings.ToLower(t.Name()[:4]); o.CreateBucket = false }, errs.NotFound},
+		"ErrEmptyEndpoint": {func(o *s3.Options) { o.Endpoint = "" }, errs.Invalid},
+		"ErrBadURL":        {func(o *s3.Options) { o.Endpoint = "ftp://x" }, errs.Invalid},
+		"ErrPrefix":        {func(o *s3.Options) { o.Prefix = "no-slash" }, errs.Invalid},
+		"ErrPartSize":      {func(o *s3.Options) { o.PartSize = 1 << 20 }, errs.Invalid},
+		"ErrCredentials":   {func(o *s3.Options) { o.SecretKey = "wrong" }, errs.Internal},
+		"ErrUnreachable": {func(o *s3.Options) {
 			o.Endpoint = closedAddr(t)
 			o.MaxAttempts = 1
 		}, errs.Unavailable},
-		"OKURL": {func(o *blob.S3Options) {
+		"OKURL": {func(o *s3.Options) {
 			if !strings.Contains(o.Endpoint, "://") {
 				o.Endpoint = "http://" + o.Endpoint
 			}
 		}, ""},
-		"OKHostPort": {func(o *blob.S3Options) {
+		"OKHostPort": {func(o *s3.Options) {
 			if u, err := url.Parse(o.Endpoint); err == nil && u.Host != "" {
 				o.Endpoint, o.UseSSL = u.Host, u.Scheme == "https"
 			}
@@ -58,7 +59,7 @@ func TestOpenS3(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			opts := base
 			tt.edit(&opts)
-			s, err := blob.OpenS3(ctx, opts)
+			s, err := s3.Open(ctx, opts)
 			if tt.code == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -95,7 +96,7 @@ func TestS3AbortsFailedPut(t *testing.T) {
 	srv := blobtest.MustS3Server(t)
 	opts := srv.Options(t)
 	opts.PartSize = blob.MinPartSize
-	s, err := blob.OpenS3(t.Context(), opts)
+	s, err := s3.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestS3AbortsFailedPut(t *testing.T) {
 		t.Fatal("cancelled Put succeeded")
 	}
 	for _, key := range []string{"failed", "cancelled"} {
-		uploads, err := blob.IncompleteUploads(t.Context(), s, key)
+		uploads, err := s3.IncompleteUploads(t.Context(), s, key)
 		if err != nil {
 			t.Fatal(err)
 		}

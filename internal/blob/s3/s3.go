@@ -1,4 +1,8 @@
-package blob
+// Package s3 is the blob store in an S3-compatible bucket: the only
+// importer of minio-go, kept out of package blob so that the domain
+// packages, which store blobs through blob.Store, import no S3 or HTTP
+// library.
+package s3
 
 import (
 	"bytes"
@@ -21,34 +25,35 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 )
 
-// S3 is a Store in a bucket of an S3-compatible object store (AWS S3,
+// Store is a blob.Store in a bucket of an S3-compatible object store (AWS S3,
 // MinIO, and the like), under an optional key prefix.
 //
 // Objects are atomic on S3, so Put needs no staging: an upload that fails
 // leaves the old object. Memory per call is bounded and independent of the
-// blob's size: Put of a blob of known size up to S3Options.PartSize streams
+// blob's size: Put of a blob of known size up to Options.PartSize streams
 // it in one request with no buffer; any other Put uploads parts from
-// S3Options.PartConcurrency buffers of the part size (32 MiB with the
-// defaults; see S3Options.PartSize for when parts grow). Open streams the
+// Options.PartConcurrency buffers of the part size (32 MiB with the
+// defaults; see Options.PartSize for when parts grow). Open streams the
 // response body. PutPart streams its body.
-type S3 struct {
+type Store struct {
 	client *minio.Client
 	core   minio.Core
 	bucket string
 	prefix string
-	opts   S3Options
+	opts   Options
 	log    *slog.Logger
 	// bufs holds part buffers of PartSize bytes between Puts.
 	bufs sync.Pool
 }
 
-var _ Store = (*S3)(nil)
+var _ blob.Store = (*Store)(nil)
 
-// S3Options configures an S3 store.
-type S3Options struct {
+// Options configures an S3 store.
+type Options struct {
 	// Endpoint is the store's host and port ("s3.amazonaws.com",
 	// "127.0.0.1:9000"), or a URL whose scheme sets UseSSL
 	// ("http://127.0.0.1:9000").
@@ -65,13 +70,13 @@ type S3Options struct {
 	AccessKey, SecretKey, SessionToken string
 	// UseSSL selects HTTPS when Endpoint has no scheme.
 	UseSSL bool
-	// CreateBucket makes OpenS3 create the bucket if it does not exist,
+	// CreateBucket makes Open create the bucket if it does not exist,
 	// instead of failing.
 	CreateBucket bool
 	// PartSize is the size of the parts Put uploads when a blob is larger
-	// or of unknown size, in bytes: 0 means 16 MiB; at least MinPartSize,
-	// at most MaxPartSize. A Put of known size over MaxPartNumber parts
-	// uses larger parts (size/MaxPartNumber). With unknown size, parts
+	// or of unknown size, in bytes: 0 means 16 MiB; at least blob.MinPartSize,
+	// at most blob.MaxPartSize. A Put of known size over blob.MaxPartNumber parts
+	// uses larger parts (size/blob.MaxPartNumber). With unknown size, parts
 	// double every 2000 parts (from 31 GiB on with the default), which
 	// allows about 969 GiB; the buffers grow with them.
 	PartSize int64
@@ -91,16 +96,16 @@ type S3Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultS3Options returns the options OpenS3 uses for zero tuning fields.
-func DefaultS3Options() S3Options {
-	return S3Options{PartSize: 16 << 20, PartConcurrency: 2}
+// DefaultOptions returns the options Open uses for zero tuning fields.
+func DefaultOptions() Options {
+	return Options{PartSize: 16 << 20, PartConcurrency: 2}
 }
 
-// OpenS3 connects to the store and checks that the bucket exists, creating
+// Open connects to the store and checks that the bucket exists, creating
 // it when opts.CreateBucket is set. A missing bucket is errs.NotFound; a
 // store that cannot be reached, errs.Unavailable.
-func OpenS3(ctx context.Context, opts S3Options) (*S3, error) {
-	def := DefaultS3Options()
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	def := DefaultOptions()
 	if opts.PartSize == 0 {
 		opts.PartSize = def.PartSize
 	}
@@ -112,10 +117,10 @@ func OpenS3(ctx context.Context, opts S3Options) (*S3, error) {
 		return nil, errs.E(errs.Invalid, "S3 store: empty endpoint")
 	case opts.Bucket == "":
 		return nil, errs.E(errs.Invalid, "S3 store: empty bucket name")
-	case opts.PartSize < MinPartSize || opts.PartSize > MaxPartSize:
-		return nil, errs.Errorf(errs.Invalid, "S3 store: part size %d is out of range [%d, %d]", opts.PartSize, MinPartSize, int64(MaxPartSize))
+	case opts.PartSize < blob.MinPartSize || opts.PartSize > blob.MaxPartSize:
+		return nil, errs.Errorf(errs.Invalid, "S3 store: part size %d is out of range [%d, %d]", opts.PartSize, blob.MinPartSize, int64(blob.MaxPartSize))
 	}
-	if err := validatePrefix(opts.Prefix); err != nil {
+	if err := blob.ValidatePrefix(opts.Prefix); err != nil {
 		return nil, errs.Errorf(errs.Invalid, "S3 store: %s", errs.MessageOf(err))
 	}
 	host, secure := opts.Endpoint, opts.UseSSL
@@ -140,7 +145,7 @@ func OpenS3(ctx context.Context, opts S3Options) (*S3, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &S3{
+	s := &Store{
 		client: client,
 		core:   minio.Core{Client: client},
 		bucket: opts.Bucket,
@@ -157,7 +162,7 @@ func OpenS3(ctx context.Context, opts S3Options) (*S3, error) {
 			return nil, &errs.Error{
 				Code: errs.NotFound,
 				Msg:  fmt.Sprintf("S3 bucket %q does not exist", opts.Bucket),
-				Hint: "create the bucket, or let the server create it (S3Options.CreateBucket)",
+				Hint: "create the bucket, or let the server create it (Options.CreateBucket)",
 			}
 		}
 		err := client.MakeBucket(ctx, opts.Bucket, minio.MakeBucketOptions{Region: opts.Region})
@@ -168,36 +173,36 @@ func OpenS3(ctx context.Context, opts S3Options) (*S3, error) {
 	return s, nil
 }
 
-// Close closes the idle connections of S3Options.Transport, when it has a
+// Close closes the idle connections of Options.Transport, when it has a
 // CloseIdleConnections method. It never fails.
-func (s *S3) Close() error {
+func (s *Store) Close() error {
 	if t, ok := s.opts.Transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
 	return nil
 }
 
-// Put implements Store.
-func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
+// Put implements blob.Store.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
 	return s.put(ctx, key, r, size, false)
 }
 
-// PutIfAbsent implements Store with S3's conditional write: the PUT, or
+// PutIfAbsent implements blob.Store with S3's conditional write: the PUT, or
 // the completion of a multipart upload, carries If-None-Match: *, which
 // the store refuses (412) when the object exists.
-func (s *S3) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
+func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (int64, error) {
 	return s.put(ctx, key, r, size, true)
 }
 
 // put stores r under key; with absent, only if no object is there.
-func (s *S3) put(ctx context.Context, key string, r io.Reader, size int64, absent bool) (int64, error) {
-	if err := ValidateKey(key); err != nil {
+func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, absent bool) (int64, error) {
+	if err := blob.ValidateKey(key); err != nil {
 		return 0, err
 	}
 	if size < -1 {
 		return 0, errs.Errorf(errs.Invalid, "invalid size %d (-1: unknown)", size)
 	}
-	body := newBodyReader(ctx, r, size)
+	body := blob.NewBodyReader(ctx, r, size)
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
 	if absent {
 		opts.SetMatchETagExcept("*") // If-None-Match: *
@@ -211,17 +216,17 @@ func (s *S3) put(ctx context.Context, key string, r io.Reader, size int64, absen
 	}
 	switch {
 	case absent && isS3Code(err, "PreconditionFailed"):
-		return 0, errs.Wrap(errs.AlreadyExists, err, fmt.Sprintf("blob %q already exists", clip(key)))
+		return 0, errs.Wrap(errs.AlreadyExists, err, fmt.Sprintf("blob %q already exists", blob.ClipKey(key)))
 	case isS3Code(err, "ConditionalRequestConflict"):
 		// Another conditional write to the key was in flight (AWS).
-		return 0, errs.Wrap(errs.Unavailable, err, fmt.Sprintf("a concurrent write to blob %q; retry", clip(key)))
+		return 0, errs.Wrap(errs.Unavailable, err, fmt.Sprintf("a concurrent write to blob %q; retry", blob.ClipKey(key)))
 	}
 	return n, err
 }
 
 // putObject stores a blob of known size with one streaming PUT. The body
 // is not seekable, so minio-go does not retry it.
-func (s *S3) putObject(ctx context.Context, key string, body io.Reader, size int64, opts minio.PutObjectOptions) (int64, error) {
+func (s *Store) putObject(ctx context.Context, key string, body io.Reader, size int64, opts minio.PutObjectOptions) (int64, error) {
 	opts.DisableMultipart = true
 	_, err := s.client.PutObject(ctx, s.bucket, s.object(key), body, size, opts)
 	if err != nil {
@@ -233,7 +238,7 @@ func (s *S3) putObject(ctx context.Context, key string, body io.Reader, size int
 // putMultipart uploads body as parts, PartConcurrency at a time, or with one
 // PUT when it turns out to fit in the first part. On failure it aborts the
 // upload (under a context that ctx's cancellation does not end).
-func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, size int64, opts minio.PutObjectOptions) (n int64, err error) {
+func (s *Store) putMultipart(ctx context.Context, key string, body *blob.BodyReader, size int64, opts minio.PutObjectOptions) (n int64, err error) {
 	// Buffers circulate: from the pool to a part upload, to free when the
 	// upload returns, back to the pool when the Put ends. One that leaves
 	// the circle (an error path) is left to the garbage collector, never
@@ -281,8 +286,8 @@ func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, siz
 	nbufs := 1
 	buf, n := first, int64(m)
 	for num := 1; ; num++ {
-		if num > MaxPartNumber {
-			fail(errs.Errorf(errs.LimitExceeded, "blob %q is larger than %d parts; give its size to upload it with larger parts", clip(key), MaxPartNumber))
+		if num > blob.MaxPartNumber {
+			fail(errs.Errorf(errs.LimitExceeded, "blob %q is larger than %d parts; give its size to upload it with larger parts", blob.ClipKey(key), blob.MaxPartNumber))
 			break
 		}
 		data := buf[:m]
@@ -357,7 +362,7 @@ func (s *S3) putMultipart(ctx context.Context, key string, body *bodyReader, siz
 }
 
 // getBuf returns a buffer of n bytes, from the pool when n is PartSize.
-func (s *S3) getBuf(n int64) []byte {
+func (s *Store) getBuf(n int64) []byte {
 	if n == s.opts.PartSize {
 		if b, ok := s.bufs.Get().(*[]byte); ok {
 			return *b
@@ -368,7 +373,7 @@ func (s *S3) getBuf(n int64) []byte {
 
 // putBuf returns a buffer of PartSize bytes to the pool (others are left
 // to the garbage collector). The caller must not use b afterwards.
-func (s *S3) putBuf(b []byte) {
+func (s *Store) putBuf(b []byte) {
 	if int64(cap(b)) == s.opts.PartSize {
 		b = b[:cap(b)]
 		s.bufs.Put(&b)
@@ -377,15 +382,15 @@ func (s *S3) putBuf(b []byte) {
 
 // partSize returns the size of part num of a Put of size bytes (-1:
 // unknown).
-func (s *S3) partSize(size int64, num int) int64 {
+func (s *Store) partSize(size int64, num int) int64 {
 	if size >= 0 {
-		return max(s.opts.PartSize, (size+MaxPartNumber-1)/MaxPartNumber)
+		return max(s.opts.PartSize, (size+blob.MaxPartNumber-1)/blob.MaxPartNumber)
 	}
-	return min(s.opts.PartSize<<((num-1)/2000), MaxPartSize)
+	return min(s.opts.PartSize<<((num-1)/2000), blob.MaxPartSize)
 }
 
 // abort drops a failed upload's parts, even when ctx was cancelled.
-func (s *S3) abort(ctx context.Context, obj, uploadID string) {
+func (s *Store) abort(ctx context.Context, obj, uploadID string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := s.core.AbortMultipartUpload(actx, s.bucket, obj, uploadID); err != nil && !isS3Code(err, "NoSuchUpload") {
@@ -394,14 +399,14 @@ func (s *S3) abort(ctx context.Context, obj, uploadID string) {
 	}
 }
 
-// Open implements Store. The reader is the HTTP response body: nothing is
+// Open implements blob.Store. The reader is the HTTP response body: nothing is
 // buffered beyond the transport's.
-func (s *S3) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, Info, error) {
-	if err := ValidateKey(key); err != nil {
-		return nil, Info{}, err
+func (s *Store) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, blob.Info, error) {
+	if err := blob.ValidateKey(key); err != nil {
+		return nil, blob.Info{}, err
 	}
-	if err := validateRange(offset, length); err != nil {
-		return nil, Info{}, err
+	if err := blob.ValidateRange(offset, length); err != nil {
+		return nil, blob.Info{}, err
 	}
 	if length == 0 {
 		return s.openEmpty(ctx, key, offset, length)
@@ -420,14 +425,14 @@ func (s *S3) Open(ctx context.Context, key string, offset, length int64) (io.Rea
 		if isS3Code(err, "InvalidRange") {
 			return s.openEmpty(ctx, key, offset, length)
 		}
-		return nil, Info{}, s.error(ctx, err, "open", key)
+		return nil, blob.Info{}, s.error(ctx, err, "open", key)
 	}
-	info := Info{Key: key, Size: oi.Size, ModTime: oi.LastModified, ETag: oi.ETag}
+	info := blob.Info{Key: key, Size: oi.Size, ModTime: oi.LastModified, ETag: oi.ETag}
 	if ranged {
 		total, ok := contentRangeTotal(hdr.Get("Content-Range"))
 		if !ok {
 			body.Close()
-			return nil, Info{}, errs.Errorf(errs.Internal, "open %q: S3 answered a range request without a usable Content-Range (%q)", clip(key), hdr.Get("Content-Range"))
+			return nil, blob.Info{}, errs.Errorf(errs.Internal, "open %q: S3 answered a range request without a usable Content-Range (%q)", blob.ClipKey(key), hdr.Get("Content-Range"))
 		}
 		info.Size = total
 	}
@@ -436,13 +441,13 @@ func (s *S3) Open(ctx context.Context, key string, offset, length int64) (io.Rea
 
 // openEmpty answers an Open whose range holds no byte: an empty reader if
 // offset is within the blob (or at its end), errs.Invalid if past it.
-func (s *S3) openEmpty(ctx context.Context, key string, offset, length int64) (io.ReadCloser, Info, error) {
+func (s *Store) openEmpty(ctx context.Context, key string, offset, length int64) (io.ReadCloser, blob.Info, error) {
 	info, err := s.Stat(ctx, key)
 	if err != nil {
-		return nil, Info{}, err
+		return nil, blob.Info{}, err
 	}
-	if _, err := clampRange(key, offset, length, info.Size); err != nil {
-		return nil, Info{}, err
+	if _, err := blob.ClampRange(key, offset, length, info.Size); err != nil {
+		return nil, blob.Info{}, err
 	}
 	return io.NopCloser(strings.NewReader("")), info, nil
 }
@@ -457,25 +462,25 @@ func contentRangeTotal(h string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// Stat implements Store.
-func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
-	if err := ValidateKey(key); err != nil {
-		return Info{}, err
+// Stat implements blob.Store.
+func (s *Store) Stat(ctx context.Context, key string) (blob.Info, error) {
+	if err := blob.ValidateKey(key); err != nil {
+		return blob.Info{}, err
 	}
 	oi, err := s.client.StatObject(ctx, s.bucket, s.object(key), minio.StatObjectOptions{})
 	if err != nil {
-		return Info{}, s.error(ctx, err, "stat", key)
+		return blob.Info{}, s.error(ctx, err, "stat", key)
 	}
-	return Info{Key: key, Size: oi.Size, ModTime: oi.LastModified, ETag: oi.ETag}, nil
+	return blob.Info{Key: key, Size: oi.Size, ModTime: oi.LastModified, ETag: oi.ETag}, nil
 }
 
-// List implements Store. minio-go's page request (Core.ListObjectsV2) takes
+// List implements blob.Store. minio-go's page request (Core.ListObjectsV2) takes
 // no context: ctx is checked between pages of up to 1000 names.
-func (s *S3) List(ctx context.Context, prefix, after string, limit int) ([]Entry, error) {
-	if err := validatePrefix(prefix); err != nil {
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]blob.Entry, error) {
+	if err := blob.ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	if err := validateAfter(after); err != nil {
+	if err := blob.ValidateAfter(after); err != nil {
 		return nil, err
 	}
 	full := s.prefix + prefix
@@ -483,7 +488,7 @@ func (s *S3) List(ctx context.Context, prefix, after string, limit int) ([]Entry
 	if after != "" {
 		startAfter = full + after
 	}
-	entries := []Entry{}
+	entries := []blob.Entry{}
 	token := ""
 	for {
 		if err := ctx.Err(); err != nil {
@@ -500,18 +505,18 @@ func (s *S3) List(ctx context.Context, prefix, after string, limit int) ([]Entry
 		}
 		// Each page holds the next names in key order, objects and
 		// directories apart: merge them.
-		page := make([]Entry, 0, len(res.Contents)+len(res.CommonPrefixes))
+		page := make([]blob.Entry, 0, len(res.Contents)+len(res.CommonPrefixes))
 		for _, o := range res.Contents {
-			page = append(page, Entry{Name: strings.TrimPrefix(o.Key, full), Size: o.Size, ModTime: o.LastModified})
+			page = append(page, blob.Entry{Name: strings.TrimPrefix(o.Key, full), Size: o.Size, ModTime: o.LastModified})
 		}
 		for _, p := range res.CommonPrefixes {
-			page = append(page, Entry{Name: strings.TrimPrefix(p.Prefix, full), IsDir: true})
+			page = append(page, blob.Entry{Name: strings.TrimPrefix(p.Prefix, full), IsDir: true})
 		}
-		slices.SortFunc(page, func(a, b Entry) int { return cmp.Compare(a.Name, b.Name) })
+		slices.SortFunc(page, func(a, b blob.Entry) int { return cmp.Compare(a.Name, b.Name) })
 		for _, e := range page {
 			name := strings.TrimSuffix(e.Name, "/")
-			if e.Name <= after || name == "" || strings.Contains(name, "/") || ValidateKey(name) != nil {
-				continue // after itself again, or a key Store could not have written
+			if e.Name <= after || name == "" || strings.Contains(name, "/") || blob.ValidateKey(name) != nil {
+				continue // after itself again, or a key blob.Store could not have written
 			}
 			entries = append(entries, e)
 			if limit > 0 && len(entries) == limit {
@@ -525,9 +530,9 @@ func (s *S3) List(ctx context.Context, prefix, after string, limit int) ([]Entry
 	}
 }
 
-// Delete implements Store.
-func (s *S3) Delete(ctx context.Context, key string) error {
-	if err := ValidateKey(key); err != nil {
+// Delete implements blob.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := blob.ValidateKey(key); err != nil {
 		return err
 	}
 	err := s.client.RemoveObject(ctx, s.bucket, s.object(key), minio.RemoveObjectOptions{})
@@ -537,10 +542,10 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// DeleteAll implements Store. It lists the objects under prefix and
+// DeleteAll implements blob.Store. It lists the objects under prefix and
 // deletes them in batches of 1000, as it goes.
-func (s *S3) DeleteAll(ctx context.Context, prefix string) error {
-	if err := validatePrefix(prefix); err != nil {
+func (s *Store) DeleteAll(ctx context.Context, prefix string) error {
+	if err := blob.ValidatePrefix(prefix); err != nil {
 		return err
 	}
 	if prefix == "" {
@@ -581,14 +586,14 @@ func (s *S3) DeleteAll(ctx context.Context, prefix string) error {
 }
 
 // object returns the object name of key.
-func (s *S3) object(key string) string { return s.prefix + key }
+func (s *Store) object(key string) string { return s.prefix + key }
 
 // bodyError reports an upload's failure: the body's own error when it
 // failed (a short body is the client's mistake, not the store's), else the
 // mapped S3 error.
-func (s *S3) bodyError(ctx context.Context, err error, body io.Reader, op, key string) error {
-	if b, ok := body.(*bodyReader); ok && b.failure() != nil {
-		return b.failure()
+func (s *Store) bodyError(ctx context.Context, err error, body io.Reader, op, key string) error {
+	if b, ok := body.(*blob.BodyReader); ok && b.Failure() != nil {
+		return b.Failure()
 	}
 	return s.error(ctx, err, op, key)
 }
@@ -599,7 +604,7 @@ func (s *S3) bodyError(ctx context.Context, err error, body io.Reader, op, key s
 // Unavailable, anything else (bad credentials included) to Internal. An
 // error that already is an *errs.Error, or that ctx caused, is returned as
 // it is.
-func (s *S3) error(ctx context.Context, err error, op, key string) error {
+func (s *Store) error(ctx context.Context, err error, op, key string) error {
 	if err == nil {
 		return nil
 	}
@@ -608,14 +613,14 @@ func (s *S3) error(ctx context.Context, err error, op, key string) error {
 		return err
 	}
 	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%s %q: %w", op, clip(key), cerr)
+		return fmt.Errorf("%s %q: %w", op, blob.ClipKey(key), cerr)
 	}
 	var resp minio.ErrorResponse
 	if errors.As(err, &resp) && (resp.Code != "" || resp.StatusCode != 0) {
-		msg := fmt.Sprintf("%s %q: %s", op, clip(key), resp.Message)
+		msg := fmt.Sprintf("%s %q: %s", op, blob.ClipKey(key), resp.Message)
 		switch resp.Code {
 		case "NoSuchKey", "NoSuchUpload", "NoSuchVersion":
-			return errs.Wrap(errs.NotFound, err, fmt.Sprintf("%s %q: not found", op, clip(key)))
+			return errs.Wrap(errs.NotFound, err, fmt.Sprintf("%s %q: not found", op, blob.ClipKey(key)))
 		case "NoSuchBucket":
 			return &errs.Error{Code: errs.Internal, Msg: msg, Hint: fmt.Sprintf("the S3 bucket %q is gone; recreate it", s.bucket), Err: err}
 		case "InvalidPart", "InvalidPartOrder", "EntityTooSmall", "EntityTooLarge", "InvalidRange",
@@ -634,7 +639,7 @@ func (s *S3) error(ctx context.Context, err error, op, key string) error {
 		case resp.StatusCode >= 500, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusRequestTimeout:
 			return errs.Wrap(errs.Unavailable, err, "blob storage is unavailable")
 		case resp.StatusCode == http.StatusNotFound:
-			return errs.Wrap(errs.NotFound, err, fmt.Sprintf("%s %q: not found", op, clip(key)))
+			return errs.Wrap(errs.NotFound, err, fmt.Sprintf("%s %q: not found", op, blob.ClipKey(key)))
 		}
 		return errs.Wrap(errs.Internal, err, msg)
 	}
@@ -643,11 +648,27 @@ func (s *S3) error(ctx context.Context, err error, op, key string) error {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) {
 		return errs.Wrap(errs.Unavailable, err, "blob storage is unavailable")
 	}
-	return errs.Wrap(errs.Internal, err, fmt.Sprintf("%s %q", op, clip(key)))
+	return errs.Wrap(errs.Internal, err, fmt.Sprintf("%s %q", op, blob.ClipKey(key)))
 }
 
 // isS3Code reports whether err is an S3 error response with the code.
 func isS3Code(err error, code string) bool {
 	var resp minio.ErrorResponse
 	return errors.As(err, &resp) && resp.Code == code
+}
+
+var _ blob.Measurer = (*Store)(nil)
+
+// Usage implements Measurer: the objects under the store's prefix, listed
+// without a delimiter (1,000 a request).
+func (s *Store) Usage(ctx context.Context) (blob.Usage, error) {
+	var u blob.Usage
+	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, Recursive: true}) {
+		if o.Err != nil {
+			return blob.Usage{}, s.error(ctx, o.Err, "measure", s.prefix)
+		}
+		u.Objects++
+		u.Bytes += o.Size
+	}
+	return u, nil
 }

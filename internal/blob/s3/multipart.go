@@ -1,4 +1,4 @@
-package blob
+package s3
 
 import (
 	"context"
@@ -7,15 +7,16 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 )
 
-// The multipart methods of S3 map one to one onto S3's multipart upload:
+// The multipart methods of Store map one to one onto S3's multipart upload:
 // the upload ID and the ETags are S3's own.
 
-// CreateMultipart implements Store.
-func (s *S3) CreateMultipart(ctx context.Context, key string) (string, error) {
-	if err := ValidateKey(key); err != nil {
+// CreateMultipart implements blob.Store.
+func (s *Store) CreateMultipart(ctx context.Context, key string) (string, error) {
+	if err := blob.ValidateKey(key); err != nil {
 		return "", err
 	}
 	id, err := s.core.NewMultipartUpload(ctx, s.bucket, s.object(key), minio.PutObjectOptions{ContentType: "application/octet-stream"})
@@ -25,33 +26,33 @@ func (s *S3) CreateMultipart(ctx context.Context, key string) (string, error) {
 	return id, nil
 }
 
-// PutPart implements Store. The body streams to S3 in one request, so a
+// PutPart implements blob.Store. The body streams to S3 in one request, so a
 // part is never buffered; minio-go does not retry it.
-func (s *S3) PutPart(ctx context.Context, key, uploadID string, partNumber int, r io.Reader, size int64) (string, error) {
-	if err := validatePart(key, uploadID, partNumber, size); err != nil {
+func (s *Store) PutPart(ctx context.Context, key, uploadID string, partNumber int, r io.Reader, size int64) (string, error) {
+	if err := blob.ValidatePart(key, uploadID, partNumber, size); err != nil {
 		return "", err
 	}
-	body := newBodyReader(ctx, r, size)
+	body := blob.NewBodyReader(ctx, r, size)
 	p, err := s.core.PutObjectPart(ctx, s.bucket, s.object(key), uploadID, partNumber, body, size, minio.PutObjectPartOptions{})
 	if err != nil {
 		if isS3Code(err, "NoSuchUpload") {
-			return "", uploadNotFound(key, uploadID)
+			return "", blob.UploadNotFound(key, uploadID)
 		}
 		return "", s.bodyError(ctx, err, body, "upload part", key)
 	}
 	return strings.Trim(p.ETag, `"`), nil
 }
 
-// CompleteMultipart implements Store.
-func (s *S3) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) (Info, error) {
-	if err := ValidateKey(key); err != nil {
-		return Info{}, err
+// CompleteMultipart implements blob.Store.
+func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []blob.Part) (blob.Info, error) {
+	if err := blob.ValidateKey(key); err != nil {
+		return blob.Info{}, err
 	}
 	if uploadID == "" {
-		return Info{}, errs.E(errs.Invalid, "upload ID is empty")
+		return blob.Info{}, errs.E(errs.Invalid, "upload ID is empty")
 	}
-	if err := validateParts(parts); err != nil {
-		return Info{}, err
+	if err := blob.ValidateParts(parts); err != nil {
+		return blob.Info{}, err
 	}
 	cparts := make([]minio.CompletePart, len(parts))
 	for i, p := range parts {
@@ -59,16 +60,16 @@ func (s *S3) CompleteMultipart(ctx context.Context, key, uploadID string, parts 
 	}
 	if _, err := s.core.CompleteMultipartUpload(ctx, s.bucket, s.object(key), uploadID, cparts, minio.PutObjectOptions{}); err != nil {
 		if isS3Code(err, "NoSuchUpload") {
-			return Info{}, uploadNotFound(key, uploadID)
+			return blob.Info{}, blob.UploadNotFound(key, uploadID)
 		}
-		return Info{}, s.error(ctx, err, "complete multipart upload", key)
+		return blob.Info{}, s.error(ctx, err, "complete multipart upload", key)
 	}
 	return s.Stat(context.WithoutCancel(ctx), key)
 }
 
-// AbortMultipart implements Store.
-func (s *S3) AbortMultipart(ctx context.Context, key, uploadID string) error {
-	if err := ValidateKey(key); err != nil {
+// AbortMultipart implements blob.Store.
+func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	if err := blob.ValidateKey(key); err != nil {
 		return err
 	}
 	if uploadID == "" {
