@@ -49,7 +49,9 @@ func (s *Server) registerWorkspaceRoutes() {
 
 func (s *Server) requireMultiUser() error {
 	if !s.multiUser() {
-		return errs.E(errs.Invalid, "the server runs in single-user mode (authentication off): there are no users, sessions or tokens")
+		return errs.E(errs.Invalid, "the server runs in single-user mode (authentication off): there are no users, sessions or tokens. "+
+			"To turn sign-in on, create the first administrator in its data directory (sextant users add EMAIL --admin --data-dir DIR) "+
+			"and restart the server (docs/auth.md)")
 	}
 	return nil
 }
