@@ -152,9 +152,10 @@ func (s *Service) listFolder(ctx context.Context, sub *Subject, p string) ([]*Fo
 	}
 	var out []*Folder
 	// Created children the subject cannot read are left out (in /Users,
-	// the homes of others).
+	// the homes of others); /Users itself is listed for everyone, as it
+	// may be browsed by everyone.
 	for _, f := range all {
-		if s.CheckFolder(ctx, sub, f.Path, CanRead) == nil {
+		if f.Path == UsersRoot || s.CheckFolder(ctx, sub, f.Path, CanRead) == nil {
 			out = append(out, f)
 		}
 	}
