@@ -13,6 +13,7 @@ import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { gpuKey, systemCharts } from '../lib/keys';
+import { childName, folderCrumbs } from '../lib/wspath';
 import { setQuery } from '../router';
 import { session } from '../session';
 import { checkpointsView } from './checkpoints';
@@ -64,16 +65,11 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       crumbs.replaceChildren(link(expLink, 'Experiment ' + expId), h('span', { class: 'sep' }, '/'));
       return;
     }
-    const parts = name.startsWith('/') ? name.split('/').filter(Boolean) : [name];
+    // Every folder leads somewhere: those that were never created exist
+    // because the experiment lies under them.
     const items: (HTMLElement | string)[] = [];
-    let acc = '';
-    parts.forEach((part, k) => {
-      if (k === parts.length - 1) items.push(link(expLink, part));
-      else {
-        acc += '/' + part;
-        items.push(link('/workspace' + acc.split('/').map(encodeURIComponent).join('/'), part), h('span', { class: 'sep' }, '/'));
-      }
-    });
+    for (const c of folderCrumbs(name)) items.push(link(c.href, c.label), h('span', { class: 'sep' }, '/'));
+    items.push(link(expLink, childName(name)));
     crumbs.replaceChildren(...items, h('span', { class: 'sep' }, '/'));
   };
   let expShown = '';

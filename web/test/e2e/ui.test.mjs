@@ -667,6 +667,34 @@ describe('volumes and the server', () => {
     await screenshot(page, 'workspace-single-user');
   });
 
+  test("the README's experiment is reached by browsing from the root; every breadcrumb leads somewhere", async () => {
+    const name = '/Users/alice@example.com/mnist';
+    const exp = await createExperiment(srv, name);
+    const run = await createRun(srv, exp, 'readme-run', { start: Date.now() });
+    await finishRun(srv, run);
+    await page.goto(srv.url + '/');
+    // The root offers the recent experiments and runs.
+    await page.waitForSelector(`[data-testid=recent-experiments] a:has-text("${name}")`);
+    await page.waitForSelector('[data-testid=recent-runs] a:has-text("readme-run")');
+    await screenshot(page, 'workspace-root-recent');
+    await page.click('.folder-row a:text-is("Users")');
+    await page.waitForSelector('.page-head h1:text-is("Users")');
+    await page.click('.folder-row a:text-is("alice@example.com")');
+    await page.waitForSelector('.page-head h1:text-is("alice@example.com")');
+    assert.equal(await page.locator('.empty').count(), 0, 'the folder says it is empty');
+    await screenshot(page, 'workspace-implicit-folder');
+    await page.click('.experiment-row a:text-is("mnist")');
+    await page.waitForSelector(`.page.experiment h1:has-text("${name}")`);
+    // The experiment's breadcrumb and the run's lead back to the folder.
+    await page.waitForSelector('[data-testid=experiment-crumbs] a:text-is("alice@example.com")');
+    await page.goto(srv.url + '/runs/' + run);
+    await page.click('[data-testid=run-crumbs] a:text-is("alice@example.com")');
+    await page.waitForSelector('.experiment-row a:text-is("mnist")');
+    assert.equal(await page.locator('.error').count(), 0);
+    await page.click('[data-testid=folder-crumbs] a:text-is("Users")');
+    await page.waitForSelector('.folder-row a:text-is("alice@example.com")');
+  });
+
   test('no CSP violations or script errors on any page', () => {
     assert.deepEqual(br.problems, []);
   });
