@@ -289,3 +289,50 @@ test('the GPU tab lists the run\'s GPU health events', async () => {
   assert.match(rows[1], /xid.*Xid 79/);
   await screenshot(page, 'gpu-health');
 });
+
+test('a killed attempt and its resume: the lines break at the gap, and the GPU lanes have a key', async () => {
+  // Attempt 1 trains 20 min (a step every 2 s) and is killed; nothing for
+  // 20 min; attempt 2 resumes from step 500 and trains 20 min more. Its
+  // GPU (2 of them) report every 10 s while an attempt runs.
+  const exp = await createExperiment(srv, 'timeline-gap');
+  const t0 = now - HOUR;
+  const gapFrom = t0 + 1_200_000;
+  const gapTo = t0 + 2_400_000;
+  const resumed = await createRun(srv, exp, 'resumed', { start: t0 });
+  const ms = [];
+  let step = 0;
+  for (let t = t0 + 2000; t <= gapFrom; t += 2000) ms.push({ key: 'loss', value: 2 / Math.sqrt(++step), timestamp: t, step });
+  step = 500;
+  for (let t = gapTo; t <= now; t += 2000) ms.push({ key: 'loss', value: 2 / Math.sqrt(++step), timestamp: t, step });
+  await logBatch(srv, resumed, { metrics: ms });
+  const samples = [];
+  for (let t = t0; t <= now - 10_000; t += 10_000) {
+    if (t > gapFrom && t < gapTo) continue;
+    samples.push({ ts_ms: t, gpus: [0, 1].map((i) => ({ index: i, uuid: `GPU-gap-${i}`, name: 'H100', util: 60 + i * 20, mem_used: (30 + i * 10) * 2 ** 30, mem_total: 80 * 2 ** 30 })) });
+  }
+  for (let i = 0; i < samples.length; i += 200) {
+    await srv.api('POST', '/api/2.0/sextant/gpu/samples', { node: 'node-gap', run_id: resumed, node_rank: 0, samples: samples.slice(i, i + 200) });
+  }
+  await page.goto(`${srv.url}/runs/${resumed}?tab=timeline`);
+  await page.waitForSelector('[data-testid="timeline"][data-draw-ms]', { timeout: 60_000 });
+  const g = await geometry();
+  // The middle of the gap, well clear of its edges: no line in any lane.
+  const x0 = g.xOf(gapFrom + 120_000) - g.box.x;
+  const x1 = g.xOf(gapTo - 120_000) - g.box.x;
+  assert.ok(x1 - x0 > 50, `gap too narrow on screen: ${x0}..${x1}`);
+  for (const name of ['steps/s', 'metric:loss', 'GPU util', 'GPU memory']) {
+    const l = g.lane(name);
+    assert.ok((await colourInk(LEFT, l.y, x0, l.y + l.h)) > 50, `lane ${name} has no line before the gap`);
+    assert.ok((await colourInk(x1, l.y, g.box.width - RIGHT, l.y + l.h)) > 50, `lane ${name} has no line after the gap`);
+    assert.equal(await colourInk(x0, l.y + 2, x1, l.y + l.h - 2), 0, `lane ${name} draws a line across the gap`);
+  }
+  // The key names each GPU's colour.
+  const key = page.locator('[data-testid="timeline-gpu-key"]');
+  assert.ok(await key.isVisible(), 'no GPU key');
+  const text = await key.textContent();
+  assert.match(text, /GPU 0/);
+  assert.match(text, /GPU 1/);
+  assert.equal(await key.locator('.swatch').count(), 2);
+  await screenshot(page, 'timeline-resume-gap');
+  assert.ok(br.problems.length === 0, br.problems.join('\n'));
+});
