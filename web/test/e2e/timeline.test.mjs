@@ -336,3 +336,21 @@ test('a killed attempt and its resume: the lines break at the gap, and the GPU l
   await screenshot(page, 'timeline-resume-gap');
   assert.ok(br.problems.length === 0, br.problems.join('\n'));
 });
+
+test('the checkpoints tab offers Load and an upload time for complete saves only', async () => {
+  await page.goto(`${srv.url}/runs/${run}?tab=checkpoints`);
+  await page.waitForSelector('[data-testid=checkpoints] tr[data-state="failed"]', { timeout: 30_000 });
+  const rows = await page.$$eval('[data-testid=checkpoints] tr[data-state]', (trs) => {
+    const heads = [...trs[0].closest('table').querySelectorAll('thead th')].map((th) => th.textContent.trim());
+    const up = heads.indexOf('Upload');
+    return trs.map((tr) => ({ step: tr.dataset.step, state: tr.dataset.state, upload: tr.children[up].textContent.trim(), load: tr.querySelectorAll('button').length }));
+  });
+  // The complete saves' files were never written here: they show as deleted since.
+  assert.deepEqual(rows.map((r) => r.state), ['writing', 'deleted', 'failed', 'deleted'], JSON.stringify(rows));
+  for (const r of rows) {
+    if (r.state === 'complete') assert.ok(r.load === 1 && r.upload !== '', JSON.stringify(r));
+    else if (r.state === 'deleted') assert.ok(r.load === 0 && r.upload !== '', JSON.stringify(r));
+    else assert.ok(r.load === 0 && r.upload === '', `a ${r.state} save offers Load or an upload time: ${JSON.stringify(r)}`);
+  }
+  await screenshot(page, 'checkpoints-incomplete');
+});

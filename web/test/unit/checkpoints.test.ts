@@ -97,3 +97,16 @@ test('upload time and durations', () => {
   assert.equal(fmtMs(7_500_000), '2h 5m');
   assert.equal(fmtMs(undefined), '');
 });
+
+test('a save cut off or failed has no upload time and did not land', () => {
+  const evs = [
+    save(1, 7, '/Volumes/m/s/v/run/step_7', 'incomplete', 1000, 9000, { mode: 'process', blocked_ms: 100 }),
+    save(2, 8, '/Volumes/m/s/v/run/step_8', 'failed', 1000, 9000, { mode: 'process', blocked_ms: 100 }),
+  ];
+  for (const r of checkpointRows(evs, [], 'KILLED').rows) {
+    assert.ok(r.state !== 'complete');
+    assert.equal(r.uploadMs, undefined, r.state);
+    assert.equal(r.landed, 0, r.state);
+    assert.equal(r.started, 1000);
+  }
+});
