@@ -127,7 +127,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       case 'checkpoints':
         return checkpointsView(r, s);
       case 'gpu':
-        return h('div', null, gpuPane({ runId: r.info.run_id }, s), gpuHealthList(r.info.run_id, s, (t) => {
+        return h('div', null, gpuPane({ runId: r.info.run_id, live: isLive }, s), gpuHealthList(r.info.run_id, s, (t) => {
           // The log at that moment: the first line from then on.
           get(SX + '/logs/density', { run_id: r.info.run_id, from_ms: t, to_ms: t + 60_000, buckets: 1 })
             .then((d: any) => openLog(Number(d?.first_lines?.[0]) || 1))

@@ -9,7 +9,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { canvasInk, createExperiment, createRun, launch, logBatch, screenshot, startServer } from './harness.mjs';
+import { canvasInk, createExperiment, createRun, finishRun, launch, logBatch, screenshot, sleep, startServer } from './harness.mjs';
 
 let srv;
 let br;
@@ -353,4 +353,63 @@ test('the checkpoints tab offers Load and an upload time for complete saves only
     else assert.ok(r.load === 0 && r.upload === '', `a ${r.state} save offers Load or an upload time: ${JSON.stringify(r)}`);
   }
   await screenshot(page, 'checkpoints-incomplete');
+});
+
+/** inkExtent returns the first and last columns (fractions of the width) of a canvas with drawn pixels. */
+function inkExtent(selector) {
+  return page.evaluate((sel) => {
+    const c = document.querySelector(sel);
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let x = 0; x < c.width; x++) {
+      for (let y = 0; y < c.height; y++) {
+        if (d[(y * c.width + x) * 4 + 3] > 100) {
+          lo = Math.min(lo, x);
+          hi = Math.max(hi, x);
+          break;
+        }
+      }
+    }
+    return [lo / c.width, hi / c.width];
+  }, selector);
+}
+
+test('GPU pane: a stale node is dimmed, a new node fills its sparklines, a finished run is not called live', async () => {
+  const t = Date.now();
+  const gpu = (i) => ({ index: i, uuid: 'GPU-x' + i, name: 'H100', util: 50 + 10 * i, mem_used: 2 ** 34, mem_total: 2 ** 36, temp: 50, power: 300, power_limit: 700 });
+  const post = (node, from, to, step, extra = {}) => {
+    const samples = [];
+    for (let ts = from; ts <= to; ts += step) samples.push({ ts_ms: ts, gpus: [gpu(0)] });
+    return srv.api('POST', '/api/2.0/sextant/gpu/samples', { node, samples, ...extra });
+  };
+  await post('node-old', t - HOUR, t - 600_000, 60_000); // stopped 10 minutes ago
+  await post('node-new', t - 180_000, t, 10_000); // joined 3 minutes ago
+  await page.goto(`${srv.url}/gpu?gpu_poll_ms=1000`);
+  await page.waitForSelector('.gpu-node[data-node="node-new"] .gpu-card');
+  await page.waitForSelector('.gpu-node[data-node="node-old"] .gpu-card');
+  const old = page.locator('.gpu-node[data-node="node-old"]');
+  assert.equal(await old.getAttribute('data-stale'), 'true');
+  assert.ok(Number(await old.evaluate((el) => getComputedStyle(el).opacity)) < 0.8, 'the stale node is not dimmed');
+  assert.equal(await page.getAttribute('.gpu-node[data-node="node-new"]', 'data-stale'), 'false');
+  await page.waitForFunction(() => document.querySelector('.gpu-node[data-node="node-new"] .gpu-metric[data-field=util] canvas')?.width > 0);
+  await sleep(100);
+  const [lo, hi] = await inkExtent('.gpu-node[data-node="node-new"] .gpu-metric[data-field=util] canvas');
+  assert.ok(hi - lo > 0.6, `the new node's sparkline is a sliver: columns ${lo}..${hi} of the width`);
+  await screenshot(page, 'gpu-pane-stale-and-new');
+
+  // A finished run's GPU tab: its last samples, no "Live", no polling.
+  const exp = await createExperiment(srv, 'gpu-finished');
+  const done = await createRun(srv, exp, 'done', { start: t - 600_000 });
+  await post('node-done', t - 300_000, t - 120_000, 10_000, { run_id: done, node_rank: 0 });
+  await finishRun(srv, done);
+  await page.goto(`${srv.url}/runs/${done}?tab=gpu&gpu_poll_ms=300`);
+  await page.waitForSelector('.gpu-node[data-node="node-done"] .gpu-card');
+  const state = await page.textContent('[data-testid=gpu-state]');
+  assert.doesNotMatch(state, /Live/);
+  assert.match(state, /ended/);
+  const polls = Number(await page.getAttribute('.gpu-pane', 'data-polls'));
+  await sleep(1200);
+  assert.equal(Number(await page.getAttribute('.gpu-pane', 'data-polls')), polls, 'a finished run is polled');
+  await screenshot(page, 'gpu-finished-run');
 });
