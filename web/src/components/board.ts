@@ -52,6 +52,12 @@ export interface BoardOpts {
   sectionLabel?: (name: string) => string;
   /** about how many points a run has of a key (ChartOpts.estimate) */
   estimate?: (runId: string, key: string) => number | undefined;
+  /**
+   * fit sizes the board to its rows (fitHeight): for a page with more
+   * below it (compare), so that the page and the board do not both scroll
+   * with a chart cut between them.
+   */
+  fit?: boolean;
 }
 
 type Row = { kind: 'head'; top: number; section: string; count: number; total: number } | { kind: 'charts'; top: number; charts: BoardChart[] };
@@ -60,6 +66,24 @@ interface Rendered {
   el: HTMLElement;
   scope: Scope;
   charts: Map<string, MetricChart>;
+}
+
+/**
+ * fitHeight is the height of a fit board: all its rows (content px tall,
+ * the board then does not scroll: the page does) when they take at most
+ * 2.5 windows, else the whole rows that fit in 85% of the window (a chart
+ * is never cut at the board's bottom), at least one row of charts.
+ */
+export function fitHeight(rows: readonly { kind: string; top: number }[], content: number, windowH: number): number {
+  if (content <= windowH * 2.5) return Math.max(content, 1);
+  const room = Math.max(windowH * 0.85, CARD_H + GAP + HEAD_H);
+  let h = 0;
+  for (const r of rows) {
+    const bottom = r.top + (r.kind === 'head' ? HEAD_H : CARD_H + GAP);
+    if (bottom > room) break;
+    h = bottom;
+  }
+  return Math.max(h, Math.min(content, CARD_H + GAP));
 }
 
 export class ChartBoard {
@@ -109,7 +133,7 @@ export class ChartBoard {
     find.addEventListener('input', applyFind);
     this.count = h('span', { class: 'muted', 'data-testid': 'chart-count' });
     this.spacer = h('div', { class: 'board-spacer' });
-    this.scroller = h('div', { class: 'board-scroll', tabindex: 0 }, this.spacer);
+    this.scroller = h('div', { class: 'board-scroll' + (opts.fit ? ' fit' : ''), tabindex: 0 }, this.spacer);
     this.el = h(
       'div',
       { class: 'charts board' },
@@ -206,6 +230,7 @@ export class ChartBoard {
     }
     this.rows = rows;
     this.spacer.style.height = Math.max(top, 1) + 'px';
+    if (this.opts.fit) this.scroller.style.height = fitHeight(rows, top, window.innerHeight) + 'px';
     const total = this.opts.charts.length;
     this.count.textContent = this.term ? `${shown.toLocaleString()} of ${total.toLocaleString()} charts` : `${total.toLocaleString()} chart${total === 1 ? '' : 's'}`;
     this.el.dataset.charts = String(total);

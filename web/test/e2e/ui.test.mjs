@@ -479,6 +479,60 @@ describe('hostile values in groups, plots and tooltips', () => {
   });
 });
 
+describe('compare', () => {
+  test('the compare page: charts never cut by a nested scroll, a metrics table, a scatter plot of what varies with its labels inside', async () => {
+    const cmp = await createExperiment(srv, 'compare-layout');
+    const ids = [];
+    for (let i = 0; i < 4; i++) {
+      const id = await createRun(srv, cmp, `cmp-${i}`);
+      ids.push(id);
+      const metrics = [{ key: 'loss', value: [123456.789, 0.000012, 42.5, 7][i], timestamp: Date.now(), step: 10 }];
+      for (let k = 0; k < 8; k++) metrics.push({ key: `val/metric_${k}`, value: i * k, timestamp: Date.now(), step: 10 });
+      await logBatch(srv, id, {
+        metrics,
+        // "arch" sorts first and is the same for every run: not a useful axis.
+        params: [{ key: 'arch', value: 'resnet50' }, { key: 'lr', value: String([0.1, 0.01, 0.001, 0.0001][i]) }],
+      });
+      await finishRun(srv, id);
+    }
+    await page.goto(srv.url + '/compare?runs=' + ids.join(','));
+    await page.waitForSelector('.board-item canvas');
+    // Nine charts: the board does not scroll inside the page (the page
+    // scrolls), and every chart drawn is wholly inside it.
+    const cut = await page.evaluate(() => {
+      const el = document.querySelector('.compare .board-scroll');
+      const sc = el.getBoundingClientRect();
+      const out = [];
+      if (el.scrollHeight > el.clientHeight + 1) out.push(`the board scrolls inside the page: ${el.scrollHeight} px in ${el.clientHeight}`);
+      for (const el of document.querySelectorAll('.compare .board-item')) {
+        const b = el.getBoundingClientRect();
+        if (b.top < sc.bottom - 1 && b.bottom > sc.bottom + 1) out.push(`a chart row ${b.top}..${b.bottom} is cut by the board's bottom at ${sc.bottom}`);
+      }
+      return out;
+    });
+    assert.deepEqual(cut, []);
+    await screenshot(page, 'compare');
+    // The metrics table: a row per metric, a column per run.
+    const table = page.locator('[data-testid=compare-metrics]');
+    assert.equal(await table.locator('tbody tr').count(), 9);
+    assert.equal(await table.locator('thead th').count(), 5);
+    assert.match(await table.locator('tbody tr').first().textContent(), /loss/);
+    // The scatter plot: x is a param that varies (lr), not the constant arch; y the loss.
+    const sc = 'canvas[aria-label="Scatter plot"]';
+    assert.equal(await page.inputValue('select[aria-label="Scatter x axis"]'), 'params.lr');
+    assert.equal(await page.inputValue('select[aria-label="Scatter y axis"]'), 'metrics.loss');
+    await page.locator(sc).scrollIntoViewIfNeeded();
+    await page.waitForFunction((s) => document.querySelector(s).dataset.points === '4', sc);
+    const { labels, w, h } = await page.evaluate((s) => {
+      const c = document.querySelector(s);
+      return { labels: JSON.parse(c.dataset.labels), w: c.clientWidth, h: c.clientHeight };
+    }, sc);
+    assert.ok(labels.length >= 4, 'no labels recorded');
+    for (const [x0, y0, x1, y1] of labels) assert.ok(x0 >= 0 && y0 >= 0 && x1 <= w && y1 <= h, `label box ${[x0, y0, x1, y1]} outside the ${w}×${h} canvas`);
+    await screenshot(page, 'compare-scatter');
+  });
+});
+
 describe('logs', () => {
   test('logs tab renders ANSI colours, tails new lines, searches and jumps', async () => {
     const exp = await createExperiment(srv, 'logs-exp');
