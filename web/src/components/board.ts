@@ -18,10 +18,11 @@ const CARD_H = 300;
 const HEAD_H = 36;
 const OVERSCAN = 320;
 
-export function loadSettings(): ChartSettings {
-  const d: ChartSettings = { xMode: 'step', smoothing: 0, log: false };
+/** loadSettings reads a board's chart settings kept under key; xMode is the x axis until one is picked. */
+export function loadSettings(key = SETTINGS_KEY, xMode: XMode = 'step'): ChartSettings {
+  const d: ChartSettings = { xMode, smoothing: 0, log: false };
   try {
-    const v = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? '{}');
+    const v = JSON.parse(localStorage.getItem(key) ?? '{}');
     if (['step', 'relative', 'wall'].includes(v.xMode)) d.xMode = v.xMode;
     if (typeof v.smoothing === 'number' && v.smoothing >= 0 && v.smoothing < 1) d.smoothing = v.smoothing;
     if (typeof v.log === 'boolean') d.log = v.log;
@@ -58,6 +59,13 @@ export interface BoardOpts {
    * with a chart cut between them.
    */
   fit?: boolean;
+  /**
+   * settingsKey keeps this board's chart settings apart from the others'
+   * (localStorage), and xMode is its x axis until one is picked: the
+   * system metrics are samples in time, not steps.
+   */
+  settingsKey?: string;
+  xMode?: XMode;
 }
 
 type Row = { kind: 'head'; top: number; section: string; count: number; total: number } | { kind: 'charts'; top: number; charts: BoardChart[] };
@@ -88,7 +96,7 @@ export function fitHeight(rows: readonly { kind: string; top: number }[], conten
 
 export class ChartBoard {
   readonly el: HTMLElement;
-  private settings = loadSettings();
+  private settings: ChartSettings;
   private scroller: HTMLElement;
   private spacer: HTMLElement;
   private count: HTMLElement;
@@ -108,6 +116,7 @@ export class ChartBoard {
     private scope: Scope,
   ) {
     this.collapsed = new Set(this.loadCollapsed());
+    this.settings = loadSettings(opts.settingsKey, opts.xMode);
     const s = this.settings;
     const xSel = h(
       'select',
@@ -365,7 +374,7 @@ export class ChartBoard {
   private set(s: Partial<ChartSettings>): void {
     this.settings = { ...this.settings, ...s };
     try {
-      localStorage.setItem(SETTINGS_KEY, JSON.stringify(this.settings));
+      localStorage.setItem(this.opts.settingsKey ?? SETTINGS_KEY, JSON.stringify(this.settings));
     } catch {
       /* ignore */
     }

@@ -109,6 +109,9 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
             charts: systemBoard(r, metricKeys.filter((k) => k.startsWith('system/'))),
             live: isLive,
             storeKey: 'sextant.board.system',
+            // Samples in time: against wall-clock time, not step, unless picked.
+            settingsKey: 'sextant.chart.settings.system',
+            xMode: 'wall',
             sectionLabel: (n) => n,
             empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.',
           },

@@ -533,6 +533,52 @@ describe('compare', () => {
   });
 });
 
+describe('run page details', () => {
+  test('?line=40 opens the log with line 40 in view and highlighted; system metrics are plotted against time', async () => {
+    const exp = await createExperiment(srv, 'details-exp');
+    const run = await createRun(srv, exp, 'details-run');
+    const lines = [];
+    for (let i = 0; i < 300; i++) lines.push({ timestamp: Date.now(), stream: 'stdout', text: `line text ${i + 1}` });
+    await srv.api('POST', '/api/2.0/sextant/logs/append', { run_id: run, source: 'test-src', first_seq: 0, lines });
+    const t0 = Date.now() - 600_000;
+    const metrics = [];
+    for (let k = 0; k < 20; k++) metrics.push({ key: 'system/cpu_utilization_percentage', value: 10 + k, timestamp: t0 + k * 10_000, step: k }, { key: 'loss', value: 1 / (k + 1), timestamp: t0 + k * 10_000, step: k });
+    await logBatch(srv, run, { metrics });
+    await finishRun(srv, run);
+    await page.goto(srv.url + '/runs/' + run + '?tab=logs&line=40');
+    const hit = page.locator('.log-line.hit');
+    await hit.waitFor({ timeout: 20_000 });
+    assert.equal(await hit.getAttribute('data-line'), '40');
+    const inView = await page.evaluate(() => {
+      const row = document.querySelector('.log-line.hit').getBoundingClientRect();
+      let sc = document.querySelector('.log-line.hit').parentElement;
+      while (sc && getComputedStyle(sc).overflowY !== 'auto' && getComputedStyle(sc).overflowY !== 'scroll') sc = sc.parentElement;
+      const box = sc.getBoundingClientRect();
+      return { row: [row.top, row.bottom], box: [box.top, box.bottom], win: window.innerHeight };
+    });
+    assert.ok(inView.row[0] >= inView.box[0] && inView.row[1] <= inView.box[1] && inView.row[1] <= inView.win, 'line 40 is not in view: ' + JSON.stringify(inView));
+    await screenshot(page, 'logs-line-40');
+    // Line 40 a progress-bar redraw (lines 30-45, \r), hidden by the terminal view: the row it became is highlighted, in view.
+    const bars = await createRun(srv, exp, 'bars-run');
+    const blines = [];
+    for (let i = 1; i <= 300; i++) blines.push({ timestamp: Date.now(), stream: 'stdout', text: i >= 30 && i <= 45 ? `epoch 0: ${(i - 29) * 6}%|###` : `line text ${i}`, ...(i >= 30 && i < 45 ? { cr: true } : {}) });
+    await srv.api('POST', '/api/2.0/sextant/logs/append', { run_id: bars, source: 'test-src', first_seq: 0, lines: blines });
+    await finishRun(srv, bars);
+    await page.goto(srv.url + '/runs/' + bars + '?tab=logs&line=40');
+    await hit.waitFor({ timeout: 20_000 });
+    assert.equal(await hit.getAttribute('data-line'), '45');
+    assert.match(await page.textContent('[data-testid=log-status]'), /line 40 was redrawn over: its row is line 45/);
+    // System metrics: against wall-clock time; the Metrics tab stays on steps.
+    await page.goto(srv.url + '/runs/' + run + '?tab=system');
+    await page.waitForSelector('.chart[data-x-mode]');
+    assert.deepEqual([...new Set(await page.$$eval('.chart[data-x-mode]', (els) => els.map((e) => e.dataset.xMode)))], ['wall']);
+    assert.equal(await page.inputValue('select[aria-label="X axis"]'), 'wall');
+    await page.goto(srv.url + '/runs/' + run + '?tab=metrics');
+    await page.waitForSelector('.chart[data-x-mode]');
+    assert.equal(await page.getAttribute('.chart[data-x-mode]', 'data-x-mode'), 'step');
+  });
+});
+
 describe('logs', () => {
   test('logs tab renders ANSI colours, tails new lines, searches and jumps', async () => {
     const exp = await createExperiment(srv, 'logs-exp');
