@@ -577,6 +577,21 @@ describe('run page details', () => {
     await page.waitForSelector('.chart[data-x-mode]');
     assert.equal(await page.getAttribute('.chart[data-x-mode]', 'data-x-mode'), 'step');
   });
+
+  test('the "Logged models" breadcrumb of a logged model leads to the experiment\'s logged models', async () => {
+    const exp = await createExperiment(srv, 'models-crumb');
+    const run = await createRun(srv, exp, 'model-run');
+    const model = (await srv.api('POST', '/api/2.0/mlflow/logged-models', { experiment_id: exp, name: 'crumb-model', source_run_id: run })).model.info.model_id;
+    await page.goto(`${srv.url}/experiments/${exp}/models/${model}`);
+    await page.waitForSelector('[data-testid=logged-model-name]:has-text("crumb-model")');
+    await page.click('.crumbs a:text-is("Logged models")');
+    await page.waitForSelector('[data-testid=logged-models] a:text-is("crumb-model")');
+    assert.equal(new URL(page.url()).pathname, `/experiments/${exp}/models`);
+    await page.waitForSelector('[data-testid=logged-models] a.run-link:text-is("model-run")');
+    await screenshot(page, 'logged-models');
+    await page.click('[data-testid=logged-models] a:text-is("crumb-model")');
+    await page.waitForSelector('[data-testid=logged-model-name]:has-text("crumb-model")');
+  });
 });
 
 describe('logs', () => {
