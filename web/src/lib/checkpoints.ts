@@ -123,9 +123,9 @@ function eventRow(e: RunEvent, running: boolean): CkptRow {
       state = 'incomplete';
   }
   const blocked = ck.blocked_ms != null && ck.blocked_ms >= 0 ? ck.blocked_ms : undefined;
-  // Only a save that completed landed: one cut off or failed has no upload
-  // time (its end is when it stopped, not when it landed).
-  const done = state === 'complete';
+  // A save cut off (or still writing) did not land: no landing or upload
+  // time (its end, if any, is when it stopped). A failed save ended.
+  const done = state !== 'incomplete' && state !== 'writing';
   return {
     source: 'event',
     step: e.step != null && e.step >= 0 ? e.step : NaN,

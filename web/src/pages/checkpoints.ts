@@ -190,10 +190,10 @@ function render(run: Run, list: CkptRow[], loads: CkptRow[], scope: Scope): Node
       cells.ranks.textContent = c.ranks ? String(c.ranks) : '';
       stateCell(cells.state, c);
       tr.dataset.state = c.state;
-      // Only a save that completed has an upload time (deleted since:
-      // still), and only one still complete can be loaded.
+      // A save cut off has no upload time; only one complete (and still
+      // there) can be loaded.
       const ok = c.state === 'complete';
-      cells.upload.textContent = ok || c.state === 'deleted' ? fmtMs(c.uploadMs) : '';
+      cells.upload.textContent = c.state === 'incomplete' || c.state === 'writing' ? '' : fmtMs(c.uploadMs);
       cells.load.replaceChildren(ok ? h('button', { class: 'link', onclick: () => showSnippet(c.path) }, 'Load…') : '');
     };
     if (c.source === 'event') fill();

@@ -337,7 +337,7 @@ test('a killed attempt and its resume: the lines break at the gap, and the GPU l
   assert.ok(br.problems.length === 0, br.problems.join('\n'));
 });
 
-test('the checkpoints tab offers Load and an upload time for complete saves only', async () => {
+test('the checkpoints tab offers Load for complete saves only, and no upload time for a save that did not land', async () => {
   await page.goto(`${srv.url}/runs/${run}?tab=checkpoints`);
   await page.waitForSelector('[data-testid=checkpoints] tr[data-state="failed"]', { timeout: 30_000 });
   const rows = await page.$$eval('[data-testid=checkpoints] tr[data-state]', (trs) => {
@@ -349,9 +349,22 @@ test('the checkpoints tab offers Load and an upload time for complete saves only
   assert.deepEqual(rows.map((r) => r.state), ['writing', 'deleted', 'failed', 'deleted'], JSON.stringify(rows));
   for (const r of rows) {
     if (r.state === 'complete') assert.ok(r.load === 1 && r.upload !== '', JSON.stringify(r));
-    else if (r.state === 'deleted') assert.ok(r.load === 0 && r.upload !== '', JSON.stringify(r));
-    else assert.ok(r.load === 0 && r.upload === '', `a ${r.state} save offers Load or an upload time: ${JSON.stringify(r)}`);
+    else if (r.state === 'writing') assert.ok(r.load === 0 && r.upload === '', `a save still writing offers Load or an upload time: ${JSON.stringify(r)}`);
+    else assert.ok(r.load === 0 && r.upload !== '', `a ${r.state} save offers Load or has no upload time: ${JSON.stringify(r)}`);
   }
+  // A save cut off when its job was killed (closed with an end): no upload time, no Load.
+  const exp = await createExperiment(srv, 'ckpt-cut-off');
+  const killed = await createRun(srv, exp, 'killed', { start: now - 600_000 });
+  await srv.api('POST', '/api/2.0/sextant/events/append', { run_id: killed, events: [
+    { kind: 'checkpoint_save', key: 'save-cut', time_ms: now - 300_000, end_ms: now - 200_000, step: 70, severity: 'warning', message: 'cut off',
+      checkpoint: { path: '/Volumes/main/ml/ckpt/killed/step_70', outcome: 'incomplete', mode: 'process', staging: 'shared', blocked_ms: 900, ranks: 2 } },
+  ] });
+  await finishRun(srv, killed, 'KILLED');
+  await page.goto(`${srv.url}/runs/${killed}?tab=checkpoints`);
+  const cut = page.locator('[data-testid=checkpoints] tr[data-step="70"][data-state="incomplete"]');
+  await cut.waitFor({ timeout: 30_000 });
+  assert.equal(await cut.locator('button').count(), 0, 'a cut-off save offers Load');
+  assert.equal((await cut.locator('td').nth(7).textContent()).trim(), '', 'a cut-off save shows an upload time');
   await screenshot(page, 'checkpoints-incomplete');
 });
 
