@@ -105,12 +105,16 @@ export function workspacePage(p: Record<string, string>, _q: URLSearchParams, sc
 
   const load = async () => {
     try {
+      // A folder that holds only workspace files is not one the workspace
+      // API knows (404): it is shown when the Files API lists something.
+      let missing: unknown = null;
       const [folders, { here: exps, all }, files] = await Promise.all([
-        listFolders(folder).catch((e): string[] | Promise<string[]> => (folder === '/' ? [] : Promise.reject(e))),
+        listFolders(folder).catch((e): string[] | Promise<string[]> => (folder === '/' ? [] : e?.status === 404 ? ((missing = e), []) : Promise.reject(e))),
         experimentsIn(folder),
         filesIn(folder),
       ]);
       if (scope.disposed) return;
+      if (missing && !exps.length && !files.length) throw missing;
       if (folder === '/') recent.replaceChildren(recentBox(all, scope) ?? '');
       // Folders that hold only workspace files are folders too.
       const known = new Set(folders);

@@ -787,6 +787,8 @@ describe('volumes and the server', () => {
     const exp = await createExperiment(srv, name);
     const run = await createRun(srv, exp, 'readme-run', { start: Date.now() });
     await finishRun(srv, run);
+    // A workspace file in a folder nobody created.
+    await srv.api('PUT', '/api/2.0/fs/files/Workspace/Users/alice@example.com/helpers/util.py', 'print(1)\n');
     await page.goto(srv.url + '/');
     // The root offers the recent experiments and runs.
     await page.waitForSelector(`[data-testid=recent-experiments] a:has-text("${name}")`);
@@ -798,6 +800,10 @@ describe('volumes and the server', () => {
     await page.waitForSelector('.page-head h1:text-is("alice@example.com")');
     assert.equal(await page.locator('.empty').count(), 0, 'the folder says it is empty');
     await screenshot(page, 'workspace-implicit-folder');
+    await page.click('.folder-row a:text-is("helpers")');
+    await page.waitForSelector('.file-row a:text-is("util.py")');
+    await page.goBack();
+    await page.waitForSelector('.experiment-row a:text-is("mnist")');
     await page.click('.experiment-row a:text-is("mnist")');
     await page.waitForSelector(`.page.experiment h1:has-text("${name}")`);
     // The experiment's breadcrumb and the run's lead back to the folder.
