@@ -72,8 +72,13 @@ def test_folder_and_experiment_cannot_share_a_path(server, client):
     assert r.status_code == 200, r.text
     r = requests.post(server.url + "/api/2.0/mlflow/experiments/create", json={"name": "/Shared/made"}, timeout=10)
     assert_json_error(r, 400, "RESOURCE_ALREADY_EXISTS", "/Shared/made", "folder")
+    other = mlflow.set_experiment("/Shared/clash/other")
+    r = requests.post(server.url + "/api/2.0/mlflow/experiments/update",
+                      json={"experiment_id": other.experiment_id, "new_name": "/Shared/made"}, timeout=10)
+    assert_json_error(r, 400, "RESOURCE_ALREADY_EXISTS", "/Shared/made", "folder")
     listed = [f["path"] for f in list_folders(server, "/Shared/clash").json()["folders"]]
     assert listed == [], listed
+    assert sorted(experiments_in(server, "/Shared/clash")) == ["/Shared/clash/exp", "/Shared/clash/other"]
 
 
 def test_implicit_folders_follow_permissions_after_sign_in(start_server, use_server, tmp_path):
