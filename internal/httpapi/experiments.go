@@ -46,6 +46,9 @@ func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
+	if err := s.ws.CheckNoFolderAt(ctx, name); err != nil {
+		return err
+	}
 	if err := s.allowRef(r, refArtifactLocation, req.ArtifactLocation); err != nil {
 		return err
 	}
@@ -200,6 +203,9 @@ func (s *Server) updateExperiment(w http.ResponseWriter, r *http.Request) error 
 				return refError(refNewName, req.NewName, err)
 			}
 		}
+	}
+	if err := s.ws.CheckNoFolderAt(ctx, name); err != nil {
+		return refError(refNewName, req.NewName, err)
 	}
 	if err := s.tr.RenameExperiment(ctx, req.ExperimentID, name); err != nil {
 		return err
