@@ -200,14 +200,14 @@ func runJSON(run gpuhours.Run, u gpuhours.Usage, price func(gpuhours.Usage) *flo
 	return rj
 }
 
-// gpuHoursCollector reports the GPU-hours (and cost) of every active run,
+// gpuHoursCollector reports the GPU-seconds (and cost) of every active run,
 // summed by GPU model, computed at each scrape: no per-run or
 // per-experiment labels, so the series stay few whatever the runs.
 type gpuHoursCollector struct{ o GPUHoursOptions }
 
 var (
-	gpuHoursDesc = prometheus.NewDesc("sextant_gpu_hours",
-		"GPU-hours of the attempts of every run that is not deleted, by GPU model (docs/gpu.md).", []string{"model"}, nil)
+	gpuHoursDesc = prometheus.NewDesc("sextant_gpu_held_seconds",
+		"GPU-seconds (GPU-hours × 3600) held by the attempts of every run that is not deleted, by GPU model (docs/gpu.md).", []string{"model"}, nil)
 	gpuCostDesc = prometheus.NewDesc("sextant_gpu_cost",
 		"Cost of those GPU-hours at --gpu-hour-price, by GPU model; absent without prices.", []string{"model"}, nil)
 	gpusHeldDesc = prometheus.NewDesc("sextant_gpus_held",
@@ -231,10 +231,13 @@ func (c *gpuHoursCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	now := c.o.nowMs()
-	hours, cost, held := map[string]float64{}, map[string]float64{}, map[string]float64{}
+	secs, cost, held := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, run := range runs {
 		for _, a := range gpuhours.Compute(run, c.o.Prices, now).Attempts {
-			hours[a.Model] += a.GPUHours
+			if a.GPUs == 0 {
+				continue
+			}
+			secs[a.Model] += a.GPUHours * 3600
 			if a.Priced {
 				cost[a.Model] += a.Cost
 			}
@@ -243,7 +246,7 @@ func (c *gpuHoursCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	for m, v := range hours {
+	for m, v := range secs {
 		ch <- prometheus.MustNewConstMetric(gpuHoursDesc, prometheus.GaugeValue, v, m)
 	}
 	if c.o.Prices != nil {

@@ -140,9 +140,9 @@ def test_folder_sums_runs_attempts_killed_and_resumed(sextant_bin, server, tmp_p
 
     # Prometheus: totals by GPU model, no per-run labels.
     metrics = requests.get(server.url + "/metrics", timeout=30).text
-    m = re.search(r'^sextant_gpu_hours\{model="NVIDIA H100[^"]*"\} (\S+)$', metrics, re.M)
+    m = re.search(r'^sextant_gpu_held_seconds\{model="NVIDIA H100[^"]*"\} (\S+)$', metrics, re.M)
     assert m, metrics
-    assert float(m.group(1)) == pytest.approx(want + hours_of(ev_c), rel=1e-9)
+    assert float(m.group(1)) == pytest.approx((want + hours_of(ev_c)) * 3600, rel=1e-9)
     assert "run_id" not in "".join(l for l in metrics.splitlines() if l.startswith("sextant_gpu_"))
 
 
