@@ -316,8 +316,8 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			ctx := context.WithValue(r.Context(), subjectKey, sub)
-			if l := levelOf(rt.access); l != workspace.NoAccess {
-				g := &guard{need: l}
+			if op := rt.access.operation(); op != 0 {
+				g := &guard{op: op}
 				ctx = context.WithValue(ctx, guardKey, g)
 				w = &guardedWriter{ResponseWriter: w, g: g, s: s, r: r}
 			}

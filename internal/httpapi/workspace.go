@@ -302,7 +302,7 @@ func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Lev
 	if err != nil {
 		return t, err
 	}
-	if err := s.allowExperimentLevel(r, exp, l); err != nil {
+	if err := s.allowExperimentOp(r, exp, workspace.OperationFor(l)); err != nil {
 		return t, err
 	}
 	checked(r)
@@ -394,7 +394,7 @@ func (s *Server) deleteComment(w http.ResponseWriter, r *http.Request) error {
 	// Managers of what the comment is on may delete it too.
 	managerOK := false
 	if exp, err := s.commentExperiment(r, c.Target); err == nil {
-		managerOK = s.allowExperimentLevel(r, exp, workspace.CanManage) == nil
+		managerOK = s.allowExperimentOp(r, exp, workspace.OpManageExperiment) == nil
 	}
 	if err := s.ws.DeleteComment(r.Context(), SubjectFromContext(r.Context()), req.ID.V, managerOK); err != nil {
 		return err

@@ -72,7 +72,7 @@ func (s *Service) ExperimentLevel(ctx context.Context, sub *Subject, id string) 
 	if sub == nil || sub.User == nil {
 		return NoAccess, nil
 	}
-	if sub.User.Admin && !sub.User.Disabled {
+	if sub.IsActiveAdmin() {
 		return CanManage, nil
 	}
 	key := permKey{sub.User.ID, id}
@@ -99,11 +99,11 @@ func (s *Service) ExperimentLevel(ctx context.Context, sub *Subject, id string) 
 // answer from the subject's grants in one pass, for searches over many
 // experiments.
 func (s *Service) ReadableExperimentIDs(ctx context.Context, sub *Subject) (ids []string, all bool, err error) {
+	if sub.IsActiveAdmin() {
+		return nil, true, nil
+	}
 	if sub == nil || sub.User == nil || sub.User.Disabled {
 		return nil, false, nil
-	}
-	if sub.User.Admin {
-		return nil, true, nil
 	}
 	ps := []Principal{{PrincipalUser, sub.User.ID}, {PrincipalGroup, AllUsersGroup}}
 	for _, g := range sub.Groups {
@@ -148,34 +148,21 @@ func (s *Service) ReadableExperimentIDs(ctx context.Context, sub *Subject) (ids 
 	return ids, false, nil
 }
 
-// CheckExperiment returns nil when the subject has need on the experiment.
+// CheckExperiment returns nil when the subject has need on the
+// experiment: the policy's OpReadExperiment, OpEditExperiment or
+// OpManageExperiment (see Authorize).
 func (s *Service) CheckExperiment(ctx context.Context, sub *Subject, id string, need Level) error {
-	l, err := s.ExperimentLevel(ctx, sub, id)
-	if err != nil {
-		return err
-	}
-	if l >= need {
-		return nil
-	}
-	return denied(sub, need, Resource{ResourceExperiment, id})
+	return s.Authorize(ctx, sub, OperationFor(need), Resource{ResourceExperiment, id})
 }
 
-func denied(sub *Subject, need Level, r Resource) error {
-	who := "anonymous"
-	if sub != nil && sub.User != nil {
-		who = sub.User.Email
-	}
-	return errs.Errorf(errs.PermissionDenied, "%s is required on %s; %s does not have it", need, r, who)
-}
-
-// CheckFolder returns nil when the subject has need on the folder.
+// CheckFolder returns nil when the subject has need on the folder: the
+// policy's OpReadFolder or OpCreateInFolder (see Authorize).
 func (s *Service) CheckFolder(ctx context.Context, sub *Subject, path string, need Level) error {
-	r := Resource{ResourceFolder, path}
-	chain, err := s.chainFor(ctx, r)
-	if err != nil {
-		return err
+	op := OpCreateInFolder
+	if need <= CanRead {
+		op = OpReadFolder
 	}
-	return Decide(sub, r, chain, need)
+	return s.Authorize(ctx, sub, op, Resource{ResourceFolder, path})
 }
 
 // ---- folders ----
@@ -211,10 +198,11 @@ func (s *Service) Mkdirs(ctx context.Context, sub *Subject, path string) (*Folde
 		}
 		missing = append(missing, q)
 	}
-	if existing == "/" && !(sub != nil && sub.User != nil && sub.User.Admin) {
-		return nil, errs.Errorf(errs.PermissionDenied, "only administrators create top-level folders; use /Users/<you>/... or /Shared/...")
-	}
-	if err := s.CheckFolder(ctx, sub, existing, CanEdit); err != nil {
+	if existing == "/" {
+		if err := s.Authorize(ctx, sub, OpCreateTopFolder, Resource{}); err != nil {
+			return nil, err
+		}
+	} else if err := s.Authorize(ctx, sub, OpCreateInFolder, Resource{ResourceFolder, existing}); err != nil {
 		return nil, err
 	}
 	owner := int64(0)
@@ -322,10 +310,21 @@ func (s *Service) ExperimentCreated(ctx context.Context, sub *Subject, id string
 func (s *Service) ExperimentRenamed(ctx context.Context, sub *Subject, id, from, to string) {
 	s.forgetExperiment(id)
 	action := "experiment.rename"
-	if Parent(CanonicalName(from)) != Parent(CanonicalName(to)) {
+	if RenameOperation(from, to) == OpMoveExperiment {
 		action = "experiment.move"
 	}
 	s.audit(ctx, sub, action, "experiment:"+id, from+" -> "+to)
+}
+
+// RenameOperation returns the policy's operation for renaming an
+// experiment from one name to another: OpMoveExperiment when the folder
+// changes (the experiment then inherits another folder's grants),
+// OpRenameExperiment otherwise.
+func RenameOperation(from, to string) Operation {
+	if Parent(CanonicalName(from)) != Parent(CanonicalName(to)) {
+		return OpMoveExperiment
+	}
+	return OpRenameExperiment
 }
 
 // DefaultExperimentID is the id of the Default experiment, where clients
@@ -337,18 +336,6 @@ const DefaultExperimentID = "0"
 func IsDefaultExperiment(id string) bool {
 	n, err := strconv.ParseInt(id, 10, 64)
 	return err == nil && n == 0
-}
-
-// CheckDefaultChange refuses a change to the Default experiment (its name,
-// its lifecycle, its permissions) by anyone but an administrator: every
-// user logs there with CAN_EDIT, and a user who could move it into their
-// folder or revoke the others would take it from everyone. what names the
-// change for the message.
-func CheckDefaultChange(sub *Subject, id, what string) error {
-	if !IsDefaultExperiment(id) {
-		return nil
-	}
-	return requireAdmin(sub, what+" the Default experiment (id 0), which every user logs to")
 }
 
 func (s *Service) forgetExperiment(id string) {
@@ -393,7 +380,7 @@ func ParseResource(s string) (Resource, error) {
 
 // Permissions lists the grants on a resource (CAN_READ needed).
 func (s *Service) Permissions(ctx context.Context, sub *Subject, r Resource) ([]Grant, error) {
-	if err := s.check(ctx, sub, r, CanRead); err != nil {
+	if err := s.checkGrants(ctx, sub, r, OpReadPermissions); err != nil {
 		return nil, err
 	}
 	grants, err := s.store.Grants(ctx, []Resource{r})
@@ -403,32 +390,21 @@ func (s *Service) Permissions(ctx context.Context, sub *Subject, r Resource) ([]
 	return grants[r], nil
 }
 
-func (s *Service) check(ctx context.Context, sub *Subject, r Resource, need Level) error {
-	switch r.Kind {
-	case ResourceExperiment:
-		return s.CheckExperiment(ctx, sub, r.Key, need)
-	case ResourceCatalog, ResourceSchema, ResourceVolume:
-		if s.opts.Resources == nil {
-			return errs.Errorf(errs.Invalid, "%s: this server keeps no catalogs, schemas or volumes", r)
+// checkGrants checks op on r for the permissions API: r must exist.
+func (s *Service) checkGrants(ctx context.Context, sub *Subject, r Resource, op Operation) error {
+	if r.Kind == ResourceFolder {
+		if _, err := s.store.GetFolder(ctx, r.Key); err != nil {
+			return err
 		}
-		return s.opts.Resources.CheckResource(ctx, sub, r, need)
 	}
-	if _, err := s.store.GetFolder(ctx, r.Key); err != nil {
-		return err
-	}
-	return s.CheckFolder(ctx, sub, r.Key, need)
+	return s.Authorize(ctx, sub, op, r)
 }
 
 // SetPermission grants level on r to a user (by email) or a group (by
 // "group:<name>"), or removes the grant with NoAccess. The subject needs
 // CAN_MANAGE on r. The change is audited.
 func (s *Service) SetPermission(ctx context.Context, sub *Subject, r Resource, principal string, level Level) error {
-	if r.Kind == ResourceExperiment {
-		if err := CheckDefaultChange(sub, r.Key, "change the permissions of"); err != nil {
-			return err
-		}
-	}
-	if err := s.check(ctx, sub, r, CanManage); err != nil {
+	if err := s.checkGrants(ctx, sub, r, OpSetPermissions); err != nil {
 		return err
 	}
 	p, err := s.resolvePrincipal(ctx, principal)
@@ -469,7 +445,7 @@ func (s *Service) resolvePrincipal(ctx context.Context, name string) (Principal,
 
 // CreateGroup creates a group (admins only).
 func (s *Service) CreateGroup(ctx context.Context, sub *Subject, name string) error {
-	if err := requireAdmin(sub, "create groups"); err != nil {
+	if err := s.Authorize(ctx, sub, OpCreateGroup, Resource{}); err != nil {
 		return err
 	}
 	if name == "" || name == "users" || strings.ContainsAny(name, ":/") || utf8.RuneCountInString(name) > 100 {
@@ -484,7 +460,7 @@ func (s *Service) CreateGroup(ctx context.Context, sub *Subject, name string) er
 
 // SetGroupMember adds or removes a user from a group (admins only).
 func (s *Service) SetGroupMember(ctx context.Context, sub *Subject, group, email string, member bool) error {
-	if err := requireAdmin(sub, "change groups"); err != nil {
+	if err := s.Authorize(ctx, sub, OpChangeGroup, Resource{}); err != nil {
 		return err
 	}
 	gid, err := s.store.GetGroupByName(ctx, group)
