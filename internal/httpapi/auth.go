@@ -245,22 +245,24 @@ func (s *Server) allowRunID(r *http.Request, runID string) error {
 	return s.allowRun(r, runID)
 }
 
-// allowRun checks the route's operation on a run's experiment.
+// allowRun checks the route's operation on a run's experiment. A run the
+// subject may not read answers as a missing run.
 func (s *Server) allowRun(r *http.Request, runID string) error {
 	exp, err := s.runExperiment(r.Context(), runID)
 	if err != nil {
 		return err
 	}
-	return s.allowExperiment(r, exp)
+	return workspace.AsMissing(s.allowExperiment(r, exp), tracking.RunNotFound(runID))
 }
 
 // allowModel checks the route's operation on a logged model's experiment.
+// A model the subject may not read answers as a missing model.
 func (s *Server) allowModel(r *http.Request, modelID string) error {
 	exp, err := s.modelExperiment(r.Context(), modelID)
 	if err != nil {
 		return err
 	}
-	return s.allowExperiment(r, exp)
+	return workspace.AsMissing(s.allowExperiment(r, exp), tracking.LoggedModelNotFound(modelID))
 }
 
 // allowArtifactPath checks the route's operation on the experiment an

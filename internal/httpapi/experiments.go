@@ -86,12 +86,13 @@ func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	e, err := s.tr.GetExperimentByName(r.Context(), workspace.CanonicalName(q.str("experiment_name")))
+	name := workspace.CanonicalName(q.str("experiment_name"))
+	e, err := s.tr.GetExperimentByName(r.Context(), name)
 	if err != nil {
 		return err
 	}
 	if err := s.allowExperiment(r, e.ID); err != nil {
-		return err
+		return workspace.AsMissing(err, tracking.ExperimentNameNotFound(name))
 	}
 	return writeJSON(w, map[string]any{"experiment": wire.ToExperiment(e)})
 }
@@ -197,6 +198,9 @@ func (s *Server) updateExperiment(w http.ResponseWriter, r *http.Request) error 
 		if workspace.RenameOperation(cur.Name, name) == workspace.OpMoveExperiment {
 			if err := s.allowExperimentOp(r, req.ExperimentID, workspace.OpMoveExperiment); err != nil {
 				return &errs.Error{Code: errs.CodeOf(err), Msg: "moving an experiment to another folder: " + errs.MessageOf(err), Err: err}
+			}
+			if err := s.allowRef(r, refNewName, req.NewName); err != nil {
+				return err
 			}
 			if name, err = s.ws.PrepareExperimentName(ctx, sub, req.NewName); err != nil {
 				return refError(refNewName, req.NewName, err)

@@ -68,7 +68,7 @@ func (s *Server) allowGPURun(r *http.Request, runID string, l workspace.Level) e
 	case err != nil:
 		return err
 	}
-	return s.allowExperimentOp(r, exp, workspace.OperationFor(l))
+	return workspace.AsMissing(s.allowExperimentOp(r, exp, workspace.OperationFor(l)), tracking.RunNotFound(runID))
 }
 
 // readableRuns hides, in place, the run ids the caller may not read.

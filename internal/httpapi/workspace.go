@@ -303,7 +303,7 @@ func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Lev
 		return t, err
 	}
 	if err := s.allowExperimentOp(r, exp, workspace.OperationFor(l)); err != nil {
-		return t, err
+		return t, workspace.AsMissing(err, workspace.CommentTargetNotFound(t))
 	}
 	checked(r)
 	return t, nil

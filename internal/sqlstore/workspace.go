@@ -280,7 +280,7 @@ func (s *WorkspaceStore) GetFolder(ctx context.Context, path string) (*workspace
 	err := s.rdb.QueryRowContext(ctx, `SELECT folder_id, path, owner_id, created_time FROM folders WHERE path = ?`, path).
 		Scan(&f.ID, &f.Path, &f.OwnerID, &f.CreatedMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "folder %s does not exist", path)
+		return nil, workspace.FolderNotFound(path)
 	}
 	return f, sqlError(err, "get folder")
 }

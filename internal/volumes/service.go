@@ -129,14 +129,18 @@ type node struct {
 	res     workspace.Resource
 	ownerID int64
 	parent  *node
+	// catalog and schema are the securable a catalog or schema node is,
+	// for visible.
+	catalog *Catalog
+	schema  *Schema
 }
 
 func catalogNode(c *Catalog) *node {
-	return &node{res: workspace.Resource{Kind: workspace.ResourceCatalog, Key: c.Name}, ownerID: c.OwnerID}
+	return &node{res: workspace.Resource{Kind: workspace.ResourceCatalog, Key: c.Name}, ownerID: c.OwnerID, catalog: c}
 }
 
 func schemaNode(c *Catalog, sc *Schema) *node {
-	return &node{res: workspace.Resource{Kind: workspace.ResourceSchema, Key: sc.FullName()}, ownerID: sc.OwnerID, parent: catalogNode(c)}
+	return &node{res: workspace.Resource{Kind: workspace.ResourceSchema, Key: sc.FullName()}, ownerID: sc.OwnerID, parent: catalogNode(c), schema: sc}
 }
 
 func volumeNode(c *Catalog, sc *Schema, v *Volume) *node {
@@ -174,16 +178,38 @@ func (s *Service) chains(ctx context.Context, nodes []*node) ([][][]workspace.Gr
 	return out, nil
 }
 
-// authorize asks the permission policy (workspace.Permit) whether the
-// subject may do what needs need on n, given their level there (granted
-// there or above, or as an owner): nil, or an error naming what is
-// missing.
+// authorize asks the permission policy (workspace.PermitVisible) whether
+// the subject may do what needs need on n, given their level there
+// (granted there or above, or as an owner) and whether they see it: nil,
+// an error naming what is missing, or, for a securable they may not see,
+// the error of a missing one.
 func (s *Service) authorize(ctx context.Context, sub *workspace.Subject, n *node, need workspace.Level) error {
 	ls, err := s.levels(ctx, sub, []*node{n})
 	if err != nil {
 		return err
 	}
-	return workspace.Permit(ctx, sub, securableOp(need), n.res, ls[0])
+	op := securableOp(need)
+	if ls[0] >= op.Level() || visible(ls[0]) {
+		return workspace.Permit(ctx, sub, op, n.res, ls[0])
+	}
+	seen, err := s.seen(ctx, sub, n)
+	if err != nil {
+		return err
+	}
+	return workspace.PermitVisible(ctx, sub, op, n.res, ls[0], seen)
+}
+
+// seen reports whether the subject sees a catalog or schema without
+// CAN_READ on it: it holds something they can read.
+func (s *Service) seen(ctx context.Context, sub *workspace.Subject, n *node) (bool, error) {
+	switch {
+	case n.catalog != nil:
+		return s.catalogVisible(ctx, sub, n.catalog)
+	case n.schema != nil && n.parent != nil && n.parent.catalog != nil:
+		vis, err := s.visibleSchemas(ctx, sub, n.parent.catalog, []*Schema{n.schema})
+		return len(vis) > 0, err
+	}
+	return false, nil
 }
 
 // securableOp is the policy's operation on a securable that needs l.

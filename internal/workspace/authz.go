@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,7 +170,9 @@ func (s *Service) CheckFolder(ctx context.Context, sub *Subject, path string, ne
 
 // Mkdirs creates a folder and any missing parents, as `mkdir -p`. The
 // subject needs CAN_EDIT on the nearest existing ancestor; the creator
-// gets nothing extra (permissions are inherited from that ancestor).
+// gets nothing extra (permissions are inherited from that ancestor). A
+// folder the subject may not read counts as missing (see ErrUnreadable),
+// so that the answer is the same whether it exists or not.
 func (s *Service) Mkdirs(ctx context.Context, sub *Subject, path string) (*Folder, error) {
 	p, err := NormalizePath(path)
 	if err != nil {
@@ -178,23 +181,26 @@ func (s *Service) Mkdirs(ctx context.Context, sub *Subject, path string) (*Folde
 	if p == "/" {
 		return nil, errs.E(errs.Invalid, "the root folder cannot be created")
 	}
-	if f, err := s.store.GetFolder(ctx, p); err == nil {
-		return f, s.CheckFolder(ctx, sub, p, CanRead)
-	} else if !errs.Is(err, errs.NotFound) {
-		return nil, err
-	}
-	// Find the nearest existing ancestor and check it.
+	// Find the nearest existing ancestor the subject sees, and check it.
 	var missing []string
 	existing := "/"
 	for _, q := range append([]string{p}, Ancestors(p)...) {
 		if q == "/" {
 			break
 		}
-		if _, err := s.store.GetFolder(ctx, q); err == nil {
-			existing = q
-			break
-		} else if !errs.Is(err, errs.NotFound) {
+		f, err := s.store.GetFolder(ctx, q)
+		if err != nil && !errs.Is(err, errs.NotFound) {
 			return nil, err
+		}
+		if err == nil {
+			err = s.Authorize(ctx, sub, OpReadFolder, Resource{ResourceFolder, q})
+			if err == nil && q == p {
+				return f, nil
+			}
+			if err == nil || !errors.Is(err, ErrUnreadable) {
+				existing = q
+				break
+			}
 		}
 		missing = append(missing, q)
 	}
@@ -267,14 +273,15 @@ func (s *Service) PrepareExperimentName(ctx context.Context, sub *Subject, name 
 	if parent == "/" || parent == UsersRoot {
 		return "", errs.Errorf(errs.Invalid, "experiment %q must be inside a folder such as /Users/<you>/ or /Shared/", p)
 	}
+	missing := errs.Errorf(errs.NotFound, "folder %s does not exist; create it first (POST /api/2.0/sextant/workspace/mkdirs)", parent)
 	if _, err := s.store.GetFolder(ctx, parent); err != nil {
 		if errs.Is(err, errs.NotFound) {
-			return "", errs.Errorf(errs.NotFound, "folder %s does not exist; create it first (POST /api/2.0/sextant/workspace/mkdirs)", parent)
+			return "", missing
 		}
 		return "", err
 	}
-	if err := s.CheckFolder(ctx, sub, parent, CanEdit); err != nil {
-		return "", err
+	if err := s.Authorize(ctx, sub, OpCreateInFolder, Resource{ResourceFolder, parent}); err != nil {
+		return "", AsMissing(err, missing)
 	}
 	return p, nil
 }
@@ -492,9 +499,23 @@ func (s *Service) SetGroupMember(ctx context.Context, sub *Subject, group, email
 	return nil
 }
 
-// ListGroups lists groups and their members.
+// ListGroups lists groups and their members: every group for an
+// administrator, the subject's own groups for anyone else (the others'
+// names and members are not theirs to see).
 func (s *Service) ListGroups(ctx context.Context, sub *Subject) ([]Group, error) {
-	return s.store.ListGroups(ctx)
+	all, err := s.store.ListGroups(ctx)
+	if err != nil || sub.IsActiveAdmin() {
+		return all, err
+	}
+	var mine []Group
+	if sub != nil && sub.User != nil && !sub.User.Disabled {
+		for _, g := range all {
+			if slices.Contains(sub.Groups, g.ID) {
+				mine = append(mine, g)
+			}
+		}
+	}
+	return mine, nil
 }
 
 // ---- comments ----
@@ -525,7 +546,7 @@ func (s *Service) CommentTargetExperiment(ctx context.Context, t CommentTarget) 
 		}
 		exp, err := s.store.RunExperiment(ctx, id)
 		if errs.Is(err, errs.NotFound) {
-			return "", errs.Errorf(errs.NotFound, "No run with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
+			return "", CommentTargetNotFound(t)
 		}
 		return exp, err
 	}
@@ -533,11 +554,18 @@ func (s *Service) CommentTargetExperiment(ctx context.Context, t CommentTarget) 
 		return "", errs.Errorf(errs.Invalid, "Invalid value %q for parameter 'target_id': not an experiment id", errs.Truncate(id, 80))
 	}
 	if _, err := s.store.ExperimentPath(ctx, id); errs.Is(err, errs.NotFound) {
-		return "", errs.Errorf(errs.NotFound, "No experiment with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
+		return "", CommentTargetNotFound(t)
 	} else if err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// CommentTargetNotFound is the error for a comment target (a run or an
+// experiment) that does not exist, and for one the subject may not read
+// (see AsMissing).
+func CommentTargetNotFound(t CommentTarget) error {
+	return errs.Errorf(errs.NotFound, "No %s with id %q (parameter 'target_id') exists", t.Kind, errs.Truncate(t.ID, 80))
 }
 
 // AddComment adds a comment on a run or experiment that exists, for every

@@ -2,9 +2,11 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
 )
 
 // The permission policy: every "may this subject do this to that" in
@@ -97,6 +99,10 @@ type rule struct {
 	// completes the refusal "only administrators may ...".
 	admin bool
 	what  string
+	// reveal marks an operation whose refusal says PermissionDenied even
+	// where the subject may not see the resource: a reference, which
+	// names the object of another's request (see OpReadReference).
+	reveal bool
 	// defaultIsAdmins marks a change to the Default experiment's name,
 	// lifecycle or permissions: every user logs there, and a user who
 	// could move it into their folder or revoke the others would take it
@@ -125,8 +131,8 @@ var operations = [opCount]rule{
 	OpManageSecurable: {name: "manage catalog, schema or volume", level: CanManage},
 	OpCreateCatalog:   {name: "create catalog", admin: true, what: "create catalogs; ask one to create it, or to grant you CAN_EDIT on an existing catalog to create schemas in it"},
 
-	OpReadReference:  {name: "reference for reading", level: CanRead},
-	OpWriteReference: {name: "reference for writing", level: CanEdit},
+	OpReadReference:  {name: "reference for reading", level: CanRead, reveal: true},
+	OpWriteReference: {name: "reference for writing", level: CanEdit, reveal: true},
 
 	OpReachArtifactStore: {name: "reach the artifact store outside experiments", admin: true, what: "reach artifacts outside an experiment"},
 	OpCreateUser:         {name: "create user", admin: true, what: "create users"},
@@ -187,13 +193,31 @@ func (s *Subject) IsActiveAdmin() bool {
 	return s != nil && s.User != nil && s.User.Admin && !s.User.Disabled
 }
 
+// ErrUnreadable is the cause of the errs.NotFound the policy answers for a
+// resource the subject may not even read: such a resource is answered
+// exactly as a missing one (same code, same message), so that names,
+// emails and ids cannot be confirmed by asking. Callers that named the
+// resource otherwise (a run, by its id, for its experiment) replace the
+// message with AsMissing.
+var ErrUnreadable = errors.New("the subject may not read the resource: answered as missing")
+
 // Permit is the policy's decision: nil when the subject, holding got on
 // r, may do op to r; otherwise an error saying why not. Active
 // administrators may do everything; disabled users nothing; the
 // administrators' operations are refused to everyone else; a change to
 // the Default experiment's name, lifecycle or permissions is the
-// administrators'; otherwise got must reach op's level.
+// administrators'; otherwise got must reach op's level. A refusal is
+// errs.PermissionDenied where the subject may read r, and r's
+// errs.NotFound (wrapping ErrUnreadable) where they may not (see
+// PermitVisible).
 func Permit(ctx context.Context, sub *Subject, op Operation, r Resource, got Level) error {
+	return PermitVisible(ctx, sub, op, r, got, got >= CanRead)
+}
+
+// PermitVisible is Permit for resources that a subject may see without
+// CAN_READ on them: a catalog or schema that holds something they can
+// read. visible says whether they see r.
+func PermitVisible(ctx context.Context, sub *Subject, op Operation, r Resource, got Level, visible bool) error {
 	if op <= opUndeclared || op >= opCount {
 		return errs.Errorf(errs.Internal, "permission policy: unknown operation %d", int(op))
 	}
@@ -204,20 +228,71 @@ func Permit(ctx context.Context, sub *Subject, op Operation, r Resource, got Lev
 	if ru.admin {
 		return errs.Errorf(errs.PermissionDenied, "only administrators may %s", ru.what)
 	}
+	disabled := sub == nil || sub.User == nil || sub.User.Disabled
+	if disabled {
+		got, visible = NoAccess, false
+	}
 	if ru.defaultIsAdmins && r.Kind == ResourceExperiment && IsDefaultExperiment(r.Key) {
 		return errs.Errorf(errs.PermissionDenied, "only administrators may %s the Default experiment (id 0), which every user logs to", ru.what)
 	}
-	if sub == nil || sub.User == nil || sub.User.Disabled {
-		got = NoAccess
-	}
 	if got >= ru.level {
 		return nil
+	}
+	if !visible && !ru.reveal && !disabled && !Known(r) {
+		return &errs.Error{Code: errs.NotFound, Msg: errs.MessageOf(NotFoundError(r)), Err: ErrUnreadable}
 	}
 	who := "anonymous"
 	if sub != nil && sub.User != nil {
 		who = sub.User.Email
 	}
 	return errs.Errorf(errs.PermissionDenied, "%s is required on %s; %s does not have it", ru.level, r, who)
+}
+
+// Known reports whether every user knows that r exists, so that a refusal
+// on it hides nothing: the root, /Users and /Shared, and the Default
+// experiment.
+func Known(r Resource) bool {
+	switch r.Kind {
+	case ResourceFolder:
+		return r.Key == "/" || r.Key == UsersRoot || r.Key == SharedRoot
+	case ResourceExperiment:
+		return IsDefaultExperiment(r.Key)
+	}
+	return false
+}
+
+// NotFoundError is the error for a resource that does not exist, worded
+// as every store words it.
+func NotFoundError(r Resource) error {
+	switch r.Kind {
+	case ResourceExperiment:
+		return tracking.ExperimentNotFound(r.Key)
+	case ResourceFolder:
+		return FolderNotFound(r.Key)
+	case ResourceCatalog:
+		return errs.Errorf(errs.NotFound, "catalog %s does not exist", r.Key)
+	case ResourceSchema:
+		return errs.Errorf(errs.NotFound, "schema %s does not exist", r.Key)
+	case ResourceVolume:
+		return errs.Errorf(errs.NotFound, "volume %s does not exist", r.Key)
+	}
+	return errs.Errorf(errs.NotFound, "%s does not exist", r)
+}
+
+// FolderNotFound is the error for a folder path that names none.
+func FolderNotFound(path string) error {
+	return errs.Errorf(errs.NotFound, "folder %s does not exist", path)
+}
+
+// AsMissing returns missing, the error for the object a request named not
+// existing, where err is the policy's refusal of an object the subject may
+// not read (ErrUnreadable), and err otherwise: a run of an unreadable
+// experiment answers as a run that does not exist.
+func AsMissing(err, missing error) error {
+	if errors.Is(err, ErrUnreadable) {
+		return &errs.Error{Code: errs.CodeOf(missing), Msg: errs.MessageOf(missing), Err: err}
+	}
+	return err
 }
 
 // Authorize is the one entry to the permission policy for a resource the
