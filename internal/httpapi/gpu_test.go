@@ -259,7 +259,7 @@ func TestGPUPermissions(t *testing.T) {
 	}{
 		"AnonymousIngest":          {"", "POST", "/samples", gpuBody("n1", "", 1, ""), 401},
 		"AnonymousLatest":          {"", "GET", "/latest", "", 401},
-		"OutsiderIngestNodeOnly":   {outsider, "POST", "/samples", gpuBody("n2", "", 1, ""), 200},
+		"OutsiderIngestNodeOnly":   {outsider, "POST", "/samples", gpuBody("n2", "", 1, ""), 403},
 		"OutsiderIngestOthersRun":  {outsider, "POST", "/samples", gpuBody("n3", run, 1, ""), 404},
 		"ReaderIngestRun":          {reader, "POST", "/samples", gpuBody("n3", run, 1, ""), 403},
 		"OwnerIngestRun":           {owner, "POST", "/samples", gpuBody("n1", run, 1, ""), 200},

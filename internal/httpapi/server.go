@@ -174,6 +174,8 @@ type route struct {
 	access Access
 	refs   []Ref
 	h      handlerFunc
+	// nodeReport marks the route node tokens may use (handleNodeReport).
+	nodeReport bool
 }
 
 // Route describes a registered route, for listings and tests.
@@ -299,6 +301,16 @@ func (s *Server) handle(method, path string, access Access, h handlerFunc, refs 
 	}
 }
 
+// handleNodeReport registers the route that reports GPU samples: an
+// Authenticated route which node tokens may use too (they may use no
+// other; see workspace.CheckScope). The handler asks the policy who may
+// report for the node (workspace.AuthorizeNodeReport).
+func (s *Server) handleNodeReport(method, path string, h handlerFunc) {
+	rt := route{method: method, path: path, access: Authenticated, h: h, nodeReport: true}
+	s.routes = append(s.routes, rt)
+	s.mux.Handle(method+" "+path, s.wrap(rt))
+}
+
 // wrap turns a route into an http.Handler: it authenticates the request
 // (unless the route is public or signed), guards resource-scoped routes
 // (see auth.go) and writes the handler's error.
@@ -311,6 +323,10 @@ func (s *Server) wrap(rt route) http.Handler {
 		case Public, SignedCapability, Assets:
 		default:
 			sub, err := s.authenticate(r)
+			if err == nil {
+				// A node token reaches only the GPU samples route.
+				err = workspace.CheckScope(sub, rt.nodeReport)
+			}
 			if err != nil {
 				s.writeError(w, r, err)
 				return

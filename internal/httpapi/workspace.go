@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -146,7 +147,13 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	secret, t, err := s.ws.CreateToken(r.Context(), SubjectFromContext(r.Context()), req.Name, time.Duration(req.LifetimeSeconds.V)*time.Second)
+	create := s.ws.CreateToken
+	if req.Nodes != nil {
+		create = func(ctx context.Context, sub *workspace.Subject, name string, ttl time.Duration) (string, *workspace.Token, error) {
+			return s.ws.CreateNodeToken(ctx, sub, name, ttl, req.Nodes)
+		}
+	}
+	secret, t, err := create(r.Context(), SubjectFromContext(r.Context()), req.Name, time.Duration(req.LifetimeSeconds.V)*time.Second)
 	if err != nil {
 		return err
 	}

@@ -85,6 +85,11 @@ const (
 	OpChangeGroup
 	// OpReadAudit reads the audit log.
 	OpReadAudit
+	// OpCreateNodeToken creates a node token (nodes.go).
+	OpCreateNodeToken
+	// OpReportNode reports a node's GPU samples: a node token for the
+	// node (see Service.AuthorizeNodeReport for the users' runs).
+	OpReportNode
 
 	opCount // keep last
 )
@@ -142,6 +147,9 @@ var operations = [opCount]rule{
 	OpCreateGroup:        {name: "create group", admin: true, what: "create groups"},
 	OpChangeGroup:        {name: "change group", admin: true, what: "change groups"},
 	OpReadAudit:          {name: "read audit log", admin: true, what: "read the audit log"},
+	OpCreateNodeToken:    {name: "create node token", admin: true, what: "create node tokens"},
+	// A node token names its nodes: AuthorizeNodeReport decides with them.
+	OpReportNode: {name: "report a node's GPU samples", level: CanManage, reveal: true},
 }
 
 // String names the operation.
@@ -188,9 +196,10 @@ func OperationFor(l Level) Operation {
 }
 
 // IsActiveAdmin reports whether the subject is an administrator whose
-// account is enabled: the one spelling of "is admin" in Sextant.
+// account is enabled (and who did not come with a node token): the one
+// spelling of "is admin" in Sextant.
 func (s *Subject) IsActiveAdmin() bool {
-	return s != nil && s.User != nil && s.User.Admin && !s.User.Disabled
+	return s != nil && s.User != nil && s.User.Admin && !s.User.Disabled && s.Nodes == nil
 }
 
 // ErrUnreadable is the cause of the errs.NotFound the policy answers for a
@@ -224,6 +233,9 @@ func PermitVisible(ctx context.Context, sub *Subject, op Operation, r Resource, 
 	ru := operations[op]
 	if sub.IsActiveAdmin() {
 		return nil
+	}
+	if err := CheckScope(sub, op == OpReportNode); err != nil {
+		return err
 	}
 	if ru.admin {
 		return errs.Errorf(errs.PermissionDenied, "only administrators may %s", ru.what)

@@ -63,6 +63,7 @@ type Service struct {
 	subjects  map[int64]cached[*Subject]
 	perms     map[permKey]cached[Level]
 	expPaths  map[string]cached[string]
+	claims    nodeClaims // nodes.go
 	failures  map[string]*failureWindow
 	dummyHash []byte
 	// verifying holds the password checks in progress, so that many
@@ -461,7 +462,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (*Subjec
 	if err != nil {
 		return nil, err
 	}
-	return active(sub)
+	return active(scoped(sub, t))
 }
 
 // ---- passwords and sessions ----

@@ -132,6 +132,10 @@ type Grant struct {
 type Subject struct {
 	User   *User
 	Groups []int64
+	// Nodes, when not nil, says that the request came with a node token
+	// (nodes.go): it may report the GPU samples of these nodes and do
+	// nothing else, whoever created it.
+	Nodes []string
 }
 
 // has reports whether a grant's principal is the subject.
@@ -161,7 +165,7 @@ func Effective(s *Subject, chain [][]Grant) Level {
 	if s.IsActiveAdmin() {
 		return CanManage
 	}
-	if s == nil || s.User == nil || s.User.Disabled {
+	if s == nil || s.User == nil || s.User.Disabled || s.Nodes != nil {
 		return NoAccess
 	}
 	best := NoAccess
