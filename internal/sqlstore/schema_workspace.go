@@ -111,7 +111,7 @@ END;
 
 // nodeTokenMigrations make tokens node tokens (workspace/nodes.go): the
 // GPU nodes a token may report for, one name a line (names hold no
-// control characters), ” for a user's token. A component of its own, after
+// control characters), empty for a user's token. A component of its own, after
 // workspace's, so that workspace's migrations stay as they shipped.
 var nodeTokenMigrations = []string{
 	`ALTER TABLE tokens ADD COLUMN nodes TEXT NOT NULL DEFAULT '';`,
