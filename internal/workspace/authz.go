@@ -117,7 +117,7 @@ func (s *Service) ReadableExperimentIDs(ctx context.Context, sub *Subject) (ids 
 	readableFolders := map[string]bool{}
 	readableExps := map[string]bool{}
 	for _, g := range grants {
-		if g.Level < CanRead {
+		if g.Level < OpReadExperiment.Level() {
 			continue
 		}
 		if g.Resource.Kind == ResourceFolder {
