@@ -313,8 +313,11 @@ func AsMissing(err, missing error) error {
 // volume) and asks Permit. Operations only administrators may do need no
 // resource (the zero Resource).
 func (s *Service) Authorize(ctx context.Context, sub *Subject, op Operation, r Resource) error {
-	if op.AdminOnly() || r == (Resource{}) {
+	if op.AdminOnly() {
 		return Permit(ctx, sub, op, r, NoAccess)
+	}
+	if r == (Resource{}) {
+		return errs.Errorf(errs.Internal, "permission policy: %s names no resource", op)
 	}
 	if ru := operations[op]; ru.defaultIsAdmins && r.Kind == ResourceExperiment && IsDefaultExperiment(r.Key) {
 		return Permit(ctx, sub, op, r, NoAccess)

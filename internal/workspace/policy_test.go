@@ -1,10 +1,12 @@
 package workspace_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/workspace"
 )
 
@@ -126,5 +128,75 @@ func TestRenameOperation(t *testing.T) {
 	}
 	if workspace.OpMoveExperiment.Level() != workspace.CanManage || workspace.OpRenameExperiment.Level() != workspace.CanEdit {
 		t.Errorf("move needs %s, rename %s", workspace.OpMoveExperiment.Level(), workspace.OpRenameExperiment.Level())
+	}
+}
+
+// TestPermitHidesWhatCannotBeRead: a refusal on an object the subject may
+// not read is the error of a missing one; one they may read, a reference,
+// or a place everyone knows is refused with PermissionDenied.
+func TestPermitHidesWhatCannotBeRead(t *testing.T) {
+	user := subject(false, false)
+	exp := workspace.Resource{Kind: workspace.ResourceExperiment, Key: "5"}
+	vol := workspace.Resource{Kind: workspace.ResourceVolume, Key: "main.team.ckpt"}
+	for name, c := range map[string]struct {
+		op   workspace.Operation
+		res  workspace.Resource
+		got  workspace.Level
+		want errs.Code
+		msg  string
+	}{
+		"HiddenExperiment":    {workspace.OpEditExperiment, exp, workspace.NoAccess, errs.NotFound, "No Experiment with id=5 exists"},
+		"HiddenFolder":        {workspace.OpReadFolder, workspace.Resource{Kind: workspace.ResourceFolder, Key: "/Users/a@x.com"}, workspace.NoAccess, errs.NotFound, "folder /Users/a@x.com does not exist"},
+		"HiddenVolume":        {workspace.OpManageSecurable, vol, workspace.NoAccess, errs.NotFound, "volume main.team.ckpt does not exist"},
+		"ReadableNotEdit":     {workspace.OpEditExperiment, exp, workspace.CanRead, errs.PermissionDenied, "CAN_EDIT is required on experiment 5"},
+		"Reference":           {workspace.OpReadReference, exp, workspace.NoAccess, errs.PermissionDenied, "CAN_READ is required"},
+		"KnownUsersRoot":      {workspace.OpCreateInFolder, workspace.Resource{Kind: workspace.ResourceFolder, Key: "/Users"}, workspace.NoAccess, errs.PermissionDenied, "CAN_EDIT is required on folder /Users"},
+		"KnownDefault":        {workspace.OpReadExperiment, workspace.Resource{Kind: workspace.ResourceExperiment, Key: "0"}, workspace.NoAccess, errs.PermissionDenied, "CAN_READ is required"},
+		"MissingIsMissingToo": {workspace.OpReadExperiment, workspace.Resource{Kind: workspace.ResourceExperiment, Key: "99"}, workspace.NoAccess, errs.NotFound, "No Experiment with id=99 exists"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := workspace.Permit(t.Context(), user, c.op, c.res, c.got)
+			if errs.CodeOf(err) != c.want || errs.MessageOf(err) != c.msg && !strings.HasPrefix(errs.MessageOf(err), c.msg) {
+				t.Fatalf("got %v (%v), want %v %q", errs.CodeOf(err), err, c.want, c.msg)
+			}
+			if hidden := errors.Is(err, workspace.ErrUnreadable); hidden != (c.want == errs.NotFound) {
+				t.Fatalf("ErrUnreadable: %v", hidden)
+			}
+		})
+	}
+	missing := tracking.RunNotFound("abc")
+	if err := workspace.AsMissing(workspace.Permit(t.Context(), user, workspace.OpReadExperiment, exp, workspace.NoAccess), missing); errs.MessageOf(err) != errs.MessageOf(missing) || errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("AsMissing: %v", err)
+	}
+	if err := workspace.AsMissing(workspace.Permit(t.Context(), user, workspace.OpEditExperiment, exp, workspace.CanRead), missing); errs.CodeOf(err) != errs.PermissionDenied {
+		t.Fatalf("AsMissing of a 403: %v", err)
+	}
+}
+
+// TestNodeTokenSubjects: a node token's subject is no administrator and
+// reaches nothing but reporting GPU samples.
+func TestNodeTokenSubjects(t *testing.T) {
+	node := &workspace.Subject{User: &workspace.User{ID: 1, Email: "admin@x.com", Admin: true}, Nodes: []string{"gpu-01"}}
+	if node.IsActiveAdmin() {
+		t.Fatal("a node token is an administrator")
+	}
+	if err := workspace.Permit(t.Context(), node, workspace.OpReadExperiment, workspace.Resource{Kind: workspace.ResourceExperiment, Key: "5"}, workspace.CanManage); errs.CodeOf(err) != errs.PermissionDenied {
+		t.Fatalf("a node token reads an experiment: %v", err)
+	}
+	if err := workspace.CheckScope(node, false); errs.CodeOf(err) != errs.PermissionDenied || !strings.Contains(err.Error(), "gpu-01") {
+		t.Fatalf("scope: %v", err)
+	}
+	if err := workspace.CheckScope(node, true); err != nil {
+		t.Fatalf("scope of the samples route: %v", err)
+	}
+	if l := workspace.Effective(node, [][]workspace.Grant{{{Principal: workspace.Principal{Kind: workspace.PrincipalUser, ID: 1}, Level: workspace.CanManage}}}); l != workspace.NoAccess {
+		t.Fatalf("a node token's level: %s", l)
+	}
+	nodes, err := workspace.ParseNodes([]string{"gpu-01, gpu-02", "gpu-01"})
+	if err != nil || strings.Join(nodes, "|") != "gpu-01|gpu-02" {
+		t.Fatalf("ParseNodes: %v %v", nodes, err)
+	}
+	if _, err := workspace.ParseNodes([]string{"bad\x01node"}); errs.CodeOf(err) != errs.Invalid {
+		t.Fatalf("a control character: %v", err)
 	}
 }
