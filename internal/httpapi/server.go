@@ -105,7 +105,9 @@ type Server struct {
 
 // Access is the permission a route needs. Every route declares one; a
 // route registered without one makes New panic, so that no endpoint is open
-// by oversight.
+// by oversight. A resource-scoped access names one of the permission
+// policy's operations (workspace.Operation), and the level it needs is the
+// policy's table's (internal/workspace/policy.go), not written here.
 type Access int
 
 // The access levels. Resource-scoped levels are checked against the
