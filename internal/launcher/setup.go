@@ -253,10 +253,7 @@ func (l *launcher) finish(ctx context.Context, out outcome) (tracking.RunStatus,
 	multi := o.Job.ID != ""
 	prefix := ""
 	if multi {
-		prefix = TagNodePrefix + strconv.Itoa(o.Job.NodeRank) + "."
-		if o.Job.LocalRank >= 0 {
-			prefix += "rank" + strconv.Itoa(o.Job.LocalRank) + "."
-		}
+		prefix = nodeTagPrefix(o.Job)
 		tags = append(tags, tracking.Tag{Key: prefix + "exit_code", Value: strconv.Itoa(out.code)})
 		if sig != 0 {
 			tags = append(tags, tracking.Tag{Key: prefix + "signal", Value: signalName(sig)})
