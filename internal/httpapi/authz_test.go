@@ -552,6 +552,14 @@ func routeCases() map[string]routeCase {
 		"GET /api/2.0/sextant/events/list": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", "/api/2.0/sextant/events/list?kind=checkpoint_save&run_id=" + f.run, nil
 		}},
+		// Progress follows the run's experiment.
+		"POST /api/2.0/sextant/progress": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/progress", map[string]any{"run_id": f.run, "node": "n1", "reports": []any{
+				map[string]any{"rank": 0, "step": 1, "step_time_s": 0.5}}}
+		}},
+		"GET /api/2.0/sextant/progress": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/progress?run_id=" + f.run, nil
+		}},
 		// Volumes: catalogs are the administrators'; the owner may create
 		// schemas in the fixture's catalog and owns its schema and volume;
 		// reader and editor have grants on the volume only, which lets them

@@ -285,6 +285,7 @@ func New(opts Options) *Server {
 	s.registerArtifactRoutes()
 	s.registerLogRoutes()
 	s.registerEventRoutes()
+	s.registerProgressRoutes()
 	s.registerWorkspaceRoutes()
 	s.registerGPURoutes()
 	s.registerUIRoutes()
