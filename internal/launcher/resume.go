@@ -148,7 +148,9 @@ func (l *launcher) resolveResume(ctx context.Context) (*resumePoint, error) {
 		rp.path, rp.step = p, trailingStep(p)
 	}
 	for _, m := range l.run.Data.Metrics {
-		if !strings.HasPrefix(m.Key, "system/") {
+		// The GPU sampler's metrics and the progress reports (sextant/progress/, re-reported for the
+		// steps computed again) are not the job's logging.
+		if !strings.HasPrefix(m.Key, "system/") && !strings.HasPrefix(m.Key, "sextant/progress/") {
 			rp.loggedStep = max(rp.loggedStep, m.Step)
 		}
 	}
