@@ -39,7 +39,6 @@ before(async () => {
   }] });
 });
 
-
 after(async () => {
   await br?.close();
   await srv?.stop();
