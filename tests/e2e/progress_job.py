@@ -49,7 +49,8 @@ def main() -> None:
         last = t1
     p.flush()
     with open(os.path.join(a.out, f"cost{rank}.json"), "w") as f:
-        json.dump({"calls": len(calls), "mean_call_s": statistics.fmean(calls), "max_call_s": max(calls),
+        json.dump({"calls": len(calls), "mean_call_s": statistics.fmean(calls), "median_call_s": statistics.median(calls),
+                   "max_call_s": max(calls),
                    "median_step_s": statistics.median(step_times), "dropped": p.dropped, "sent": p.sent}, f)
     dist.barrier()
     dist.destroy_process_group()
