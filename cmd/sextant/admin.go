@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/client"
+	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/wire"
 	"github.com/sextant/sextant/internal/workspace"
@@ -57,8 +58,37 @@ func adminCommand(nargs int, extra func(fs *flag.FlagSet), do func(ctx context.C
 		if err != nil {
 			return err
 		}
-		return do(ctx, m, cl, args)
+		return singleUserError(ctx, cl, "EMAIL", do(ctx, m, cl, args))
 	})
+}
+
+// singleUserError turns the server's refusal of a command about users,
+// sessions or tokens in single-user mode (HTTP 400) into the steps that
+// turn sign-in on; email names the administrator in the first step. Any
+// other error is returned as it is.
+func singleUserError(ctx context.Context, cl *client.Client, email string, err error) error {
+	if errs.CodeOf(err) != errs.Invalid {
+		return err
+	}
+	id, werr := cl.WhoAmI(ctx)
+	if werr != nil || id.MultiUser {
+		return err
+	}
+	return errors.New(turnSignInOn(cl.URL(), email))
+}
+
+// turnSignInOn says how to turn sign-in on for the single-user server at
+// url, with email as the first administrator. The steps are those of
+// docs/auth.md ("Turning sign-in on").
+func turnSignInOn(url, email string) string {
+	return fmt.Sprintf(`the server at %s runs in single-user mode (sign-in off), which has no users yet. To turn sign-in on:
+  1. create the first administrator directly in the server's data directory (the server may keep running):
+       echo 'a long password' | sextant users add %s --admin --data-dir DIR
+     DIR is the server's --data-dir (./sextant-data by default; the server printed it at start as data_dir=...);
+     with PostgreSQL give --db URL instead
+  2. restart the server (Ctrl-C, then the same sextant server command): with a user in its database it requires sign-in
+  3. sign in as that user: MLFLOW_TRACKING_USERNAME=%s and MLFLOW_TRACKING_PASSWORD, or a token (sextant tokens create NAME)
+See docs/auth.md.`, url, email, email)
 }
 
 // adminFlagsCommand is adminCommand for a command that may not need the
@@ -115,7 +145,7 @@ func usersCommands() []*command {
 				}
 				u, err := cl.CreateUser(ctx, args[0], pw, admin)
 				if err != nil {
-					return err
+					return singleUserError(ctx, cl, args[0], err)
 				}
 				fmt.Fprintf(m.Stdout, "created user %s (admin: %v), home folder /Users/%s\n", u.Email, u.Admin, u.Email)
 				return nil
@@ -218,7 +248,11 @@ func addUserDirect(ctx context.Context, m *Main, dataDir, dbURL, email, password
 		return err
 	}
 	fmt.Fprintf(m.Stdout, "created user %s (admin: %v) in the database %s\n", u.Email, u.Admin, redactDB(storeTarget(cfg)))
-	fmt.Fprintln(m.Stdout, "a server started on it requires authentication; one already running in single-user mode needs a restart")
+	if h, running := dataDirHolder(dataDir); dbURL == "" && running {
+		fmt.Fprintf(m.Stdout, "the server running on it (%s) stays in single-user mode until it restarts: stop it (Ctrl-C) and start it again to turn sign-in on\n", h)
+	} else {
+		fmt.Fprintln(m.Stdout, "a server started on it requires sign-in; one already running in single-user mode needs a restart")
+	}
 	return nil
 }
 

@@ -38,7 +38,12 @@ func authMode(ctx context.Context, cfg Config, ws *workspace.Service, stderr io.
 		if !isLoopback(cfg.Host) {
 			log.Warn("AUTHENTICATION IS OFF on a non-loopback address: anyone who can reach this server can read and change everything", "host", cfg.Host)
 		} else {
-			log.Info("single-user mode: authentication is off on loopback; create a user (sextant users add) to turn it on")
+			where := "--data-dir " + absPath(cfg.DataDir)
+			if cfg.DB != "" {
+				where = "--db URL"
+			}
+			log.Info("single-user mode: sign-in is off on loopback. To turn it on, create the first administrator " +
+				"(echo 'a long password' | sextant users add EMAIL --admin " + where + ") and restart the server; see docs/auth.md")
 		}
 		return httpapi.AuthOff, nil
 	}

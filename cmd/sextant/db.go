@@ -55,7 +55,7 @@ func ensureDataDir(dir string) (created bool, err error) {
 	if _, err := os.Stat(dir); err == nil {
 		return false, nil
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("create the data directory %s: %w", absPath(dir), err)
 	}
 	return true, nil
@@ -97,9 +97,25 @@ func serverSecret(ctx context.Context, cfg Config, store *sqlstore.Store) ([]byt
 	return loadSecret(cfg.DataDir, cfg.SecretFile)
 }
 
-// redactDB hides a password in a database URL.
+// redactDB hides the secrets of a database URL: the password after the
+// user name, and the query parameters that carry one (password,
+// sslpassword).
 func redactDB(s string) string {
-	if at := strings.LastIndex(s, "@"); at > 0 {
+	if q := strings.IndexByte(s, '?'); q >= 0 {
+		params := strings.Split(s[q+1:], "&")
+		for i, p := range params {
+			k, _, ok := strings.Cut(p, "=")
+			if ok && (strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")) {
+				params[i] = k + "=****"
+			}
+		}
+		s = s[:q+1] + strings.Join(params, "&")
+	}
+	end := len(s)
+	if q := strings.IndexByte(s, '?'); q >= 0 {
+		end = q
+	}
+	if at := strings.LastIndex(s[:end], "@"); at > 0 {
 		if scheme := strings.Index(s, "://"); scheme > 0 && scheme < at {
 			creds := s[scheme+3 : at]
 			if user, _, ok := strings.Cut(creds, ":"); ok {

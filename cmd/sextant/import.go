@@ -32,7 +32,10 @@ a SQLite data directory; with PostgreSQL (--db) it may keep running.
   --from sqlite:///mlflow.db            relative path (sqlite:////abs/mlflow.db: absolute)
   --from postgresql://user:pw@host/db   an MLflow database on PostgreSQL
   --artifacts DIR                       MLflow's --artifacts-destination, or its
-                                        mlruns directory if it has moved`
+                                        mlruns directory if it has moved
+  --artifacts-root DIR                  a directory whose files the import may read
+                                        where file: artifact locations point (repeat
+                                        for several); locations elsewhere are refused`
 
 // Run parses flags and imports.
 func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
@@ -42,6 +45,11 @@ func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	var skipExisting, asJSON, noArtifacts bool
 	fs.StringVar(&from, "from", "", "the MLflow database URL (required)")
 	fs.StringVar(&artifactRoot, "artifacts", "", "MLflow's artifact directory (see above)")
+	var allowed []string
+	fs.Func("artifacts-root", "a directory that file: artifact locations may point into (repeatable); the database names the locations, so others are refused", func(v string) error {
+		allowed = append(allowed, v)
+		return nil
+	})
 	fs.BoolVar(&noArtifacts, "no-artifacts", false, "import metadata only")
 	fs.BoolVar(&skipExisting, "skip-existing", false, "leave runs that are already in Sextant alone (to finish an interrupted import)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -63,9 +71,15 @@ func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 			return fmt.Errorf("--artifacts %s is not a directory", artifactRoot)
 		}
 	}
+	for _, d := range allowed {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return fmt.Errorf("--artifacts-root %s is not a directory", d)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	restrictUmask()
 	log := newLogger(m.Stderr, cfg)
 
 	src, err := mlflowimport.OpenSource(ctx, from, sql.Open)
@@ -88,7 +102,8 @@ func (c *ImportCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		}
 		svc := artifacts.New(blobs, artifacts.Options{})
 		opts.Artifacts = &mlflowimport.ArtifactCopier{
-			Root: artifactRoot,
+			Root:    artifactRoot,
+			Allowed: allowed,
 			Upload: func(ctx context.Context, p string, f *os.File, size int64) error {
 				_, err := svc.Upload(ctx, p, f, size)
 				return err
@@ -132,6 +147,9 @@ func printImportReport(m *Main, r *mlflowimport.Report, took time.Duration) {
 	}
 	for _, name := range r.Merged {
 		fmt.Fprintf(m.Stdout, "experiment %q already existed; its runs were added to it\n", name)
+	}
+	if n := len(r.RefusedArtifacts); n > 0 {
+		fmt.Fprintf(m.Stdout, "%d runs have artifact locations outside the directories named by --artifacts and --artifacts-root; they were not read (see the warnings above): pass --artifacts-root DIR with the directory MLflow wrote them to, and import again into a fresh data directory\n", n)
 	}
 	if n := len(r.MissingArtifacts); n > 0 {
 		fmt.Fprintf(m.Stdout, "%d runs had artifacts that were not found (see the warnings above); pass --artifacts with MLflow's artifact directory\n", n)

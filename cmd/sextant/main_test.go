@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,32 @@ func TestServerStartsAndStops(t *testing.T) {
 		t.Fatalf("after restart: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// TestSecondServerOnDataDir: a second server on a SQLite data directory
+// in use refuses to start, naming the running one; once that one stops,
+// a server starts there again.
+func TestSecondServerOnDataDir(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop := runServer(t, nil, "--port", "0", "--data-dir", dir)
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	err := m.Run(t.Context(), []string{"server", "--port", "0", "--data-dir", dir})
+	var le *DataDirLockedError
+	if !errors.As(err, &le) {
+		t.Fatalf("second server: %v, want a DataDirLockedError", err)
+	}
+	for _, want := range []string{dir, "pid " + strconv.Itoa(os.Getpid()), "http://" + addr} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, stop = runServer(t, nil, "--port", "0", "--data-dir", dir)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -82,19 +83,20 @@ func (c *RunConfig) Validate() error {
 
 // runAbout is the description in `sextant run -h`.
 const runAbout = `Runs COMMAND in a run of the tracking server: the experiment is --experiment, else
-$MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>, where <you> is the user the server
-says you are signed in as (in single-user mode $MLFLOW_TRACKING_USERNAME, else the operating
-system's user). On a multi-user server experiment names are absolute workspace paths; in
-single-user mode any name the mlflow client takes (my-exp) works too. The run is new (--run-name,
-else jobTaskRun-xxxxx) or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest continues that run (or the
-last run of COMMAND in the experiment) from the newest complete checkpoint its VolumeWriter recorded,
-handing the path to COMMAND in SEXTANT_RESUME_FROM (--resume /Volumes/PATH: that checkpoint).
-COMMAND gets MLFLOW_TRACKING_URI,
-MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME/_ID, so mlflow.start_run() logs to that run. Its output
-is shown here unchanged and stored with the run (sextant logs --last). SIGINT and SIGTERM are
-passed to COMMAND; the exit code is COMMAND's (128+N for signal N). On several nodes, run the
-same command on each with the same --job-id (or under torchrun's rendezvous or SLURM): they share
-one run. See docs/run.md.`
+$MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>, where <you> is the user the server says
+you are signed in as (in single-user mode $MLFLOW_TRACKING_USERNAME, else the operating system's
+user). On a multi-user server experiment names are absolute workspace paths; in single-user mode any
+name the mlflow client takes (my-exp) works too. The run is new (--run-name, else jobTaskRun-xxxxx)
+or resumed (--run-id, $MLFLOW_RUN_ID). --resume latest continues that run (or the last run of the
+same script or module in the experiment, whatever its arguments) from the newest complete checkpoint
+its VolumeWriter recorded, handing the path to COMMAND in SEXTANT_RESUME_FROM (--resume
+/Volumes/PATH: that checkpoint). COMMAND gets MLFLOW_TRACKING_URI, MLFLOW_RUN_ID and
+MLFLOW_EXPERIMENT_NAME/_ID, so mlflow.start_run() logs to that run. Its output is shown here
+unchanged and stored with the run (sextant logs --last). SIGINT and SIGTERM are passed to COMMAND
+(Ctrl-C at a terminal reaches COMMAND directly); either way the run ends KILLED, and the exit code
+is COMMAND's (128+N for signal N). A COMMAND that cannot start (not found, a missing Python script)
+is refused before anything is created. On several nodes, run the same command on each with the same
+--job-id (or under torchrun's rendezvous or SLURM): they share one run. See docs/run.md.`
 
 // Run parses flags and runs the job.
 func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
@@ -111,7 +113,7 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name (default $MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>); an absolute workspace path on a multi-user server")
 	fs.StringVar(&cfg.RunName, "run-name", "", "name of the new run (default jobTaskRun-xxxxx); renames a resumed run")
 	fs.StringVar(&cfg.RunID, "run-id", cfg.RunID, "continue this run instead of creating one (default $MLFLOW_RUN_ID)")
-	fs.StringVar(&cfg.Resume, "resume", "", "latest: resume the run (--run-id, else the last run of COMMAND in the experiment) from its newest complete checkpoint; /Volumes/PATH: from that checkpoint; a run id: as --run-id")
+	fs.StringVar(&cfg.Resume, "resume", "", "latest: resume the run (--run-id, else the last run of the same script or module in the experiment) from its newest complete checkpoint; /Volumes/PATH: from that checkpoint; a run id: as --run-id")
 	fs.StringVar(&cfg.JobID, "job-id", "", "key shared by the launchers of one multi-node job (default $TORCHELASTIC_RUN_ID, torchrun's --rdzv-id, $SLURM_JOB_ID)")
 	fs.IntVar(&cfg.NodeRank, "node-rank", -1, "this node's rank (default $NODE_RANK, $GROUP_RANK, torchrun's --node-rank, $SLURM_NODEID, else 0)")
 	fs.IntVar(&cfg.NNodes, "nnodes", 0, "number of nodes of the job (default torchrun's --nnodes, $SLURM_NNODES, else 1)")
@@ -153,6 +155,15 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 		cfg.RunID = r
 	}
 	cfg.Resume = cfg.RunID
+	// A command that cannot start is refused before anything is created.
+	experimentGiven := cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "" || cfg.Resume != ""
+	if err := launcher.CheckCommand(command, "", experimentGiven); err != nil {
+		var ce *launcher.CommandError
+		if errors.As(err, &ce) {
+			return &exitError{code: ce.ExitCode, err: fmt.Errorf("%w; nothing was created on the server", err)}
+		}
+		return &exitError{code: 2, err: err}
+	}
 	job, err := launcher.ResolveJob(launcher.JobInputs{
 		JobIDFlag: cfg.JobID, NodeRankFlag: cfg.NodeRank, NNodesFlag: cfg.NNodes, LocalRankFlag: cfg.LocalRank,
 		Getenv: getenv, Command: command,
@@ -168,7 +179,13 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 		Token: getenv("MLFLOW_TRACKING_TOKEN"), Username: getenv("MLFLOW_TRACKING_USERNAME"), Password: getenv("MLFLOW_TRACKING_PASSWORD"),
 		InsecureTLS: strings.EqualFold(getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: "sextant-run/" + version,
 	}
-	tracker, err := client.New(cfg.TrackingURI, copts)
+	// The tracker keeps the client's long retries (a job is not given up
+	// for a server restarting), but says at once that it is retrying.
+	topts := copts
+	if !cfg.Quiet {
+		topts.Unreachable = m.sayUnreachable(cfg.TrackingURI)
+	}
+	tracker, err := client.New(cfg.TrackingURI, topts)
 	if err != nil {
 		return &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
 	}
@@ -218,14 +235,25 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	if err != nil {
 		return &exitError{code: max(res.ExitCode, 1), err: err}
 	}
+	// Every outcome ends with one line saying how the job ended and what
+	// the run became; main prints it for a non-zero exit.
+	line := closingLine(command[0], res)
 	if res.ExitCode != 0 {
-		what := fmt.Sprintf("exited with code %d", res.ExitCode)
-		if res.Signal != "" {
-			what = fmt.Sprintf("ended by %s (exit code %d)", res.Signal, res.ExitCode)
-		}
-		return &exitError{code: res.ExitCode, err: fmt.Errorf("%s %s; run %s is %s", path.Base(command[0]), what, res.RunID, res.Status)}
+		return &exitError{code: res.ExitCode, err: errors.New(line)}
+	}
+	if !cfg.Quiet {
+		fmt.Fprintln(m.Stderr, "sextant: "+line)
 	}
 	return nil
+}
+
+// closingLine says how the job ended and the run's status.
+func closingLine(prog string, res launcher.Result) string {
+	what := fmt.Sprintf("exited with code %d", res.ExitCode)
+	if res.Signal != "" {
+		what = fmt.Sprintf("ended by %s (exit code %d)", res.Signal, res.ExitCode)
+	}
+	return fmt.Sprintf("%s %s; run %s is %s", path.Base(prog), what, res.RunID, res.Status)
 }
 
 // whoIsLoggedIn asks the server who the credentials belong to and whether

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,17 +25,41 @@ import (
 // `sextant runs ls`, and the look-ups that let `sextant logs` take a run's
 // name or --last instead of its id.
 
+// firstContactRetryFor bounds how long a client command (runs, logs,
+// users, volumes...) retries a server that has not answered it yet before
+// it gives up: someone is waiting at the terminal, and a wrong port or a
+// stopped server is the likely cause. Once the server has answered (logs
+// -f, a long volumes cp), a failure is more likely a restart, and the
+// client's usual 60 s apply.
+const firstContactRetryFor = 10 * time.Second
+
 // newClient returns a client of the server at uri with the credentials of
-// the environment, as the mlflow client reads them.
+// the environment, as the mlflow client reads them, for a client command:
+// it says at once when the server cannot be reached, and gives up after
+// firstContactRetryFor when the server never answered.
 func (m *Main) newClient(uri, agent string) (*client.Client, error) {
 	cl, err := client.New(uri, client.Options{
 		Token: m.Getenv("MLFLOW_TRACKING_TOKEN"), Username: m.Getenv("MLFLOW_TRACKING_USERNAME"), Password: m.Getenv("MLFLOW_TRACKING_PASSWORD"),
 		InsecureTLS: strings.EqualFold(m.Getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: agent + "/" + version,
+		RetryUntilReached: firstContactRetryFor, Unreachable: m.sayUnreachable(uri),
 	})
 	if err != nil {
 		return nil, &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
 	}
 	return cl, nil
+}
+
+// sayUnreachable returns a client.Options.Unreachable that tells the user,
+// on stderr, that the server at uri cannot be reached and for how long the
+// command keeps trying.
+func (m *Main) sayUnreachable(uri string) func(err error, retryFor time.Duration) {
+	return func(err error, retryFor time.Duration) {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		fmt.Fprintf(m.Stderr, "sextant: cannot reach the server at %s (%v); retrying for up to %s\n", strings.TrimRight(uri, "/"), err, retryFor)
+	}
 }
 
 // runScope is the runs a look-up searches: one experiment, or every

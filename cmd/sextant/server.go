@@ -424,6 +424,29 @@ func skipOnFullDisk(log *slog.Logger, what string, err error) error {
 	return err
 }
 
+// lockSQLiteDataDir takes the data directory's lock for a server on SQLite
+// (see datadir_lock.go), creating the directory if needed; it returns nil
+// for PostgreSQL, and where the file system cannot lock files (with a
+// warning).
+func lockSQLiteDataDir(cfg Config, log *slog.Logger) (*dataDirLock, error) {
+	if cfg.DB != "" {
+		return nil, nil
+	}
+	created, err := ensureDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("created the data directory", "path", absPath(cfg.DataDir))
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if errors.Is(err, errLockUnsupported) {
+		log.Warn("cannot lock the data directory: make sure that no other server uses it", "data_dir", absPath(cfg.DataDir), "err", err)
+		return nil, nil
+	}
+	return lock, err
+}
+
 // Run parses flags and serves until ctx is cancelled.
 func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
@@ -441,6 +464,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	restrictUmask()
 	handler := logHandler(m.Stderr, cfg.LogLevel, cfg.LogFormat)
 	log := slog.New(handler)
 	log.Info("starting sextant", "version", version, "host", cfg.Host, "port", cfg.Port, "data_dir", absPath(cfg.DataDir), "db", redactDB(storeTarget(cfg)),
@@ -460,6 +484,11 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 			ConstLabels: prometheus.Labels{"version": version},
 		}, func() float64 { return 1 }),
 	)
+	lock, err := lockSQLiteDataDir(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	store, err := openStore(ctx, cfg, log, reg)
 	if err != nil {
 		return err
@@ -510,6 +539,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err != nil {
 		return err
 	}
+	warnOpenDataDir(log, cfg)
 	if cfg.BlobUsageInterval > 0 {
 		stores := map[string]blob.Measurer{}
 		for name, b := range map[string]blob.Store{"artifacts": blobs, "files": files, "volumes": volBlobs} {
@@ -521,9 +551,10 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		defer usage.Close(context.WithoutCancel(ctx))
 		reg.MustRegister(usage)
 	}
-	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{Logger: log.With("component", "volumes")})
+	vols := volumes.NewService(store.Volumes(), volBlobs, volumes.Options{Logger: log.With("component", "volumes"), Secret: secret})
 	// Releases the upload claims of a server killed before this one (or of
 	// a replica that is gone), which would hold back checkpoints' .metadata.
+	// On SQLite the data directory's lock, held, proves those servers gone.
 	if err := vols.Start(ctx); err != nil {
 		return err
 	}
@@ -605,6 +636,11 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", "http://"+ln.Addr().String())
+	if lock != nil {
+		if err := lock.setAddr("http://" + ln.Addr().String()); err != nil {
+			log.Warn("the data directory's lock does not name this server's address", "err", err)
+		}
+	}
 	if m.Ready != nil {
 		m.Ready(ln.Addr().String())
 	}

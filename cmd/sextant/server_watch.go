@@ -58,7 +58,7 @@ func (c *WatchConfig) Validate() error {
 	case c.Every < 100*time.Millisecond:
 		return &ConfigError{"watch-every", fmt.Sprintf("must be at least 100ms, got %s", c.Every)}
 	case c.Webhook != "" && !strings.HasPrefix(c.Webhook, "http://") && !strings.HasPrefix(c.Webhook, "https://"):
-		return &ConfigError{"alert-webhook", fmt.Sprintf("must be an http(s) URL, got %q", c.Webhook)}
+		return &ConfigError{"alert-webhook", fmt.Sprintf("must be an http(s) URL, got %s... (the rest is not shown: a webhook URL is a secret)", webhook.Redact(c.Webhook))}
 	}
 	return nil
 }

@@ -9,10 +9,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
@@ -23,7 +25,17 @@ type Options struct {
 	// Secret signs multipart part URLs; it must stay the same across
 	// restarts (and replicas) for uploads in progress to continue. Required.
 	Secret []byte
+	// PartTokenTTL is how long a multipart upload's part token is valid
+	// after the upload starts; 0 means DefaultPartTokenTTL.
+	PartTokenTTL time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
 }
+
+// DefaultPartTokenTTL is how long part tokens are valid by default: long
+// enough for a very large upload on a slow link, short enough that a
+// leaked token does not last.
+const DefaultPartTokenTTL = 24 * time.Hour
 
 // Service serves artifacts from a blob store. Artifact paths are the blob
 // keys: "<experiment id>/<run id>/artifacts/<file>" for run artifacts and
@@ -32,11 +44,19 @@ type Options struct {
 type Service struct {
 	blobs  blob.Store
 	secret []byte
+	ttl    time.Duration
+	now    func() time.Time
 }
 
 // New returns a Service over blobs.
 func New(blobs blob.Store, opts Options) *Service {
-	return &Service{blobs: blobs, secret: opts.Secret}
+	if opts.PartTokenTTL <= 0 {
+		opts.PartTokenTTL = DefaultPartTokenTTL
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{blobs: blobs, secret: opts.Secret, ttl: opts.PartTokenTTL, now: opts.Now}
 }
 
 // FileInfo is one entry of a listing, as MLflow returns it.
@@ -49,9 +69,12 @@ type FileInfo struct {
 }
 
 // CleanPath checks an artifact path and returns it without surrounding
-// slashes. Like MLflow, it refuses '#', '..' and '.' segments, absolute
-// paths and backslashes; and it refuses what blob keys cannot hold (control
-// characters, empty segments, over-long names).
+// slashes and '.' segments: as to MLflow, "dir/." and "./dir" are the
+// directory itself (the client lists "<root>/." for download_artifacts(run,
+// ".")). Like MLflow, it refuses '#', '..' segments, absolute paths and
+// backslashes; and it refuses what blob keys cannot hold (control
+// characters, empty segments, over-long names). The error's message is
+// MLflow's, "Invalid path"; what was wrong goes to its cause, for logs.
 func CleanPath(p string) (string, error) {
 	if strings.ContainsAny(p, "#\\") || strings.Contains(p, "%23") {
 		return "", invalidPath(p, "it contains '#' or a backslash")
@@ -63,9 +86,21 @@ func CleanPath(p string) (string, error) {
 	if trimmed == "" {
 		return "", nil
 	}
-	for _, seg := range strings.Split(trimmed, "/") {
-		if seg == ".." || seg == "." {
-			return "", invalidPath(p, "it contains a '.' or '..' segment")
+	segs := strings.Split(trimmed, "/")
+	kept := segs[:0]
+	for _, seg := range segs {
+		switch seg {
+		case "..":
+			return "", invalidPath(p, "it contains a '..' segment")
+		case ".":
+			continue
+		}
+		kept = append(kept, seg)
+	}
+	if len(kept) < len(segs) {
+		trimmed = strings.Join(kept, "/")
+		if trimmed == "" {
+			return "", nil
 		}
 	}
 	if err := blob.ValidateKey(trimmed); err != nil {
@@ -74,8 +109,9 @@ func CleanPath(p string) (string, error) {
 	return trimmed, nil
 }
 
+// invalidPath is MLflow's "Invalid path", with what was wrong as its cause.
 func invalidPath(p, why string) error {
-	return errs.Errorf(errs.Invalid, "Invalid path %q: %s", errs.Truncate(p, 200), why)
+	return &errs.Error{Code: errs.Invalid, Msg: "Invalid path", Err: fmt.Errorf("%q: %s", errs.Truncate(p, 200), why)}
 }
 
 func fileKey(p string) (string, error) {
@@ -186,24 +222,57 @@ func (s *Service) CreateMultipart(ctx context.Context, p string) (string, error)
 }
 
 // PartToken is the capability that authorises uploading the parts of one
-// upload: an HMAC of its path and id. Part URLs are called without the
-// client's credentials (they are built for presigned object-store URLs), so
-// the token travels in a header of the credential instead.
-func (s *Service) PartToken(p, uploadID string) string {
+// upload: part URLs are called without the client's credentials (they are
+// built for presigned object-store URLs), so the token travels in a header
+// of the credential instead. It names the user who started the upload and
+// when it expires (PartTokenTTL from now), and is signed with the secret:
+//
+//	v2.<user id>.<expiry, Unix seconds>.<hex HMAC-SHA256 of the version,
+//	user id, expiry, path and upload id>
+//
+// It is no credential on its own: every part checks that the user it
+// names may still write the experiment (CheckPartToken returns the user).
+func (s *Service) PartToken(p, uploadID string, userID int64) string {
+	exp := s.now().Add(s.ttl).Unix()
+	return partTokenPrefix + strconv.FormatInt(userID, 10) + "." + strconv.FormatInt(exp, 10) + "." + s.sign(p, uploadID, userID, exp)
+}
+
+const partTokenPrefix = "v2."
+
+func (s *Service) sign(p, uploadID string, userID, exp int64) string {
 	m := hmac.New(sha256.New, s.secret)
-	m.Write([]byte(p))
-	m.Write([]byte{0})
-	m.Write([]byte(uploadID))
+	for _, f := range []string{partTokenPrefix, strconv.FormatInt(userID, 10), strconv.FormatInt(exp, 10), p, uploadID} {
+		m.Write([]byte(f))
+		m.Write([]byte{0})
+	}
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// CheckPartToken verifies a part-upload token.
-func (s *Service) CheckPartToken(p, uploadID, token string) error {
-	want := s.PartToken(p, uploadID)
-	if token == "" || !hmac.Equal([]byte(want), []byte(token)) {
-		return errs.E(errs.PermissionDenied, "invalid or missing upload token for this multipart upload part")
+// CheckPartToken verifies a part-upload token for the upload uploadID of
+// path p and returns the id of the user it names, who must then be checked
+// (still enabled, still allowed to write). A token for another upload,
+// forged, from before tokens named their user, or expired is
+// errs.PermissionDenied.
+func (s *Service) CheckPartToken(p, uploadID, token string) (userID int64, err error) {
+	bad := errs.E(errs.PermissionDenied, "invalid or missing upload token for this multipart upload part")
+	rest, ok := strings.CutPrefix(token, partTokenPrefix)
+	if !ok {
+		return 0, bad
 	}
-	return nil
+	f := strings.Split(rest, ".")
+	if len(f) != 3 {
+		return 0, bad
+	}
+	user, err1 := strconv.ParseInt(f[0], 10, 64)
+	exp, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil || !hmac.Equal([]byte(s.sign(p, uploadID, user, exp)), []byte(f[2])) {
+		return 0, bad
+	}
+	if now := s.now(); now.Unix() >= exp {
+		return 0, errs.Errorf(errs.PermissionDenied, "the upload token of this multipart upload expired at %s (tokens last %s): start the upload again",
+			time.Unix(exp, 0).UTC().Format(time.RFC3339), s.ttl)
+	}
+	return user, nil
 }
 
 // PutPart stores one part of an upload.

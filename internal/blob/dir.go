@@ -49,6 +49,11 @@ type Dir struct {
 	opts DirOptions
 	log  *slog.Logger
 	reap reaper
+	// stale stops the background RemoveStale (see startStaleLoop).
+	stale struct {
+		cancel context.CancelFunc
+		done   sync.WaitGroup
+	}
 	// link is d.root.Link; tests replace it to act as a file system
 	// without hard links.
 	link func(oldname, newname string) error
@@ -74,8 +79,14 @@ type DirOptions struct {
 	TempMaxAge time.Duration
 	// UploadMaxAge is how long a multipart upload may go without a new part
 	// before OpenDir (and RemoveStale) drop it. 0 means DefaultDirOptions'
-	// (7 days); negative, never.
+	// (48 hours: twice the life of the upload tokens the servers hand out,
+	// after which no part can come); negative, never.
 	UploadMaxAge time.Duration
+	// StaleEvery is how often the Dir runs RemoveStale in the background
+	// while it is open, so that abandoned uploads and interrupted writes go
+	// without a restart. 0 means DefaultDirOptions' (1 hour); negative,
+	// only at OpenDir.
+	StaleEvery time.Duration
 	// Logger receives what RemoveStale removed. nil discards.
 	Logger *slog.Logger
 }
@@ -84,7 +95,8 @@ type DirOptions struct {
 func DefaultDirOptions() DirOptions {
 	return DirOptions{
 		TempMaxAge:   time.Hour,
-		UploadMaxAge: 7 * 24 * time.Hour,
+		UploadMaxAge: 48 * time.Hour,
+		StaleEvery:   time.Hour,
 	}
 }
 
@@ -99,6 +111,9 @@ func OpenDir(root string, opts DirOptions) (*Dir, error) {
 	if opts.UploadMaxAge == 0 {
 		opts.UploadMaxAge = def.UploadMaxAge
 	}
+	if opts.StaleEvery == 0 {
+		opts.StaleEvery = def.StaleEvery
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -106,7 +121,7 @@ func OpenDir(root string, opts DirOptions) (*Dir, error) {
 	if root == "" {
 		return nil, errs.E(errs.Invalid, "blob directory: empty path")
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fsError(err, "create blob directory "+root)
 	}
 	r, err := os.OpenRoot(root)
@@ -115,7 +130,7 @@ func OpenDir(root string, opts DirOptions) (*Dir, error) {
 	}
 	d := &Dir{root: r, path: root, opts: opts, log: log.With("component", "blob.dir"), link: r.Link}
 	for _, name := range []string{dirBlobs, dirTmp, dirUploads} {
-		if err := r.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := r.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			r.Close()
 			return nil, fsError(err, "create blob directory "+filepath.Join(root, name))
 		}
@@ -123,12 +138,14 @@ func OpenDir(root string, opts DirOptions) (*Dir, error) {
 	if err := d.RemoveStale(context.Background()); err != nil {
 		d.log.Warn("removing stale temporary files failed", "err", err)
 	}
+	d.startStaleLoop()
 	return d, nil
 }
 
-// Close waits for the removal of deleted blobs to finish and releases the
-// directory. Calls in flight may fail.
+// Close stops the background RemoveStale, waits for the removal of deleted
+// blobs to finish and releases the directory. Calls in flight may fail.
 func (d *Dir) Close() error {
+	d.stopStaleLoop()
 	d.waitReaped()
 	return d.root.Close()
 }
@@ -139,8 +156,12 @@ func (d *Dir) Path() string { return d.path }
 // RemoveStale removes files in tmp/ older than DirOptions.TempMaxAge, the
 // deleted blobs and trees a crash left in tmp/ (whatever their age), and
 // multipart uploads without a new part for DirOptions.UploadMaxAge. OpenDir
-// calls it; a long-running server may call it now and then.
-func (d *Dir) RemoveStale(ctx context.Context) error {
+// calls it, then the Dir every DirOptions.StaleEvery.
+func (d *Dir) RemoveStale(ctx context.Context) error { return d.removeStale(ctx, true) }
+
+// removeStale is RemoveStale; with trash false it leaves the deleted blobs
+// in tmp/ to the reaper, which may be at work on them.
+func (d *Dir) removeStale(ctx context.Context, trash bool) error {
 	now := time.Now()
 	var errList []error
 	for _, c := range []struct {
@@ -163,8 +184,12 @@ func (d *Dir) RemoveStale(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			trashed := c.dir == dirTmp && isTrash(e.Name())
+			if trashed && !trash {
+				continue
+			}
 			fi, err := e.Info()
-			if err != nil || now.Sub(fi.ModTime()) < c.maxAge && !(c.dir == dirTmp && isTrash(e.Name())) {
+			if err != nil || now.Sub(fi.ModTime()) < c.maxAge && !trashed {
 				continue
 			}
 			name := c.dir + "/" + e.Name()
@@ -402,7 +427,7 @@ func (d *Dir) removeTree(name string) error {
 func (d *Dir) createTemp(kind string) (string, *os.File, error) {
 	for range 10 {
 		name := dirTmp + "/" + kind + "-" + randomHex(8)
-		f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
@@ -542,7 +567,7 @@ func (d *Dir) mkdirs(key, dir string) error {
 		missing = append(missing, p)
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		err := d.root.Mkdir(missing[i], 0o755)
+		err := d.root.Mkdir(missing[i], 0o700)
 		switch {
 		case err == nil, errors.Is(err, fs.ErrExist):
 		case errors.Is(err, fs.ErrNotExist):

@@ -34,10 +34,10 @@ func (d *Dir) CreateMultipart(ctx context.Context, key string) (string, error) {
 	}
 	id := randomHex(16)
 	dir := dirUploads + "/" + id
-	if err := d.root.Mkdir(dir, 0o755); err != nil {
+	if err := d.root.Mkdir(dir, 0o700); err != nil {
 		return "", fsError(err, "create multipart upload")
 	}
-	f, err := d.root.OpenFile(dir+"/"+uploadKeyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := d.root.OpenFile(dir+"/"+uploadKeyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		_, err = io.WriteString(f, key)
 		err = errors.Join(err, f.Sync(), f.Close())

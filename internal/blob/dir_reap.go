@@ -1,9 +1,11 @@
 package blob
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // trashPrefix names what tmp/ holds for removal: deleted blobs and trees.
@@ -65,3 +67,36 @@ func (d *Dir) reapLoop() {
 func (d *Dir) waitReaped() { d.reap.done.Wait() }
 
 func isTrash(name string) bool { return strings.HasPrefix(name, trashPrefix) }
+
+// startStaleLoop runs RemoveStale every DirOptions.StaleEvery until Close:
+// an abandoned multipart upload (its parts count in Usage, and no listing
+// shows them) goes within StaleEvery of reaching UploadMaxAge, not at the
+// next start.
+func (d *Dir) startStaleLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stale.cancel = cancel
+	if d.opts.StaleEvery <= 0 {
+		return
+	}
+	d.stale.done.Go(func() {
+		t := time.NewTicker(d.opts.StaleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := d.removeStale(ctx, false); err != nil && ctx.Err() == nil {
+				d.log.Warn("removing stale temporary files and uploads failed; retried in "+d.opts.StaleEvery.String(), "err", err)
+			}
+		}
+	})
+}
+
+func (d *Dir) stopStaleLoop() {
+	if d.stale.cancel != nil {
+		d.stale.cancel()
+	}
+	d.stale.done.Wait()
+}

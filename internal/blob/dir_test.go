@@ -403,3 +403,73 @@ func TestDirDeleteReapsInBackground(t *testing.T) {
 		}
 	}
 }
+
+// TestDirFileModes: every file the Dir writes is 0600 and every directory
+// 0700, whatever the umask lets through: blobs hold users' data.
+func TestDirFileModes(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "store")
+	d := MustOpenDir(t, root)
+	blobtest.MustPut(t, d, "exp/1/model.bin", []byte("weights"))
+	id, err := d.CreateMultipart(t.Context(), "exp/1/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobtest.MustPutPart(t, d, "exp/1/big", id, 1, []byte("part"))
+	err = filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := de.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if de.IsDir() {
+			want = 0o700
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %04o, want %04o", p, got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDirRemovesStaleOnATimer: an abandoned upload goes while the Dir is
+// open, not only at the next OpenDir; until then its parts count in Usage.
+func TestDirRemovesStaleOnATimer(t *testing.T) {
+	root := t.TempDir()
+	d, err := blob.OpenDir(root, blob.DirOptions{UploadMaxAge: time.Hour, StaleEvery: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	id, err := d.CreateMultipart(t.Context(), "exp/1/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobtest.MustPutPart(t, d, "exp/1/big", id, 1, []byte("12345"))
+	u, err := d.Usage(t.Context())
+	if err != nil || u.Bytes < 5 {
+		t.Fatalf("usage with an upload in progress: %+v, %v", u, err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(root, "uploads", id), old, old); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(root, "uploads", id)); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned upload is still there")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := d.PutPart(t.Context(), "exp/1/big", id, 2, bytes.NewReader([]byte("x")), 1); !errs.Is(err, errs.NotFound) {
+		t.Fatalf("a part of the removed upload: %v, want NotFound", err)
+	}
+}

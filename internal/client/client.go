@@ -15,14 +15,17 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sextant/sextant/internal/errs"
@@ -45,6 +48,12 @@ type Options struct {
 	// RetryFor bounds the time spent retrying one request; 0 means 60 s,
 	// a negative value means no retries.
 	RetryFor time.Duration
+	// RetryUntilReached, when positive, bounds the retries instead of
+	// RetryFor as long as no request of this client has had an answer
+	// from the server: a wrong address fails fast, while a server that
+	// answered before and is restarting is waited for as long as
+	// RetryFor. 0 means RetryFor throughout.
+	RetryUntilReached time.Duration
 	// MinBackoff and MaxBackoff bound the wait between two attempts; the
 	// wait doubles from MinBackoff (0 means 100 ms) up to MaxBackoff (0
 	// means 5 s), with jitter, unless the server asks for longer with
@@ -57,6 +66,13 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives a debug line per retry; nil discards them.
 	Logger *slog.Logger
+	// Unreachable, when set, is called once per Client, the first time a
+	// request that could not reach the server (no HTTP answer: connection
+	// refused, unknown host, timeout) is about to be retried, with that
+	// error and the time retries may take (RetryFor). It lets a command
+	// say at once that it is waiting rather than stay silent for the
+	// whole RetryFor. It must not block.
+	Unreachable func(err error, retryFor time.Duration)
 }
 
 // Client is a client of one server. It is safe for concurrent use.
@@ -66,6 +82,10 @@ type Client struct {
 	hc   *http.Client
 	auth string
 	log  *slog.Logger
+	// told is set once Options.Unreachable has been called.
+	told atomic.Bool
+	// reached is set once the server has answered a request.
+	reached atomic.Bool
 }
 
 // New returns a client for the server at uri (MLFLOW_TRACKING_URI, such
@@ -93,7 +113,10 @@ func New(uri string, opts Options) (*Client, error) {
 	c := &Client{base: strings.TrimRight(u.String(), "/"), opts: opts, hc: opts.HTTPClient, log: opts.Logger}
 	if c.hc == nil {
 		tr := &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
+			Proxy: http.ProxyFromEnvironment,
+			// A host that drops the connection attempt would otherwise
+			// hold an attempt for its whole Timeout.
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost:   64, // sextant volumes cp -j N
 			IdleConnTimeout:       2 * time.Minute,
 			TLSHandshakeTimeout:   10 * time.Second,
@@ -176,8 +199,16 @@ func (c *Client) call(ctx context.Context, r *request, out any) error {
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		wait = max(wait, retryAfter)
-		if time.Since(start)+wait > c.opts.RetryFor {
-			return err
+		budget := c.opts.RetryFor
+		if c.opts.RetryUntilReached > 0 && !c.reached.Load() {
+			budget = c.opts.RetryUntilReached
+		}
+		if time.Since(start)+wait > budget {
+			return c.gaveUp(err, time.Since(start))
+		}
+		var ue *unreachableError
+		if c.opts.Unreachable != nil && errors.As(err, &ue) && !c.told.Swap(true) {
+			c.opts.Unreachable(ue.err, budget)
 		}
 		c.log.Debug("retrying request", "method", r.method, "path", r.path, "attempt", attempt, "wait", wait, "err", err)
 		t := time.NewTimer(wait)
@@ -245,9 +276,10 @@ func (c *Client) once(ctx context.Context, r *request, out any) (retryAfter time
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		return 0, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("cannot reach the server at %s", c.base), Err: err}
+		return 0, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("cannot reach the server at %s", c.base), Err: &unreachableError{err}}
 	}
 	defer resp.Body.Close()
+	c.reached.Store(true)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if r.raw != nil {
 			return 0, r.raw(resp)
@@ -271,6 +303,29 @@ func (c *Client) once(ctx context.Context, r *request, out any) (retryAfter time
 		}
 	}
 	return retryAfter, responseError(resp.StatusCode, b)
+}
+
+// unreachableError is the cause of an attempt that got no HTTP answer.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// gaveUp is the error of a request whose retries took tried: when the
+// server could not be reached, it says what was tried and what to check.
+func (c *Client) gaveUp(err error, tried time.Duration) error {
+	var ue *unreachableError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	cause := ue.err
+	var uerr *url.Error
+	if errors.As(cause, &uerr) {
+		cause = uerr.Err // "dial tcp 127.0.0.1:5999: connect: connection refused", without the request
+	}
+	return &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf(
+		"cannot reach the server at %s (%v; retried for %s): check that the server is running there "+
+			"(sextant server) and that --server or MLFLOW_TRACKING_URI names its address", c.base, cause, tried.Round(time.Second))}
 }
 
 // StatusError is the error of a non-2xx answer, for callers that need the

@@ -241,3 +241,69 @@ func TestAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnreachableServer: a request to a closed port says at once that the
+// server cannot be reached (Options.Unreachable, once per client), gives up
+// after RetryFor, and the error names the URL and what to check.
+func TestUnreachableServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	var told atomic.Int32
+	var retryFor time.Duration
+	c := mustClient(t, url, client.Options{
+		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, RetryFor: 200 * time.Millisecond,
+		Unreachable: func(err error, d time.Duration) { told.Add(1); retryFor = d },
+	})
+	for range 2 {
+		_, err := c.CreateExperiment(t.Context(), "/Shared/x")
+		if !errs.Is(err, errs.Unavailable) {
+			t.Fatalf("got %v, want Unavailable", err)
+		}
+		msg := err.Error()
+		for _, want := range []string{"cannot reach the server at " + url, "retried for", "MLFLOW_TRACKING_URI"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q does not say %q", msg, want)
+			}
+		}
+	}
+	if told.Load() != 1 || retryFor != 200*time.Millisecond {
+		t.Errorf("Unreachable called %d times with %s, want once with 200ms", told.Load(), retryFor)
+	}
+}
+
+// TestRetryUntilReached: a client that never reached the server gives up
+// after RetryUntilReached; one that did (the server answered, then went
+// away: a restart) retries for RetryFor.
+func TestRetryUntilReached(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"experiment_id":"7"}`))
+	}))
+	url := srv.URL
+	opts := func(got *time.Duration) client.Options {
+		return client.Options{
+			MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, RetryFor: 600 * time.Millisecond, RetryUntilReached: 50 * time.Millisecond,
+			Unreachable: func(_ error, d time.Duration) { *got = d },
+		}
+	}
+	var reachedSaid, neverSaid time.Duration
+	reached := mustClient(t, url, opts(&reachedSaid))
+	if _, err := reached.CreateExperiment(t.Context(), "/Shared/x"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	never := mustClient(t, url, opts(&neverSaid))
+	if _, err := never.CreateExperiment(t.Context(), "/Shared/x"); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("never reached: %v", err)
+	}
+	start := time.Now()
+	if _, err := reached.CreateExperiment(t.Context(), "/Shared/x"); !errs.Is(err, errs.Unavailable) {
+		t.Fatalf("reached before: %v", err)
+	}
+	if neverSaid != 50*time.Millisecond || reachedSaid != 600*time.Millisecond {
+		t.Errorf("retry budgets told: %s for a server never reached, %s for one reached before; want 50ms and 600ms", neverSaid, reachedSaid)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("a server reached before was retried for %s only", d)
+	}
+}

@@ -106,7 +106,7 @@ type Agent struct {
 	health  map[string]map[HealthKind]int64
 	lastXid map[string]float64
 
-	down      bool // the last send failed (for logging transitions only)
+	failing   failure // why the last send failed (for logging changes only)
 	lastSMErr string
 
 	samples    atomic.Int64
@@ -370,8 +370,8 @@ func (a *Agent) send(ctx context.Context, recs []SpoolRecord) error {
 	case err == nil:
 		a.sent.Add(int64(res.Accepted))
 		a.noteResult(res, len(recs))
-		if a.down {
-			a.down = false
+		if a.failing != failureNone {
+			a.failing = failureNone
 			a.log.Info("the server is reachable again; sending spooled samples", "spooled", a.opts.Spool.Len())
 		}
 		return nil
@@ -388,16 +388,46 @@ func (a *Agent) send(ctx context.Context, recs []SpoolRecord) error {
 		return err
 	}
 	a.sendErrs.Add(1)
-	if !a.down {
-		a.down = true
-		level := slog.LevelWarn
-		if errs.Is(err, errs.Unauthenticated) || errs.Is(err, errs.PermissionDenied) {
+	// Logged once per kind of failure: an outage followed by a refusal
+	// (the server came back with sign-in on) is told twice, the 10-second
+	// ticks of either are not.
+	if f := failureOf(err); f != a.failing {
+		a.failing = f
+		switch f {
+		case failureUnauthenticated:
 			// Samples pile up until the credentials are fixed.
-			level = slog.LevelError
+			a.log.Error("the server refused the agent's credentials; spooling GPU samples until it takes them. "+
+				"Give the agent a token (sextant tokens create, then MLFLOW_TRACKING_TOKEN) or "+
+				"MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD of a user of the server, and restart it", "err", err)
+		case failurePermission:
+			a.log.Error("the server refused the agent's samples for lack of permission; spooling them until it takes them. "+
+				"The agent's user needs CAN_EDIT on the run's experiment (sextant perms set experiment:ID user:EMAIL CAN_EDIT), "+
+				"or run the agent without --run-id", "run_id", a.opts.Labels.RunID, "err", err)
+		default:
+			a.log.Warn("sending GPU samples failed; spooling them until the server takes them", "err", err)
 		}
-		a.log.Log(ctx, level, "sending GPU samples failed; spooling them until the server takes them", "err", err)
 	}
 	return err
+}
+
+// failure is the kind of a failed send, for logging each change once.
+type failure int
+
+const (
+	failureNone failure = iota
+	failureTransient
+	failureUnauthenticated
+	failurePermission
+)
+
+func failureOf(err error) failure {
+	switch {
+	case errs.Is(err, errs.Unauthenticated):
+		return failureUnauthenticated
+	case errs.Is(err, errs.PermissionDenied):
+		return failurePermission
+	}
+	return failureTransient
 }
 
 func (a *Agent) noteResult(res *SendResult, sent int) {

@@ -126,6 +126,40 @@ func TestAgentKeepsSamplesOfUnauthenticatedAgent(t *testing.T) {
 	})
 }
 
+// TestAgentLogsRefusalAfterOutage: a server that comes back from an outage
+// refusing the agent's credentials (restarted with sign-in on) is logged
+// once, as an error that says what to do, and not again at every tick.
+func TestAgentLogsRefusalAfterOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		sink := &gputest.Sink{Fail: func(*gpu.Batch) error {
+			switch el := time.Since(start); {
+			case el < 2*time.Minute:
+				return errs.E(errs.Unavailable, "connection refused")
+			case el < 6*time.Minute:
+				return errs.E(errs.Unauthenticated, "authentication required")
+			}
+			return nil
+		}}
+		var logs bytes.Buffer
+		runAgent(t, gpu.AgentOptions{
+			Source: gpu.NewSim(1, 1, nil), Sink: sink, Spool: MustOpenSpool(t, t.TempDir(), gpu.SpoolOptions{}),
+			Labels: gpu.Labels{Node: "n1", NodeRank: -1}, Logger: newLogger(&logs),
+		}, 8*time.Minute+time.Second)
+		expectEvery(t, sink.Timestamps(), start, start.Add(8*time.Minute))
+		out := logs.String()
+		if n := strings.Count(out, "refused the agent's credentials"); n != 1 {
+			t.Errorf("the refusal was logged %d times, want once:\n%s", n, out)
+		}
+		if !strings.Contains(out, "MLFLOW_TRACKING_TOKEN") || !strings.Contains(out, "level=ERROR") {
+			t.Errorf("the refusal does not say what to do, as an error:\n%s", out)
+		}
+		if n := strings.Count(out, "spooling them until the server takes them"); n != 1 {
+			t.Errorf("the outage was logged %d times, want once:\n%s", n, out)
+		}
+	})
+}
+
 // TestAgentDropsOnlyRefusedSamples: when the server refuses a batch, the
 // agent sends its samples one by one and drops only those refused.
 func TestAgentDropsOnlyRefusedSamples(t *testing.T) {

@@ -107,7 +107,7 @@ func OpenSpool(dir string, opts SpoolOptions) (*Spool, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create spool directory: %w", err)
 	}
 	lock, err := lockDir(filepath.Join(dir, "LOCK"))
@@ -162,7 +162,7 @@ func (s *Spool) load() error {
 	}
 	s.cur = spoolPos{seq: s.segs[0].seq}
 	last := s.segs[len(s.segs)-1]
-	s.w, err = os.OpenFile(s.segPath(last.seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	s.w, err = os.OpenFile(s.segPath(last.seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open spool segment: %w", err)
 	}
@@ -267,7 +267,7 @@ func (s *Spool) Append(rec *SpoolRecord) error {
 // roll starts a new segment.
 func (s *Spool) roll() error {
 	seq := s.segs[len(s.segs)-1].seq + 1
-	w, err := os.OpenFile(s.segPath(seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	w, err := os.OpenFile(s.segPath(seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("create spool segment: %w", err)
 	}

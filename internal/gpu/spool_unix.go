@@ -13,7 +13,7 @@ import (
 // lockDir takes an exclusive advisory lock on path, created if needed. The
 // lock goes away with the process, so a crashed agent leaves none behind.
 func lockDir(path string) (io.Closer, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o640)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock spool directory: %w", err)
 	}

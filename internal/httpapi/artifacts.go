@@ -15,6 +15,7 @@ import (
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/wire"
+	"github.com/sextant/sextant/internal/workspace"
 )
 
 // The MLflow artifact proxy (/api/2.0/mlflow-artifacts): the mlflow client
@@ -84,6 +85,19 @@ func contentType(name string) string {
 	return t
 }
 
+// downloadHeaders sets what every download of user data carries (artifacts,
+// workspace files, volume files): the browser must neither guess another
+// type from the bytes (nosniff) nor render them in the server's origin
+// (attachment), where a planted HTML file could act as the signed-in user.
+func downloadHeaders(h http.Header, name string) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	d := mime.FormatMediaType("attachment", map[string]string{"filename": name})
+	if d == "" {
+		d = "attachment" // a name the header cannot carry
+	}
+	h.Set("Content-Disposition", d)
+}
+
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error {
 	p := artifactPath(r)
 	if err := s.allowArtifactPath(r, p); err != nil {
@@ -133,8 +147,7 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) error 
 	h := w.Header()
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Type", contentType(p))
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	downloadHeaders(h, path.Base(p))
 	if info.ETag != "" {
 		h.Set("ETag", strconv.Quote(info.ETag))
 	}
@@ -230,10 +243,16 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.allowArtifactPath(r, q.str("path")); err != nil {
+	// Cleaned first, so that "<exp>/<run>/artifacts/." is checked and
+	// listed as the directory it names.
+	p, err := artifacts.CleanPath(q.str("path"))
+	if err != nil {
 		return err
 	}
-	files, err := s.art.List(r.Context(), q.str("path"))
+	if err := s.allowArtifactPath(r, p); err != nil {
+		return err
+	}
+	files, err := s.art.List(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -335,7 +354,7 @@ func (s *Server) createMultipart(w http.ResponseWriter, r *http.Request) error {
 		PartNumber int64             `json:"part_number"`
 		Headers    map[string]string `json:"headers"`
 	}
-	token := s.art.PartToken(dest, id)
+	token := s.art.PartToken(dest, id, SubjectFromContext(r.Context()).User.ID)
 	base := baseURL(r) + "/api/2.0/mlflow-artifacts/mpu/part/" + escapePath(dest) + "?upload_id=" + url.QueryEscape(id) + "&part_number="
 	creds := make([]credential, req.NumParts.V)
 	for i := range creds {
@@ -347,7 +366,9 @@ func (s *Server) createMultipart(w http.ResponseWriter, r *http.Request) error {
 
 // uploadPart receives one part. The client sends it without credentials
 // (the URL was made for presigned object-store uploads), so the signed
-// token in the header authorises it.
+// token in the header authorises it: it names the user who started the
+// upload, who must still be enabled and still have CAN_EDIT on the
+// experiment, checked again for every part.
 func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseQuery(r, "upload_id", "part_number")
 	if err != nil {
@@ -358,7 +379,11 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.art.CheckPartToken(clean, id, r.Header.Get(uploadTokenHeader)); err != nil {
+	userID, err := s.art.CheckPartToken(clean, id, r.Header.Get(uploadTokenHeader))
+	if err != nil {
+		return err
+	}
+	if err := s.allowPartUser(r, clean, userID); err != nil {
 		return err
 	}
 	n, err := partNumber(q)
@@ -422,4 +447,34 @@ func (s *Server) abortMultipart(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeRaw(w, emptyObject)
+}
+
+// allowPartUser checks that the user a part token names may still write
+// the artifact at p: a user deleted or disabled since, or whose CAN_EDIT
+// on the experiment was taken away, uploads no more parts (403).
+func (s *Server) allowPartUser(r *http.Request, p string, userID int64) error {
+	var sub *workspace.Subject
+	if userID == workspace.LocalAdmin().User.ID {
+		// Handed out in single-user mode; worth nothing once sign-in is on.
+		if s.opts.Auth != AuthOff {
+			return errs.E(errs.PermissionDenied, "this upload was started before sign-in was required: start it again")
+		}
+		sub = workspace.LocalAdmin()
+	} else {
+		var err error
+		if sub, err = s.ws.ActiveSubject(r.Context(), userID); err != nil {
+			if errs.Is(err, errs.Unauthenticated) {
+				return errs.Wrap(errs.PermissionDenied, err, "the user who started this upload can no longer upload: "+errs.MessageOf(err))
+			}
+			return err
+		}
+	}
+	exp := artifacts.ExperimentOf(p)
+	if exp == "" {
+		if !sub.User.Admin {
+			return errs.E(errs.PermissionDenied, "only administrators can reach artifacts outside an experiment")
+		}
+		return nil
+	}
+	return s.ws.CheckExperiment(r.Context(), sub, exp, workspace.CanEdit)
 }

@@ -197,7 +197,7 @@ func (a *authServer) newFixture() fixture {
 	f.comment = int64(a.must(owner, "POST", "/api/2.0/sextant/comments", map[string]any{"target_kind": "run", "target_id": f.run, "body": "first"}).body["comment"].(map[string]any)["id"].(float64))
 	f.registered = fmt.Sprintf("reg%d", n)
 	a.must(owner, "POST", "/api/2.0/mlflow/registered-models/create", map[string]any{"name": f.registered})
-	a.must(owner, "POST", "/api/2.0/mlflow/model-versions/create", map[string]any{"name": f.registered, "source": "models:/" + f.model})
+	a.must(owner, "POST", "/api/2.0/mlflow/model-versions/create", map[string]any{"name": f.registered, "source": "models:/" + f.model, "model_id": f.model})
 	f.catalog = fmt.Sprintf("cat%d", n)
 	f.schema, f.volume = f.catalog+".team", f.catalog+".team.ckpt"
 	a.must(admin, "POST", "/api/2.1/unity-catalog/catalogs", map[string]any{"name": f.catalog})

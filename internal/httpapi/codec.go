@@ -136,7 +136,7 @@ func (q query) int(k string) (int64, bool, error) {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, false, invalid("Invalid value '%s' for parameter '%s': expected an integer", errs.Truncate(s, 60), k)
+		return 0, false, wire.InvalidValue(k, errs.Truncate(s, 60))
 	}
 	return v, true, nil
 }

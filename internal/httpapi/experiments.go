@@ -46,6 +46,9 @@ func (s *Server) createExperiment(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
+	if err := s.ws.CheckNoFolderAt(ctx, name); err != nil {
+		return err
+	}
 	if err := s.allowRef(r, refArtifactLocation, req.ArtifactLocation); err != nil {
 		return err
 	}
@@ -117,7 +120,10 @@ func (s *Server) searchExperiments(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if req.MaxResults.Set && req.MaxResults.V <= 0 {
-		return invalid("max_results must be between 1 and %d, got %d", s.tr.Limits().SearchMaxResults, req.MaxResults.V)
+		return invalid("Invalid value %d for parameter 'max_results' supplied. It must be a positive integer", req.MaxResults.V)
+	}
+	if lim := s.tr.Limits().SearchMaxResults; req.MaxResults.V > int64(lim) {
+		return invalid("Invalid value %d for parameter 'max_results' supplied. It must be at most %d", req.MaxResults.V, lim)
 	}
 	q := tracking.ExperimentSearch{
 		Filter: req.Filter, OrderBy: req.OrderBy, ViewType: tracking.ViewType(vt),
@@ -197,6 +203,9 @@ func (s *Server) updateExperiment(w http.ResponseWriter, r *http.Request) error 
 				return refError(refNewName, req.NewName, err)
 			}
 		}
+	}
+	if err := s.ws.CheckNoFolderAt(ctx, name); err != nil {
+		return refError(refNewName, req.NewName, err)
 	}
 	if err := s.tr.RenameExperiment(ctx, req.ExperimentID, name); err != nil {
 		return err

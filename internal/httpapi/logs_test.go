@@ -308,7 +308,7 @@ func TestLogDensity(t *testing.T) {
 	if sum != 4 || len(asList(r.body["first_lines"])) != len(asList(r.body["lines"])) {
 		t.Errorf("density %s", r.raw)
 	}
-	for q, want := range map[string]string{"buckets=-1": "buckets must be", "buckets=x": "expected an integer", "from_ms=9&to_ms=3": "from before to", "bucket=2": "unknown query parameter"} {
+	for q, want := range map[string]string{"buckets=-1": "buckets must be", "buckets=x": "for parameter 'buckets' supplied", "from_ms=9&to_ms=3": "from before to", "bucket=2": "unknown query parameter"} {
 		if r := do(t, h, "GET", "/api/2.0/sextant/logs/density?run_id="+run+"&"+q, nil); r.status != 400 || !strings.Contains(r.raw, want) {
 			t.Errorf("%s: %d %s", q, r.status, r.raw)
 		}

@@ -23,9 +23,12 @@ func (s *Server) getMetricHistory(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	max, _, err := q.int("max_results")
+	max, set, err := q.int("max_results")
 	if err != nil {
 		return err
+	}
+	if set && max <= 0 {
+		return invalid("Invalid value %d for parameter 'max_results' supplied. It must be a positive integer.", max)
 	}
 	id, err := runID(q.str("run_id"), q.str("run_uuid"))
 	if err != nil {
@@ -160,6 +163,16 @@ func (s *Server) getMetricHistoryBulkInterval(w http.ResponseWriter, r *http.Req
 		return err
 	}
 	bq := tracking.BulkIntervalQuery{RunIDs: q.list("run_ids"), Key: q.str("metric_key")}
+	// In MLflow's order: run_ids, metric_key, the steps, max_results.
+	if len(bq.RunIDs) == 0 {
+		return invalid("Missing value for required parameter 'run_ids'. See the API docs for more information about request parameters.")
+	}
+	if len(bq.RunIDs) > s.tr.Limits().BulkIntervalMaxRuns {
+		return invalid("GetMetricHistoryBulkInterval request must specify at most %d run_ids. Received %d run_ids. See the API docs for more information about request parameters.", s.tr.Limits().BulkIntervalMaxRuns, len(bq.RunIDs))
+	}
+	if bq.Key == "" {
+		return invalid("Missing value for required parameter 'metric_key'. See the API docs for more information about request parameters.")
+	}
 	if v, ok, err := q.int("start_step"); err != nil {
 		return err
 	} else if ok {
@@ -175,7 +188,7 @@ func (s *Server) getMetricHistoryBulkInterval(w http.ResponseWriter, r *http.Req
 		return err
 	}
 	if set && max <= 0 {
-		return invalid("max_results must be between 1 and %d.", s.tr.Limits().BulkIntervalMaxResults)
+		return invalid("max_results must be between 1 and %d. See the API docs for more information about request parameters.", s.tr.Limits().BulkIntervalMaxResults)
 	}
 	bq.MaxResults = clampInt(max)
 	switch q.str("sampling") {
@@ -184,12 +197,6 @@ func (s *Server) getMetricHistoryBulkInterval(w http.ResponseWriter, r *http.Req
 		bq.Mode = tracking.SampleMinMax
 	default:
 		return invalid("Invalid value '%s' for parameter 'sampling': expected steps or minmax", errs.Truncate(q.str("sampling"), 40))
-	}
-	if len(bq.RunIDs) > s.tr.Limits().BulkIntervalMaxRuns {
-		return errs.Errorf(errs.LimitExceeded, "limit exceeded: GetMetricHistoryBulkInterval request must specify at most %d run_ids. Received %d run_ids.", s.tr.Limits().BulkIntervalMaxRuns, len(bq.RunIDs))
-	}
-	if len(bq.RunIDs) == 0 {
-		return invalid("Missing value for required parameter 'run_ids'")
 	}
 	for _, id := range bq.RunIDs {
 		if err := s.allowRunID(r, id); err != nil {
@@ -216,6 +223,11 @@ func (s *Server) getMetricHistoryBulk(w http.ResponseWriter, r *http.Request) er
 	}
 	if len(ids) > 100 {
 		return invalid("GetMetricHistoryBulk request cannot specify more than 100 run_ids. Received %d run_ids.", len(ids))
+	}
+	// MLflow checks the whole request before it reads a run: a missing
+	// metric_key is a 400 even when a run is unknown.
+	if !q.has("metric_key") {
+		return invalid("GetMetricHistoryBulk request must specify a metric_key.")
 	}
 	max, _, err := q.int("max_results")
 	if err != nil {

@@ -139,7 +139,7 @@ func (s *Server) finalizeLoggedModel(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	if !req.Status.Set {
-		return invalid("Missing value for required parameter 'status'")
+		return invalid("Missing value for required parameter 'status'. See the API docs for more information about request parameters.")
 	}
 	st, err := req.Status.Resolve("status", loggedModelStatusNames)
 	if err != nil {
@@ -252,7 +252,7 @@ func (s *Server) searchLoggedModels(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if len(req.ExperimentIDs) == 0 {
-		return invalid("Missing value for required parameter 'experiment_ids'")
+		return invalid("Missing value for required parameter 'experiment_ids'. See the API docs for more information about request parameters.")
 	}
 	for _, id := range req.ExperimentIDs {
 		if err := tracking.ValidateExperimentID(id); err != nil {

@@ -18,7 +18,8 @@ import (
 // routes of the permission table.
 
 var (
-	noRouteRoots = []string{"/api/", "/ajax-api/", "/.well-known/"}
+	// /graphql is MLflow's GraphQL endpoint (its UI's), an exact path.
+	noRouteRoots = []string{"/api/", "/ajax-api/", "/.well-known/", "/graphql"}
 	// The methods a catch-all is registered for. GET covers HEAD; a HEAD
 	// pattern of its own would conflict with the GET routes below it.
 	noRouteMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}

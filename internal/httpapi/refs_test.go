@@ -94,14 +94,17 @@ func referenceCases() map[string]refCase {
 		"POST " + ml + "/logged-models/search experiment_ids": func(f fixture, ref string) (string, string, any) {
 			return "POST", ml + "/logged-models/search", map[string]any{"experiment_ids": []string{ref}}
 		},
+		// A source goes with the run_id or model_id that vouches for it,
+		// as MLflow requires.
 		"POST " + ml + "/model-versions/create source (runs:/)": func(f fixture, ref string) (string, string, any) {
-			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": ref}
+			id, _, _ := strings.Cut(strings.TrimPrefix(ref, "runs:/"), "/")
+			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": ref, "run_id": id}
 		},
 		"POST " + ml + "/model-versions/create source (models:/)": func(f fixture, ref string) (string, string, any) {
-			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": ref}
+			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": ref, "model_id": strings.TrimPrefix(ref, "models:/")}
 		},
 		"POST " + ml + "/model-versions/create source (mlflow-artifacts:/)": func(f fixture, ref string) (string, string, any) {
-			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": ref}
+			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": ref, "run_id": strings.Split(ref, "/")[2]}
 		},
 		"POST " + ml + "/model-versions/create run_id": func(f fixture, ref string) (string, string, any) {
 			return "POST", ml + "/model-versions/create", map[string]any{"name": f.registered, "source": "s3://bucket/model", "run_id": ref}

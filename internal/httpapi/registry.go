@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/tracking"
@@ -115,6 +116,9 @@ func (s *Server) createRegisteredModel(w http.ResponseWriter, r *http.Request) e
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := refusePrompt(req.Tags); err != nil {
+		return err
+	}
 	m, err := s.tr.CreateRegisteredModel(r.Context(), req.Name, req.Description, kvTags(req.Tags))
 	if err != nil {
 		return err
@@ -179,7 +183,7 @@ func (s *Server) deleteRegisteredModel(w http.ResponseWriter, r *http.Request) e
 }
 
 // registrySearchQuery reads the GET parameters of the registry searches.
-func registrySearchQuery(r *http.Request) (tracking.RegistrySearch, error) {
+func registrySearchQuery(r *http.Request, limit int) (tracking.RegistrySearch, error) {
 	q, err := parseQuery(r, "filter", "max_results", "order_by", "page_token")
 	if err != nil {
 		return tracking.RegistrySearch{}, err
@@ -188,14 +192,18 @@ func registrySearchQuery(r *http.Request) (tracking.RegistrySearch, error) {
 	if err != nil {
 		return tracking.RegistrySearch{}, err
 	}
+	// MLflow's words: its store's below 1, its handler's above the limit.
 	if set && max <= 0 {
-		return tracking.RegistrySearch{}, invalid("max_results must be positive, got %d", max)
+		return tracking.RegistrySearch{}, invalid("Invalid value for max_results. It must be a positive integer, but got %d", max)
+	}
+	if max > int64(limit) {
+		return tracking.RegistrySearch{}, wire.InvalidValue("max_results", max)
 	}
 	return tracking.RegistrySearch{Filter: q.str("filter"), OrderBy: q.list("order_by"), MaxResults: clampInt(max), PageToken: q.str("page_token")}, nil
 }
 
 func (s *Server) searchRegisteredModels(w http.ResponseWriter, r *http.Request) error {
-	q, err := registrySearchQuery(r)
+	q, err := registrySearchQuery(r, s.tr.Limits().SearchMaxResults)
 	if err != nil {
 		return err
 	}
@@ -321,6 +329,9 @@ func (s *Server) createModelVersion(w http.ResponseWriter, r *http.Request) erro
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
+	if err := refusePrompt(req.Tags); err != nil {
+		return err
+	}
 	// What is registered must be readable by whoever registers it: the
 	// registry is shared, and a version's download URI points at its files.
 	for _, ref := range []Ref{refVersionSourceRun, refVersionSourceModel, refVersionSourceArtifacts} {
@@ -387,7 +398,7 @@ func (s *Server) deleteModelVersion(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) searchModelVersions(w http.ResponseWriter, r *http.Request) error {
-	q, err := registrySearchQuery(r)
+	q, err := registrySearchQuery(r, s.tr.Limits().SearchMaxResults)
 	if err != nil {
 		return err
 	}
@@ -487,4 +498,23 @@ func (s *Server) allowVersionFiles(r *http.Request, v *tracking.ModelVersion) er
 		return errs.Errorf(errs.PermissionDenied, "CAN_READ is required on the run or logged model that version %s of registered model %s was registered from; %s does not have it", v.Version, v.Name, who)
 	}
 	return err
+}
+
+// refusePrompt refuses what the mlflow client sends to register a prompt
+// (mlflow.genai.register_prompt): a registered model or version tagged
+// mlflow.prompt.is_prompt=true. Sextant does not implement MLflow's prompt
+// registry; like its other unimplemented APIs (docs/api.md) the answer is
+// 404 ENDPOINT_NOT_FOUND, which the client does not retry. The tag value
+// is read as MLflow reads it: the last one wins, "true" in any case.
+func refusePrompt(tags []wire.KV) error {
+	prompt := false
+	for _, t := range tags {
+		if t.Key == "mlflow.prompt.is_prompt" {
+			prompt = strings.EqualFold(t.Value, "true")
+		}
+	}
+	if !prompt {
+		return nil
+	}
+	return &routeError{http.StatusNotFound, "Prompts are not served: Sextant does not implement MLflow's prompt registry (mlflow.genai.register_prompt, prompts:/ URIs); see docs/api.md"}
 }

@@ -106,7 +106,7 @@ func TestDownloadURIDisclosesNothing(t *testing.T) {
 			t.Errorf("outsider registered %s: %d %s", src, res.status, res.raw)
 		}
 	}
-	a.must(owner, "POST", "/api/2.0/mlflow/model-versions/create", map[string]any{"name": f.registered, "source": "runs:/" + f.run + "/model"})
+	a.must(owner, "POST", "/api/2.0/mlflow/model-versions/create", map[string]any{"name": f.registered, "source": "runs:/" + f.run + "/model", "run_id": f.run})
 	for _, v := range []string{"1", "2"} {
 		target := "/api/2.0/mlflow/model-versions/get-download-uri?name=" + f.registered + "&version=" + v
 		res := a.as(outsider, "GET", target, nil)

@@ -195,7 +195,7 @@ func (s *Server) logParam(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Value == nil {
-		return invalid("Missing value for required parameter 'value'")
+		return invalid("Missing value for required parameter 'value'. See the API docs for more information about request parameters.")
 	}
 	id, err := runID(req.RunID, req.RunUUID)
 	if err != nil {
@@ -216,7 +216,7 @@ func (s *Server) setTag(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Value == nil {
-		return invalid("Missing value for required parameter 'value'")
+		return invalid("Missing value for required parameter 'value'. See the API docs for more information about request parameters.")
 	}
 	id, err := runID(req.RunID, req.RunUUID)
 	if err != nil {
@@ -284,19 +284,19 @@ func (s *Server) logBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	for i, p := range req.Params {
 		if p.Key == "" {
-			return invalid("Missing value for required parameter '%skey'", indexed("params", i))
+			return invalid("Missing value for required parameter '%skey'. See the API docs for more information about request parameters.", indexed("params", i))
 		}
 		if p.Value == nil {
-			return invalid("Missing value for required parameter '%svalue'", indexed("params", i))
+			return invalid("Missing value for required parameter '%svalue'. See the API docs for more information about request parameters.", indexed("params", i))
 		}
 		b.Params[i] = tracking.Param{Key: p.Key, Value: *p.Value}
 	}
 	for i, t := range req.Tags {
 		if t.Key == "" {
-			return invalid("Missing value for required parameter '%skey'", indexed("tags", i))
+			return invalid("Missing value for required parameter '%skey'. See the API docs for more information about request parameters.", indexed("tags", i))
 		}
 		if t.Value == nil {
-			return invalid("Missing value for required parameter '%svalue'", indexed("tags", i))
+			return invalid("Missing value for required parameter '%svalue'. See the API docs for more information about request parameters.", indexed("tags", i))
 		}
 		b.Tags[i] = tracking.Tag{Key: t.Key, Value: *t.Value}
 	}
@@ -445,8 +445,12 @@ func (s *Server) searchRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// MLflow's handler refuses more than its limit, its store less than 1.
 	if req.MaxResults.Set && req.MaxResults.V <= 0 {
-		return invalid("max_results must be between 1 and %d, got %d", s.tr.Limits().SearchMaxResults, req.MaxResults.V)
+		return invalid("Invalid value %d for parameter 'max_results' supplied. It must be a positive integer", req.MaxResults.V)
+	}
+	if req.MaxResults.V > int64(s.tr.Limits().SearchMaxResults) {
+		return wire.InvalidValue("max_results", req.MaxResults.V)
 	}
 	page, err := s.tr.SearchRuns(r.Context(), tracking.RunSearch{
 		ExperimentIDs: s.readableExperiments(r.Context(), req.ExperimentIDs), Filter: req.Filter, OrderBy: req.OrderBy,

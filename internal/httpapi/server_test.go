@@ -227,7 +227,7 @@ func TestErrors(t *testing.T) {
 		"NotJSONType":       {"POST", "/api/2.0/mlflow/experiments/create", `{"name": "x"}`, "text/plain", 400, "INVALID_PARAMETER_VALUE", "Content-Type"},
 		"BadValue":          {"POST", "/api/2.0/mlflow/runs/log-metric", `{"run_id":"` + id + `","key":"k","value":"abc","timestamp":1}`, "", 400, "INVALID_PARAMETER_VALUE", "value"},
 		"MissingValue":      {"POST", "/api/2.0/mlflow/runs/log-metric", `{"run_id":"` + id + `","key":"k","timestamp":1}`, "", 400, "INVALID_PARAMETER_VALUE", "'value'"},
-		"NegativeStep":      {"POST", "/api/2.0/mlflow/runs/log-metric", `{"run_id":"` + id + `","key":"k","value":1,"timestamp":1,"step":-1}`, "", 400, "INVALID_PARAMETER_VALUE", "negative"},
+		"StepOutOfRange":    {"POST", "/api/2.0/mlflow/runs/log-metric", `{"run_id":"` + id + `","key":"k","value":1,"timestamp":1,"step":-9007199254740992}`, "", 400, "INVALID_PARAMETER_VALUE", "outside the accepted range"},
 		"MissingRun":        {"GET", "/api/2.0/mlflow/runs/get?run_id=" + strings.Repeat("a", 32), nil, "", 404, "RESOURCE_DOES_NOT_EXIST", strings.Repeat("a", 32)},
 		"BadFilter":         {"POST", "/api/2.0/mlflow/runs/search", `{"experiment_ids":["0"],"filter":"metrics.x <"}`, "", 400, "INVALID_PARAMETER_VALUE", "position"},
 		"BadViewType":       {"POST", "/api/2.0/mlflow/runs/search", `{"experiment_ids":["0"],"run_view_type":"SOME"}`, "", 400, "INVALID_PARAMETER_VALUE", "ACTIVE_ONLY"},
@@ -235,7 +235,7 @@ func TestErrors(t *testing.T) {
 		// A batch names the point at fault; a key checked for one point is
 		// not taken as checked for a different key after it.
 		"BatchMissingTimestamp": {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a","value":2}]}`, "", 400, "INVALID_PARAMETER_VALUE", "'metrics[1].timestamp'"},
-		"BatchNegativeStep":     {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a","value":1,"timestamp":1},{"key":"a","value":1,"timestamp":1,"step":-3}]}`, "", 400, "INVALID_PARAMETER_VALUE", "metrics[2] 'a': step -3 is negative"},
+		"BatchStepOutOfRange":   {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a","value":1,"timestamp":1,"step":-3},{"key":"a","value":1,"timestamp":1,"step":9007199254740992}]}`, "", 400, "INVALID_PARAMETER_VALUE", "metrics[2] 'a': step 9007199254740992 is outside"},
 		"BatchBadSecondKey":     {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a","value":1,"timestamp":1},{"key":"a","value":1,"timestamp":2},{"key":"a/../b","value":1,"timestamp":1}]}`, "", 400, "INVALID_PARAMETER_VALUE", "'a/../b'"},
 		"BatchBadKeyRepeated":   {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","metrics":[{"key":"a b!","value":1,"timestamp":1},{"key":"a b!","value":1,"timestamp":2}]}`, "", 400, "INVALID_PARAMETER_VALUE", "'a b!'"},
 		"BatchTooBig":           {"POST", "/api/2.0/mlflow/runs/log-batch", `{"run_id":"` + id + `","params":[` + strings.TrimSuffix(strings.Repeat(`{"key":"k","value":"v"},`, 101), ",") + `]}`, "", 400, "RESOURCE_LIMIT_EXCEEDED", "100 params"},
@@ -334,6 +334,15 @@ func TestUnknownAPIPathsAnswerJSON(t *testing.T) {
 		{"OPTIONS", "/ajax-api/2.0/mlflow/nope", 404, "ENDPOINT_NOT_FOUND", ""},
 		{"POST", "/api/2.0/mlflow/experiments/get", 405, "ENDPOINT_NOT_FOUND", "GET, HEAD"},
 		{"DELETE", "/ajax-api/2.0/mlflow/runs/create", 405, "ENDPOINT_NOT_FOUND", "POST"},
+		// MLflow's API families Sextant does not implement (docs/api.md).
+		{"POST", "/graphql", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/graphql", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/3.0/mlflow/traces", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/api/2.0/mlflow/traces", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/ajax-api/3.0/mlflow/gateway/chat", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/3.0/mlflow/datasets/search", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"GET", "/api/3.0/mlflow/scorers/list", 404, "ENDPOINT_NOT_FOUND", ""},
+		{"POST", "/api/3.0/mlflow/issues/search", 404, "ENDPOINT_NOT_FOUND", ""},
 	} {
 		r := do(t, s, c.method, c.target, nil)
 		if r.status != c.status || r.body["error_code"] != c.code || r.header.Get("Content-Type") != "application/json" || r.header.Get("Allow") != c.allow {

@@ -430,6 +430,7 @@ func (s *Server) putVolumeFile(w http.ResponseWriter, r *http.Request) error {
 // fileHeaders sets the headers a file's download and metadata share.
 func fileHeaders(h http.Header, info volumes.FileInfo) {
 	h.Set("Content-Type", "application/octet-stream")
+	downloadHeaders(h, info.Path.Name())
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
 	if info.ETag != "" {

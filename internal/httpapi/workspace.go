@@ -3,6 +3,7 @@ package httpapi
 import (
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"time"
 
@@ -48,7 +49,9 @@ func (s *Server) registerWorkspaceRoutes() {
 
 func (s *Server) requireMultiUser() error {
 	if !s.multiUser() {
-		return errs.E(errs.Invalid, "the server runs in single-user mode (authentication off): there are no users, sessions or tokens")
+		return errs.E(errs.Invalid, "the server runs in single-user mode (authentication off): there are no users, sessions or tokens. "+
+			"To turn sign-in on, create the first administrator in its data directory (sextant users add EMAIL --admin --data-dir DIR) "+
+			"and restart the server (docs/auth.md)")
 	}
 	return nil
 }
@@ -465,6 +468,7 @@ func (s *Server) getWorkspaceFile(w http.ResponseWriter, r *http.Request) error 
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
+	downloadHeaders(h, path.Base(workspaceFile(r)))
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
 	h.Set("Accept-Ranges", "bytes")

@@ -382,57 +382,21 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		}
 	}()
 
-	var out outcome
-	var outMu sync.Mutex
 	exited := make(chan struct{})
-	forwarderDone := make(chan struct{})
-	go func() {
-		defer close(forwarderDone)
-		var grace <-chan time.Time
-		for {
-			select {
-			case <-exited:
-				return
-			case s := <-o.Signals:
-				sig, ok := s.(syscall.Signal)
-				if !ok {
-					continue
-				}
-				if err := ch.signal(sig); err != nil {
-					l.say("could not forward %s to the job: %v", signalName(sig), err)
-				}
-				switch sig {
-				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-					outMu.Lock()
-					if out.forwarded == 0 {
-						out.forwarded = sig
-					}
-					outMu.Unlock()
-					if grace == nil {
-						grace = time.After(o.Grace)
-						l.say("forwarded %s to the job; it gets SIGKILL if it has not exited in %v", signalName(sig), o.Grace)
-					}
-				}
-			case <-grace:
-				grace = nil
-				l.say("the job did not exit within %v of %s: sending SIGKILL", o.Grace, signalName(out.forwarded))
-				outMu.Lock()
-				out.escalated = true
-				outMu.Unlock()
-				_ = ch.signal(syscall.SIGKILL)
-			}
-		}
-	}()
-
+	forwarded := l.forwardSignals(ch, exited)
 	code, died, werr := ch.wait()
 	close(exited)
-	<-forwarderDone
+	out := <-forwarded
+	out.interrupted = ch.groupSignal()
 	ch.reclaimTTY()
 	if werr != nil && code < 0 {
 		l.say("waiting for the job failed: %v", werr)
 		code = 1
 	}
 	out.code, out.died = code, died
+	if out.interrupted != 0 && out.forwarded == 0 {
+		l.say("the job was interrupted: %s reached its process group (Ctrl-C, or a signal to the group)", signalName(out.interrupted))
+	}
 
 	// The job's process has exited; what it left behind may still write.
 	deadline := time.Now().Add(o.Drain)
@@ -495,6 +459,51 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// forwardSignals forwards the signals of Options.Signals to the job's
+// process group until exited is closed, and SIGKILLs the group Grace after
+// the first termination signal. It then sends what it did on the channel
+// returned: the first termination signal forwarded, and whether it had to
+// escalate.
+func (l *launcher) forwardSignals(ch *child, exited <-chan struct{}) <-chan outcome {
+	o := &l.opts
+	done := make(chan outcome, 1)
+	go func() {
+		var out outcome
+		defer func() { done <- out }()
+		var grace <-chan time.Time
+		for {
+			select {
+			case <-exited:
+				return
+			case s := <-o.Signals:
+				sig, ok := s.(syscall.Signal)
+				if !ok {
+					continue
+				}
+				if err := ch.signal(sig); err != nil {
+					l.say("could not forward %s to the job: %v", signalName(sig), err)
+				}
+				switch sig {
+				case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+					if out.forwarded == 0 {
+						out.forwarded = sig
+					}
+					if grace == nil {
+						grace = time.After(o.Grace)
+						l.say("forwarded %s to the job; it gets SIGKILL if it has not exited in %v", signalName(sig), o.Grace)
+					}
+				}
+			case <-grace:
+				grace = nil
+				l.say("the job did not exit within %v of %s: sending SIGKILL", o.Grace, signalName(out.forwarded))
+				out.escalated = true
+				_ = ch.signal(syscall.SIGKILL)
+			}
+		}
+	}()
+	return done
 }
 
 func transientOrUnknown(err error) bool {

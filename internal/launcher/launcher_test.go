@@ -297,6 +297,35 @@ func TestSignalForwarded(t *testing.T) {
 			t.Fatalf("messages %q", l.msgs.String())
 		}
 	})
+	// Ctrl-C when the job has the terminal: SIGINT reaches the job's
+	// process group, not the launcher; the job catches it and exits 1.
+	t.Run("GroupInterruptJobExits1", func(t *testing.T) {
+		f := newFakeServer()
+		_, done, out := launchAsync(t, f, sh(`trap 'echo "got INT"; exit 1' INT; echo ready $$; while :; do sleep 0.05; done`), nil)
+		var pgid int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(out.String(), "ready "), "%d", &pgid); err != nil || pgid <= 1 {
+			t.Fatalf("no process group in %q: %v", out.String(), err)
+		}
+		if err := syscall.Kill(-pgid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		l := <-done
+		if l.res.Status != tracking.StatusKilled || l.res.ExitCode != 1 || l.res.Signal != "SIGINT" {
+			t.Fatalf("result %+v, output %q, messages %q", l.res, out.String(), l.msgs.String())
+		}
+		if run := f.run(t, l.res.RunID); run.Info.Status != tracking.StatusKilled || tag(run, launcher.TagSignal) != "SIGINT" || tag(run, launcher.TagExitCode) != "1" {
+			t.Fatalf("run %v %v", run.Info.Status, run.Data.Tags)
+		}
+	})
+	// A job that signals one of its processes and exits 1 stays FAILED:
+	// only signals to the whole group count as an interrupt.
+	t.Run("JobFailsAlone", func(t *testing.T) {
+		f := newFakeServer()
+		l := launch(t, f, sh(`sleep 30 & kill -TERM $!; wait; exit 1`), nil)
+		if l.res.Status != tracking.StatusFailed || l.res.Signal != "" {
+			t.Fatalf("result %+v", l.res)
+		}
+	})
 	t.Run("SIGUSR1PassedOn", func(t *testing.T) {
 		f := newFakeServer()
 		sigs, done, out := launchAsync(t, f, sh(`trap 'echo usr1; exit 5' USR1; echo ready; while :; do sleep 0.05; done`), nil)

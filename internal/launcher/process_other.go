@@ -24,6 +24,7 @@ func (c *child) signal(sig syscall.Signal) error                 { return nil }
 func (c *child) groupAlive() bool                                { return false }
 func (c *child) wait() (code int, sig syscall.Signal, err error) { return 1, 0, nil }
 func (c *child) reclaimTTY()                                     {}
+func (c *child) groupSignal() syscall.Signal                     { return 0 }
 
 func signalName(sig syscall.Signal) string { return fmt.Sprintf("signal %d", int(sig)) }
 

@@ -20,6 +20,8 @@ type child struct {
 	pgid           int
 	stdout, stderr output // the launcher's ends of the job's output
 	tty            int    // the terminal given to the child's group, or -1
+	sentinel       *exec.Cmd
+	sentinelIn     *os.File // the write end of the sentinel's stdin
 }
 
 // startChild starts argv in a new process group, its output into two
@@ -59,7 +61,65 @@ func startChild(argv, env []string, dir string, stdin *os.File, outDir string, p
 		return nil, errors.Join(err, cerr, outR.Close(), errR.Close())
 	}
 	c.pgid = cmd.Process.Pid
+	c.startSentinel()
 	return c, nil
+}
+
+// groupSignals are the signals the sentinel reports: those a terminal
+// (Ctrl-C, Ctrl-\, hang-up) or a scheduler sends to stop a job.
+var groupSignals = map[syscall.Signal]bool{syscall.SIGINT: true, syscall.SIGTERM: true, syscall.SIGHUP: true, syscall.SIGQUIT: true}
+
+// startSentinel starts a process that only waits, in the child's process
+// group, with the default disposition of every signal, so that a signal
+// sent to the whole group ends it. When the job has the terminal, Ctrl-C
+// reaches the job's group and not the launcher; the job may catch the
+// SIGINT and exit with any code (Lightning exits 1), and the sentinel's
+// end is how the launcher learns that the job was interrupted. The kernel
+// records the first fatal signal a process gets as its exit status, so the
+// answer does not depend on who runs first. The sentinel is cat reading a
+// pipe of the launcher's: it also ends when the launcher does. Without cat
+// there is no sentinel, and an interrupt the launcher did not see is told
+// by the job's exit alone.
+func (c *child) startSentinel() {
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		return
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return
+	}
+	s := exec.Command(cat)
+	s.Stdin = r
+	s.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: c.pgid}
+	err = s.Start() // fails when the group is gone already
+	r.Close()
+	if err != nil {
+		w.Close()
+		return
+	}
+	c.sentinel, c.sentinelIn = s, w
+}
+
+// groupSignal stops the sentinel and returns the signal that was sent to
+// the child's whole process group, or 0 if none was. Call it once the child
+// has exited, before looking for processes left in the group.
+func (c *child) groupSignal() syscall.Signal {
+	s := c.sentinel
+	if s == nil {
+		return 0
+	}
+	c.sentinel = nil
+	// SIGKILL does not change the status of a process already ended by a
+	// signal, so a group signal sent before this one is still reported.
+	_ = s.Process.Signal(syscall.SIGKILL)
+	_ = s.Wait()
+	_ = c.sentinelIn.Close()
+	st, ok := s.ProcessState.Sys().(syscall.WaitStatus)
+	if ok && st.Signaled() && groupSignals[st.Signal()] {
+		return st.Signal()
+	}
+	return 0
 }
 
 // openOutput returns the two ends of one output stream of the job: a

@@ -102,9 +102,22 @@ var torchrunFlags = map[string]bool{
 }
 
 // launcherTarget finds the training script in a distributed launcher's
-// arguments (torchrun, accelerate launch, deepspeed, ...).
+// arguments (torchrun, accelerate launch, deepspeed, ...), as an entry
+// point name.
 func launcherTarget(args []string) string {
-	module := false
+	name, module := launcherJob(args)
+	switch {
+	case name == "":
+		return "job"
+	case module:
+		return lastDotted(name)
+	}
+	return stem(name)
+}
+
+// launcherJob finds what a distributed launcher runs: a script (module
+// false) or a module, as given; "" when there is none.
+func launcherJob(args []string) (name string, module bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if i == 0 && (a == "launch" || a == "run") {
@@ -122,23 +135,70 @@ func launcherTarget(args []string) string {
 			continue
 		}
 		if module {
-			return lastDotted(a)
+			return a, true
 		}
 		if isPython(path.Base(a)) {
 			name, mod, tail := pythonTarget(args[i+1:])
 			switch {
 			case mod && isTorchrunModule(name):
-				return launcherTarget(tail)
-			case mod:
-				return lastDotted(name)
-			case name != "":
-				return stem(name)
+				return launcherJob(tail)
+			case name != "" && name != "-":
+				return name, mod
 			}
-			return "python"
+			return "python", false
 		}
-		return stem(a)
+		return a, false
 	}
-	return "job"
+	return "", false
+}
+
+// JobKey is what identifies a job across its launches, for --resume
+// latest: the script or module the command runs, not its arguments, so
+// that `python train.py --epochs 20` resumes the run of `python -u
+// train.py --epochs 10 --master-port 29511`. The interpreter or launcher
+// does not count either (`torchrun --nproc-per-node 8 train.py` resumes
+// `python train.py`). A command with no script or module (`python -c`,
+// `sh -c`, a plain program) is identified by its whole text.
+func JobKey(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	prog := path.Base(argv[0])
+	script := func(name string) string { return "script " + path.Clean(name) }
+	switch {
+	case isPython(prog):
+		name, module, tail := pythonTarget(argv[1:])
+		switch {
+		case module && isTorchrunModule(name):
+			if n, mod := launcherJob(tail); n != "" && n != "python" {
+				if mod {
+					return "module " + n
+				}
+				return script(n)
+			}
+		case module:
+			return "module " + name
+		case name != "" && name != "-":
+			return script(name)
+		}
+	case isLauncher(prog):
+		if n, mod := launcherJob(argv[1:]); n != "" && n != "python" {
+			if mod {
+				return "module " + n
+			}
+			return script(n)
+		}
+	case isShell(prog):
+		for _, a := range argv[1:] {
+			if a == "-c" || (strings.HasPrefix(a, "-") && strings.Contains(a, "c")) {
+				break // inline commands: the text is the job
+			}
+			if !strings.HasPrefix(a, "-") {
+				return script(a)
+			}
+		}
+	}
+	return "command " + strings.Join(argv, " ")
 }
 
 func lastDotted(m string) string {

@@ -36,6 +36,36 @@ func TestEntryPoint(t *testing.T) {
 	f("", "job")
 }
 
+// TestJobKey: what --resume latest matches runs by: the script or module,
+// not the arguments, the interpreter or the launcher.
+func TestJobKey(t *testing.T) {
+	same := func(a, b string) {
+		t.Helper()
+		if ka, kb := launcher.JobKey(strings.Fields(a)), launcher.JobKey(strings.Fields(b)); ka != kb {
+			t.Errorf("JobKey(%q) = %q, JobKey(%q) = %q, want the same", a, ka, b, kb)
+		}
+	}
+	differ := func(a, b string) {
+		t.Helper()
+		if ka, kb := launcher.JobKey(strings.Fields(a)), launcher.JobKey(strings.Fields(b)); ka == kb {
+			t.Errorf("JobKey(%q) = JobKey(%q) = %q, want them to differ", a, b, ka)
+		}
+	}
+	same("python train.py --epochs 10", "python train.py --epochs 20")
+	same("python -u ./train.py --master-port 29511", "python3.11 train.py --master-port 31234")
+	same("torchrun --nproc-per-node 8 train.py --lr 1", "python train.py")
+	same("python -m torch.distributed.run --nproc-per-node 4 pkg/pretrain.py", "torchrun pkg/pretrain.py --resume")
+	same("python -m pkg.train --a 1", "torchrun --nproc-per-node 2 -m pkg.train --a 2")
+	same("bash run.sh 1", "bash run.sh 2")
+	differ("python train.py", "python eval.py")
+	differ("python a/train.py", "python b/train.py")
+	differ("python -m pkg.train", "python -m pkg.eval")
+	differ("python -c print(1)", "python -c print(2)")
+	differ("sh -c a", "sh -c b")
+	same("./trainer --x 1", "./trainer --x 1")
+	differ("./trainer --x 1", "./trainer --x 2")
+}
+
 func TestExperimentName(t *testing.T) {
 	for name, tc := range map[string]struct {
 		flag, env, user, cmd string

@@ -43,22 +43,50 @@ type resumePoint struct {
 	loggedStep int64 // the highest step of the run's metrics before; -1: none
 }
 
-// findCommandRun returns the newest run of the experiment that sextant run
-// started with the same command, or nil.
-func (l *launcher) findCommandRun(ctx context.Context) (*tracking.Run, error) {
+// findSameJobRun returns the newest run of the experiment that sextant run
+// started for the same job (JobKey: the same script or module, whatever
+// the arguments), with why it was picked, or nil.
+func (l *launcher) findSameJobRun(ctx context.Context) (*tracking.Run, string, error) {
+	key := JobKey(l.opts.Command)
 	cmd := errs.Truncate(strings.Join(l.opts.Command, " "), 5000)
 	runs, err := l.opts.Tracker.SearchRuns(ctx, []string{l.expID}, "tags.`"+TagCommand+"` IS NOT NULL", []string{"attributes.start_time DESC"}, 200)
 	if err != nil {
-		return nil, fmt.Errorf("find the last run of this command: %w", err)
+		return nil, "", fmt.Errorf("find the last run of this job: %w", err)
 	}
 	for _, r := range runs {
 		for _, t := range r.Data.Tags {
-			if t.Key == TagCommand && t.Value == cmd {
-				return r, nil
+			if t.Key != TagCommand {
+				continue
 			}
+			// The tag holds the command's words joined by spaces: split
+			// again, an argument with spaces in it becomes several, which
+			// changes nothing before the script.
+			if t.Value != cmd && JobKey(strings.Fields(t.Value)) != key {
+				continue
+			}
+			why := fmt.Sprintf("the newest run of %s in experiment %s", describeKey(key), l.opts.Experiment)
+			switch {
+			case t.Value == cmd:
+				why += ", with the same command"
+			default:
+				why += fmt.Sprintf(", started as: %s", errs.Truncate(t.Value, 300))
+			}
+			return r, why, nil
 		}
 	}
-	return nil, nil
+	return nil, "", nil
+}
+
+// describeKey says what a JobKey identifies, for messages.
+func describeKey(key string) string {
+	kind, v, _ := strings.Cut(key, " ")
+	switch kind {
+	case "script":
+		return "script " + v
+	case "module":
+		return "module " + v
+	}
+	return "this command"
 }
 
 // closeOpenSaves marks the saves the job left open (it ended, or was

@@ -97,6 +97,36 @@ func TestResumeLatest(t *testing.T) {
 	}
 }
 
+// TestResumeLatestOtherArguments: --resume latest finds the run of the
+// same script when the arguments changed (more epochs, a random port), and
+// says which run it picked and why; another script's run is not taken.
+func TestResumeLatestOtherArguments(t *testing.T) {
+	f := newFakeServer()
+	dir := t.TempDir()
+	script := dir + "/train.sh"
+	first := launch(t, f, []string{"/bin/sh", script, "--epochs", "10", "--master-port", "29511"}, withEvents(f, func(o *launcher.Options) { o.Dir = dir }))
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	other := launch(t, f, sh("exit 0"), withEvents(f, nil)) // newer, another job
+	if other.err != nil || other.res.RunID == first.res.RunID {
+		t.Fatal(other.err)
+	}
+	again := launch(t, f, []string{"/bin/sh", script, "--epochs", "20", "--master-port", "31234"}, withEvents(f, func(o *launcher.Options) {
+		o.Dir = dir
+		o.ResumeFrom = launcher.ResumeLatest
+	}))
+	if again.err != nil || again.res.RunID != first.res.RunID {
+		t.Fatalf("resume with other arguments: %+v %v, want run %s", again.res, again.err, first.res.RunID)
+	}
+	msgs := again.msgs.String()
+	for _, want := range []string{"resuming run " + first.res.RunID, "the newest run of script " + script, "started as: /bin/sh " + script + " --epochs 10"} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("messages do not say %q:\n%s", want, msgs)
+		}
+	}
+}
+
 func TestResumeFromPath(t *testing.T) {
 	f := newFakeServer()
 	job := sh(`echo "from=$SEXTANT_RESUME_FROM step=$SEXTANT_RESUME_STEP"`)

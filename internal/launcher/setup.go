@@ -65,16 +65,16 @@ func (l *launcher) setup(ctx context.Context) error {
 			return err
 		}
 		l.expID, l.expName = expID, o.Experiment
-		run, err := l.findCommandRun(ctx)
+		run, why, err := l.findSameJobRun(ctx)
 		if err != nil {
 			return err
 		}
 		switch {
 		case run != nil:
-			l.say("resuming run %s, the last one of this command in experiment %s", run.Info.RunID, o.Experiment)
+			l.say("resuming run %s (%s): %s", run.Info.RunID, run.Info.RunName, why)
 			o.Resume = run.Info.RunID
 		case o.ResumeFrom == ResumeLatest:
-			return errs.Errorf(errs.NotFound, "no run to resume: experiment %s has no run of this command; name the run with --run-id (or MLFLOW_RUN_ID)", o.Experiment)
+			return errs.Errorf(errs.NotFound, "no run to resume: experiment %s has no run of %s; name the run with --run-id (or MLFLOW_RUN_ID)", o.Experiment, describeKey(JobKey(o.Command)))
 		}
 	}
 	if o.Resume != "" {
@@ -209,8 +209,12 @@ type outcome struct {
 	code      int            // the launcher's exit code
 	died      syscall.Signal // the signal that ended the child, or 0
 	forwarded syscall.Signal // the termination signal the launcher forwarded, or 0
-	escalated bool           // the launcher had to send SIGKILL
-	startErr  error          // the child could not be started
+	// interrupted is a termination signal sent to the job's whole process
+	// group, not through the launcher (Ctrl-C when the job has the
+	// terminal), or 0.
+	interrupted syscall.Signal
+	escalated   bool  // the launcher had to send SIGKILL
+	startErr    error // the child could not be started
 }
 
 // status maps the outcome to a run status and the signal to record.
@@ -218,14 +222,18 @@ func (o outcome) status() (tracking.RunStatus, syscall.Signal) {
 	switch {
 	case o.startErr != nil:
 		return tracking.StatusFailed, 0
-	case o.died != 0 && crashSignals[o.died] && o.forwarded == 0:
+	case o.died != 0 && crashSignals[o.died] && o.forwarded == 0 && o.interrupted == 0:
 		return tracking.StatusFailed, o.died
-	case o.forwarded != 0:
-		// The job was asked to stop; however it ended, it was killed.
-		if o.died != 0 {
+	case o.forwarded != 0 || o.interrupted != 0:
+		// The job was asked to stop; however it ended (a job catching
+		// SIGINT may exit 1), it was killed.
+		switch {
+		case o.died != 0:
 			return tracking.StatusKilled, o.died
+		case o.forwarded != 0:
+			return tracking.StatusKilled, o.forwarded
 		}
-		return tracking.StatusKilled, o.forwarded
+		return tracking.StatusKilled, o.interrupted
 	case o.died != 0:
 		return tracking.StatusKilled, o.died
 	case o.code == 0:

@@ -19,6 +19,8 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		genSeries("smooth64", 40, 4),
 		genSeries("smooth32", 40, 5),
 		genSeries("linear", 40, 6),
+		negativeStepSeries()["warmup"],
+		negativeStepSeries()["sparse"],
 		{
 			{math.MinInt64, math.MaxInt64, math.NaN()}, {-5, 0, negInf}, {-5, 1, negZ},
 			{0, 1 << 40, 0}, {7, -3, 1e-300}, {1 << 50, 9, posInf}, {math.MaxInt64, math.MinInt64, 1},
@@ -51,6 +53,9 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19})
 	f.Add(make([]byte, 200))
+	// Negative steps: small negative deltas (mode 0), then an arbitrary
+	// negative step (mode 1).
+	f.Add([]byte{0, 0xff, 1, 0, 0xfe, 2, 1, 0x9c, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pts := pointsFromBytes(data)
 		SortPoints(pts)

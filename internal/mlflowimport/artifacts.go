@@ -20,6 +20,12 @@ type ArtifactCopier struct {
 	// server --artifacts-destination` (for mlflow-artifacts: URIs), or the
 	// mlruns directory when it has moved since the runs were logged.
 	Root string
+	// Allowed are further directories whose files may be read: a file:
+	// artifact location (or a plain path) is read where it points only when
+	// it lies under Root or one of these. The database names the
+	// locations, and whoever wrote it could name any directory of this
+	// machine (~/.ssh, /etc): the operator names those that hold artifacts.
+	Allowed []string
 	// Upload stores one file.
 	Upload func(ctx context.Context, p string, f *os.File, size int64) error
 	// Parallel is how many files are uploaded at once (default 4).
@@ -28,6 +34,38 @@ type ArtifactCopier struct {
 
 // errNoArtifacts means a run's artifacts are not on this machine.
 var errNoArtifacts = errors.New("artifacts not found")
+
+// errRefusedArtifacts means a run's artifact location lies outside the
+// directories the import may read (Root and Allowed).
+var errRefusedArtifacts = errors.New("artifact location outside the artifact directories named for the import")
+
+// allowed reports whether the local path p lies under Root or a directory
+// of Allowed, symbolic links resolved on both sides.
+func (c *ArtifactCopier) allowed(p string) bool {
+	real := realPath(p)
+	for _, dir := range append([]string{c.Root}, c.Allowed...) {
+		if dir == "" {
+			continue
+		}
+		d := realPath(dir)
+		if real == d || strings.HasPrefix(real, strings.TrimSuffix(d, string(filepath.Separator))+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// realPath is p absolute and clean, with its symbolic links resolved when
+// it exists.
+func realPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		p = a
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}
 
 // CopyRun copies the artifact tree of a run whose MLflow artifact URI is
 // uri to the proxy path dst, and returns the number of files and bytes. A
@@ -108,8 +146,10 @@ func (c *ArtifactCopier) copyFile(ctx context.Context, src, dst string, size int
 }
 
 // resolve finds the local directory of an MLflow artifact URI:
-// file:///abs/path and plain paths as they are (or, when gone, their last
-// three segments <experiment>/<run>/artifacts under Root), and
+// file:///abs/path and plain paths as they are when they lie under Root or
+// Allowed (when gone, their last three segments <experiment>/<run>/artifacts
+// under Root; a directory that is there but outside is errRefusedArtifacts
+// unless that tail is found), and
 // mlflow-artifacts:/<path> under Root. It returns "" when the run has no
 // directory but its experiment's directory or the root exists.
 func (c *ArtifactCopier) resolve(uri string) (string, error) {
@@ -122,10 +162,16 @@ func (c *ArtifactCopier) resolve(uri string) (string, error) {
 	}
 	var candidates []string
 	var rel string
+	refused := false
 	switch u.Scheme {
 	case "", "file":
 		local := filepath.FromSlash(u.Path)
-		candidates = append(candidates, local)
+		switch {
+		case c.allowed(local):
+			candidates = append(candidates, local)
+		case isDir(local):
+			refused = true // there, but not for this import to read
+		}
 		// The mlruns directory may have moved: try the tail under Root.
 		parts := strings.Split(strings.Trim(filepath.ToSlash(local), "/"), "/")
 		if len(parts) >= 3 {
@@ -146,6 +192,13 @@ func (c *ArtifactCopier) resolve(uri string) (string, error) {
 		if isDir(p) {
 			return p, nil
 		}
+	}
+	if refused {
+		dirs := strings.Trim(strings.Join(append([]string{c.Root}, c.Allowed...), ", "), ", ")
+		if dirs == "" {
+			dirs = "none"
+		}
+		return "", fmt.Errorf("%w: %s was not read (directories named: %s)", errRefusedArtifacts, uri, dirs)
 	}
 	// <root>/<experiment>/<run>/artifacts: when the experiment's directory
 	// or the root is there, the run logged nothing; when neither is, the

@@ -54,6 +54,10 @@ type Report struct {
 	ArtifactBytes int64    `json:"artifact_bytes"`
 	// MissingArtifacts lists runs whose artifact directory was not found.
 	MissingArtifacts []string `json:"missing_artifacts,omitempty"`
+	// RefusedArtifacts lists runs whose artifact location lies outside the
+	// directories the import may read (ArtifactCopier.Root and Allowed):
+	// they were imported without their artifacts.
+	RefusedArtifacts []string `json:"refused_artifacts,omitempty"`
 }
 
 // metricBatch is how many metric points go into one LogBatch.
@@ -256,6 +260,9 @@ func importRun(ctx context.Context, src *Source, dst tracking.Store, expID strin
 	if opts.Artifacts != nil {
 		files, bytes, err := opts.Artifacts.CopyRun(ctx, mr.ArtifactURI, expID+"/"+mr.ID+"/artifacts")
 		switch {
+		case errors.Is(err, errRefusedArtifacts):
+			rep.RefusedArtifacts = append(rep.RefusedArtifacts, mr.ID)
+			log.Warn("artifact location outside the artifact directories named for the import: not read, run imported without its artifacts", "run", mr.ID, "artifact_uri", mr.ArtifactURI, "err", err)
 		case errors.Is(err, errNoArtifacts):
 			rep.MissingArtifacts = append(rep.MissingArtifacts, mr.ID)
 			log.Warn("artifacts not found; run imported without them", "run", mr.ID, "artifact_uri", mr.ArtifactURI, "err", err)

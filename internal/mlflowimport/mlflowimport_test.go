@@ -49,22 +49,39 @@ func TestResolveArtifactDirs(t *testing.T) {
 	moved := mk("moved/1/bbb/artifacts")
 	served := mk("served/5/ccc/artifacts")
 
+	secret := mk("home/.ssh")
+	if err := os.Symlink(secret, filepath.Join(root, "mlruns", "1", "link")); err != nil {
+		t.Fatal(err)
+	}
+	mlruns := filepath.Join(root, "mlruns")
+
 	for _, c := range []struct {
-		root, uri, want, err string
+		root    string
+		allowed []string
+		uri     string
+		want    string
+		err     string
 	}{
-		{"", "file://" + here, here, ""},
-		{"", here, here, ""},
-		{"", "file://" + root + "/mlruns/2/zzz/artifacts", "", ""},        // nothing logged
-		{"", "file://" + root + "/mlruns/9/zzz/artifacts", "", ""},        // the root is there
-		{"", "file:///gone/host/mlruns/1/bbb/artifacts", "", "not found"}, // moved, no --artifacts
-		{filepath.Join(root, "moved"), "file:///gone/host/mlruns/1/bbb/artifacts", moved, ""},
-		{filepath.Join(root, "served"), "mlflow-artifacts:/5/ccc/artifacts", served, ""},
-		{filepath.Join(root, "served"), "mlflow-artifacts://host:5000/5/ccc/artifacts", served, ""},
-		{filepath.Join(root, "served"), "mlflow-artifacts:/5/../../../etc/artifacts", "", "leaves"},
-		{"", "s3://bucket/1/x/artifacts", "", "only local artifact stores"},
-		{"", "", "", "no artifact URI"},
+		{"", []string{mlruns}, "file://" + here, here, ""},
+		{"", []string{mlruns}, here, here, ""},
+		{"", []string{mlruns}, "file://" + root + "/mlruns/2/zzz/artifacts", "", ""}, // nothing logged
+		{"", []string{mlruns}, "file://" + root + "/mlruns/9/zzz/artifacts", "", ""}, // the root is there
+		{"", nil, "file:///gone/host/mlruns/1/bbb/artifacts", "", "not found"},       // moved, no --artifacts
+		{filepath.Join(root, "moved"), nil, "file:///gone/host/mlruns/1/bbb/artifacts", moved, ""},
+		{filepath.Join(root, "served"), nil, "mlflow-artifacts:/5/ccc/artifacts", served, ""},
+		{filepath.Join(root, "served"), nil, "mlflow-artifacts://host:5000/5/ccc/artifacts", served, ""},
+		{filepath.Join(root, "served"), nil, "mlflow-artifacts:/5/../../../etc/artifacts", "", "leaves"},
+		{"", nil, "s3://bucket/1/x/artifacts", "", "only local artifact stores"},
+		{"", nil, "", "", "no artifact URI"},
+		// What the database names is read only under the directories named.
+		{"", nil, "file://" + here, "", "was not read"},
+		{"", []string{mlruns}, "file://" + secret, "", "was not read"},
+		{"", []string{mlruns}, "file://" + mlruns + "/../home/.ssh", "", "was not read"},
+		{"", []string{mlruns}, "file://" + mlruns + "/1/link", "", "was not read"},
+		{filepath.Join(root, "moved"), nil, "file://" + secret, "", "was not read"},
+		{"", []string{mlruns + "2"}, "file://" + here, "", "was not read"}, // a sibling with the same prefix
 	} {
-		c2 := &ArtifactCopier{Root: c.root}
+		c2 := &ArtifactCopier{Root: c.root, Allowed: c.allowed}
 		got, err := c2.resolve(c.uri)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -316,6 +317,12 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 			}
 		}
 		dsWhere = " AND (" + strings.Join(ors, " OR ") + ")"
+	}
+	// Datasets without a metric filter select the models with a metric on
+	// one of them (with one, they restrict its metrics instead).
+	if dsWhere != "" && !slices.ContainsFunc(q.Filter.Clauses, func(c search.Comparison) bool { return c.Entity == search.Metric }) {
+		where = append(where, "EXISTS (SELECT 1 FROM logged_model_metrics mm WHERE mm.model_id = lm.model_id"+dsWhere+")")
+		args = append(args, dsArgs...)
 	}
 	for _, c := range q.Filter.Clauses {
 		if err := search.CheckLoggedModelClause(c); err != nil {

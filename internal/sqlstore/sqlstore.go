@@ -333,6 +333,14 @@ func createSQLite(path string) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
+	// Created here, 0600, rather than by SQLite (0644 less the umask): it
+	// holds password and token hashes, and SQLite gives the -wal and -shm
+	// files the mode of the database file.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
 	q := url.Values{}
 	q.Set("_auto_vacuum", "incremental")
 	q.Set("_journal_mode", "WAL")

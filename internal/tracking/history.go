@@ -112,10 +112,10 @@ func (s *Service) MetricHistoryInto(ctx context.Context, runID, key string, maxR
 		return err
 	}
 	if key == "" {
-		return invalidf("Missing value for required parameter 'metric_key'")
+		return invalidf("Missing value for required parameter 'metric_key'. See the API docs for more information about request parameters.")
 	}
 	if maxResults < 0 {
-		return invalidf("max_results must be positive, got %d", maxResults)
+		return invalidf("Invalid value %d for parameter 'max_results' supplied. It must be a positive integer.", maxResults)
 	}
 	if maxResults == 0 || maxResults > s.limits.HistoryMaxResults {
 		maxResults = s.limits.HistoryMaxResults

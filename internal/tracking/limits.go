@@ -32,7 +32,7 @@ type Limits struct {
 	ExperimentTagValueLength int
 	// RunNameLength caps run names, in characters.
 	RunNameLength int
-	// MaxStep is the largest accepted metric step. Steps are never negative.
+	// MaxStep is the largest accepted metric step; -MaxStep is the smallest.
 	// The default, 2^53-1, is the largest integer a browser represents exactly.
 	MaxStep int64
 	// SearchMaxResults caps max_results of runs/search and experiments/search.

@@ -214,7 +214,7 @@ func validateModelName(name string) error {
 
 func validateModelID(id string) error {
 	if id == "" {
-		return invalidf("Missing value for required parameter 'model_id'")
+		return invalidf("Missing value for required parameter 'model_id'. See the API docs for more information about request parameters.")
 	}
 	if !idShape(id, 256) {
 		return invalidf("Invalid model ID: '%s'", errs.Truncate(id, 80))
@@ -271,7 +271,7 @@ func (s *Service) DeleteLoggedModelTag(ctx context.Context, id, key string) erro
 		return err
 	}
 	if key == "" {
-		return invalidf("Missing value for required parameter 'tag_key'")
+		return invalidf("Missing value for required parameter 'tag_key'. See the API docs for more information about request parameters.")
 	}
 	return s.store.DeleteLoggedModelTag(ctx, id, key, s.nowMs())
 }
@@ -324,6 +324,11 @@ func (s *Service) SearchLoggedModels(ctx context.Context, q LoggedModelSearch) (
 	f, err := search.ParseLoggedModelFilter(q.Filter)
 	if err != nil {
 		return LoggedModelPage{}, err
+	}
+	for _, d := range q.Datasets {
+		if d.Name == "" {
+			return LoggedModelPage{}, invalidf("`dataset_name` in the `datasets` clause must be specified.")
+		}
 	}
 	order := make([]LoggedModelOrder, 0, len(q.OrderBy))
 	for _, o := range q.OrderBy {

@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -89,7 +90,7 @@ type RegistryQuery struct {
 
 func validateRegisteredName(name string) error {
 	if name == "" {
-		return invalidf("Missing value for required parameter 'name'")
+		return invalidf("Missing value for required parameter 'name'. See the API docs for more information about request parameters.")
 	}
 	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > 256 {
 		return invalidf("Invalid registered model name %q: at most 256 characters of valid UTF-8", errs.Truncate(name, 80))
@@ -227,7 +228,7 @@ func (s *Service) SetModelAlias(ctx context.Context, name, alias, version string
 
 func validateAlias(alias string) error {
 	if alias == "" {
-		return invalidf("Missing value for required parameter 'alias'")
+		return invalidf("Missing value for required parameter 'alias'. See the API docs for more information about request parameters.")
 	}
 	if len(alias) > 255 || strings.ContainsAny(alias, "/@ ") {
 		return invalidf("Invalid alias %q: at most 255 characters, without '/', '@' or spaces", errs.Truncate(alias, 60))
@@ -272,15 +273,16 @@ type CreateModelVersionRequest struct {
 	Tags        []Tag
 }
 
-// CreateModelVersion registers a new version. A source naming a logged
-// model (models:/m-...) or carrying its model_id resolves to that model's
-// files; a runs:/<id>/<path> source resolves under the run's artifacts.
+// CreateModelVersion registers a new version. Its source is checked as
+// MLflow 3.17.2 checks it and resolves to where its files are (see
+// source.go). A version made from a logged model is added to the model's
+// mlflow.modelVersions tag, as MLflow does.
 func (s *Service) CreateModelVersion(ctx context.Context, req CreateModelVersionRequest) (*ModelVersion, error) {
 	if err := validateRegisteredName(req.Name); err != nil {
 		return nil, err
 	}
 	if req.Source == "" {
-		return nil, invalidf("Missing value for required parameter 'source'")
+		return nil, invalidf("Missing value for required parameter 'source'. See the API docs for more information about request parameters.")
 	}
 	if utf8.RuneCountInString(req.Source) > 4000 {
 		return nil, invalidf("source exceeds 4000 characters")
@@ -290,46 +292,61 @@ func (s *Service) CreateModelVersion(ctx context.Context, req CreateModelVersion
 			return nil, err
 		}
 	}
-	storage := req.Source
-	modelID := req.ModelID
-	if id, ok := strings.CutPrefix(req.Source, "models:/"); ok && strings.HasPrefix(id, "m-") && !strings.Contains(id, "/") {
-		modelID = id
+	src, err := s.checkVersionSource(ctx, req.Source, req.RunID, req.ModelID)
+	if err != nil {
+		return nil, err
 	}
-	if modelID != "" {
-		m, err := s.GetLoggedModel(ctx, modelID, false)
-		if err != nil {
+	var model *LoggedModel
+	if src.modelID != "" {
+		// MLflow tags the model after it made the version, and answers
+		// 404 for a model it does not have; Sextant looks first.
+		if model, err = s.GetLoggedModel(ctx, src.modelID, false); err != nil {
 			return nil, err
 		}
-		storage = m.ArtifactURI
-		if req.RunID == "" {
-			req.RunID = m.SourceRunID
-		}
-	} else if rest, ok := strings.CutPrefix(req.Source, "runs:/"); ok {
-		runID, path, _ := strings.Cut(rest, "/")
-		r, err := s.GetRun(ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		storage = strings.TrimRight(r.Info.ArtifactURI, "/") + "/" + path
-		if req.RunID == "" {
-			req.RunID = runID
+		if src.runID == "" {
+			src.runID = model.SourceRunID
 		}
 	}
-	if req.RunID != "" {
-		if err := ValidateRunID(req.RunID); err != nil {
+	if src.runID != "" {
+		if err := ValidateRunID(src.runID); err != nil {
 			return nil, err
 		}
 	}
 	now := s.nowMs()
 	v := &ModelVersion{
 		Name: req.Name, CreationTimeMs: now, LastUpdatedTimeMs: now, CurrentStage: "None",
-		Description: req.Description, Source: req.Source, StorageLocation: storage,
-		RunID: req.RunID, RunLink: req.RunLink, ModelID: modelID, Tags: dedupTags(req.Tags),
+		Description: req.Description, Source: src.source, StorageLocation: src.storage,
+		RunID: src.runID, RunLink: req.RunLink, ModelID: src.modelID, Tags: dedupTags(req.Tags),
 	}
 	if err := s.store.CreateModelVersion(ctx, v); err != nil {
 		return nil, err
 	}
+	if model != nil {
+		if err := s.tagModelVersion(ctx, model, v); err != nil {
+			return nil, err
+		}
+	}
 	return v, nil
+}
+
+// tagModelVersion adds v to the mlflow.modelVersions tag of the logged
+// model it was made from. Two versions made from one model at once may
+// race here; the later write keeps both only if it read the earlier.
+func (s *Service) tagModelVersion(ctx context.Context, m *LoggedModel, v *ModelVersion) error {
+	old := ""
+	for _, t := range m.Tags {
+		if t.Key == modelVersionsTag {
+			old = t.Value
+		}
+	}
+	val := appendModelVersion(old, v.Name, v.Version)
+	if val == old {
+		return nil
+	}
+	if err := s.store.SetLoggedModelTags(ctx, m.ID, []Tag{{Key: modelVersionsTag, Value: val}}, s.nowMs()); err != nil {
+		return fmt.Errorf("tag logged model %s with version %s of %s: %w", m.ID, v.Version, v.Name, err)
+	}
+	return nil
 }
 
 // GetModelVersion returns one version.
@@ -349,7 +366,7 @@ func (s *Service) GetModelVersionByAlias(ctx context.Context, name, alias string
 		return nil, err
 	}
 	if alias == "" {
-		return nil, invalidf("Missing value for required parameter 'alias'")
+		return nil, invalidf("Missing value for required parameter 'alias'. See the API docs for more information about request parameters.")
 	}
 	return s.store.GetModelVersionByAlias(ctx, name, alias)
 }

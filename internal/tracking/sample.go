@@ -52,10 +52,10 @@ const exactSampleLimit = 64 * 1024
 func (s *Service) MetricHistoryBulkInterval(ctx context.Context, q BulkIntervalQuery) ([]RunSeries, error) {
 	l := s.limits
 	if len(q.RunIDs) == 0 {
-		return nil, invalidf("Missing value for required parameter 'run_ids'")
+		return nil, invalidf("Missing value for required parameter 'run_ids'. See the API docs for more information about request parameters.")
 	}
 	if len(q.RunIDs) > l.BulkIntervalMaxRuns {
-		return nil, errs.Errorf(errs.LimitExceeded, "limit exceeded: GetMetricHistoryBulkInterval request must specify at most %d run_ids. Received %d run_ids.", l.BulkIntervalMaxRuns, len(q.RunIDs))
+		return nil, invalidf("GetMetricHistoryBulkInterval request must specify at most %d run_ids. Received %d run_ids. See the API docs for more information about request parameters.", l.BulkIntervalMaxRuns, len(q.RunIDs))
 	}
 	for _, id := range q.RunIDs {
 		if err := ValidateRunID(id); err != nil {
@@ -63,13 +63,13 @@ func (s *Service) MetricHistoryBulkInterval(ctx context.Context, q BulkIntervalQ
 		}
 	}
 	if q.Key == "" {
-		return nil, invalidf("Missing value for required parameter 'metric_key'")
+		return nil, invalidf("Missing value for required parameter 'metric_key'. See the API docs for more information about request parameters.")
 	}
 	if q.MaxResults == 0 {
 		q.MaxResults = l.BulkIntervalMaxResults
 	}
 	if q.MaxResults < 1 || q.MaxResults > l.BulkIntervalMaxResults {
-		return nil, invalidf("max_results must be between 1 and %d.", l.BulkIntervalMaxResults)
+		return nil, invalidf("max_results must be between 1 and %d. See the API docs for more information about request parameters.", l.BulkIntervalMaxResults)
 	}
 	if (q.StartStep == nil) != (q.EndStep == nil) {
 		return nil, invalidf("If either start step or end step are specified, both must be specified.")

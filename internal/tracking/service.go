@@ -129,7 +129,7 @@ func (s *Service) CreateExperiment(ctx context.Context, name, artifactLocation s
 
 func (s *Service) validateExperimentName(name string) error {
 	if name == "" {
-		return invalidf("Missing value for required parameter 'name'")
+		return invalidf("Missing value for required parameter 'name'. See the API docs for more information about request parameters.")
 	}
 	if !utf8.ValidString(name) {
 		return invalidf("experiment name is not valid UTF-8")
@@ -158,7 +158,7 @@ func (s *Service) GetExperiment(ctx context.Context, id string) (*Experiment, er
 // GetExperimentByName returns an experiment by its exact name.
 func (s *Service) GetExperimentByName(ctx context.Context, name string) (*Experiment, error) {
 	if name == "" {
-		return nil, invalidf("Missing value for required parameter 'experiment_name'")
+		return nil, invalidf("Missing value for required parameter 'experiment_name'. See the API docs for more information about request parameters.")
 	}
 	return s.store.GetExperimentByName(ctx, name)
 }
@@ -222,7 +222,7 @@ func (s *Service) RenameExperiment(ctx context.Context, id, newName string) erro
 		return err
 	}
 	if newName == "" {
-		return invalidf("Missing value for required parameter 'new_name'")
+		return invalidf("Missing value for required parameter 'new_name'. See the API docs for more information about request parameters.")
 	}
 	if err := s.validateExperimentName(newName); err != nil {
 		return err
@@ -263,7 +263,7 @@ func (s *Service) DeleteExperimentTag(ctx context.Context, id, key string) error
 		return err
 	}
 	if key == "" {
-		return invalidf("Missing value for required parameter 'key'")
+		return invalidf("Missing value for required parameter 'key'. See the API docs for more information about request parameters.")
 	}
 	return s.store.DeleteExperimentTag(ctx, id, key)
 }
@@ -499,7 +499,7 @@ func (s *Service) DeleteTag(ctx context.Context, runID, key string) error {
 		return err
 	}
 	if key == "" {
-		return invalidf("Missing value for required parameter 'key'")
+		return invalidf("Missing value for required parameter 'key'. See the API docs for more information about request parameters.")
 	}
 	return s.store.DeleteTag(ctx, runID, key)
 }
@@ -516,13 +516,13 @@ func (s *Service) LogInputs(ctx context.Context, runID string, datasets []Datase
 		ds := d.Dataset
 		switch {
 		case ds.Name == "":
-			return invalidf("Missing value for required parameter 'datasets[%d].dataset.name'", i)
+			return invalidf("Missing value for required parameter 'datasets[%d].dataset.name'. See the API docs for more information about request parameters.", i)
 		case ds.Digest == "":
-			return invalidf("Missing value for required parameter 'datasets[%d].dataset.digest'", i)
+			return invalidf("Missing value for required parameter 'datasets[%d].dataset.digest'. See the API docs for more information about request parameters.", i)
 		case ds.SourceType == "":
-			return invalidf("Missing value for required parameter 'datasets[%d].dataset.source_type'", i)
+			return invalidf("Missing value for required parameter 'datasets[%d].dataset.source_type'. See the API docs for more information about request parameters.", i)
 		case ds.Source == "":
-			return invalidf("Missing value for required parameter 'datasets[%d].dataset.source'", i)
+			return invalidf("Missing value for required parameter 'datasets[%d].dataset.source'. See the API docs for more information about request parameters.", i)
 		case len(ds.Name) > 500:
 			return invalidf("datasets[%d].dataset.name exceeds 500 characters", i)
 		case len(ds.Digest) > 36:
@@ -542,7 +542,7 @@ func (s *Service) LogInputs(ctx context.Context, runID string, datasets []Datase
 	}
 	for i, m := range models {
 		if m.ModelID == "" {
-			return invalidf("Missing value for required parameter 'models[%d].model_id'", i)
+			return invalidf("Missing value for required parameter 'models[%d].model_id'. See the API docs for more information about request parameters.", i)
 		}
 	}
 	return s.store.LogInputs(ctx, runID, datasets, models)
@@ -555,10 +555,7 @@ func (s *Service) LogOutputs(ctx context.Context, runID string, models []ModelOu
 	}
 	for i, m := range models {
 		if m.ModelID == "" {
-			return invalidf("Missing value for required parameter 'models[%d].model_id'", i)
-		}
-		if m.Step < 0 {
-			return invalidf("models[%d].step %d is negative", i, m.Step)
+			return invalidf("Missing value for required parameter 'models[%d].model_id'. See the API docs for more information about request parameters.", i)
 		}
 	}
 	return s.store.LogOutputs(ctx, runID, models)

@@ -21,7 +21,7 @@ func invalidf(format string, args ...any) error {
 // or trailing '/').
 func ValidateKey(kind, key string, maxLen int) error {
 	if key == "" {
-		return invalidf("Missing value for required parameter '%s key'", kind)
+		return invalidf("Missing value for required parameter 'key'. See the API docs for more information about request parameters.")
 	}
 	if n := utf8.RuneCountInString(key); n > maxLen {
 		return invalidf("%s key '%s' has length %d, which exceeds the limit of %d", kind, errs.Truncate(key, 80), n, maxLen)
@@ -62,7 +62,7 @@ func ValidateValueLength(kind, key, value string, maxLen int) error {
 // ValidateRunID checks the shape of a run id.
 func ValidateRunID(id string) error {
 	if id == "" {
-		return invalidf("Missing value for required parameter 'run_id'")
+		return invalidf("Missing value for required parameter 'run_id'. See the API docs for more information about request parameters.")
 	}
 	if !idShape(id, 256) {
 		return invalidf("Invalid run ID: '%s'", errs.Truncate(id, 80))
@@ -73,7 +73,7 @@ func ValidateRunID(id string) error {
 // ValidateExperimentID checks the shape of an experiment id.
 func ValidateExperimentID(id string) error {
 	if id == "" {
-		return invalidf("Missing value for required parameter 'experiment_id'")
+		return invalidf("Missing value for required parameter 'experiment_id'. See the API docs for more information about request parameters.")
 	}
 	if !idShape(id, 64) {
 		return invalidf("Invalid experiment ID: '%s'", errs.Truncate(id, 80))
@@ -115,11 +115,10 @@ func (l Limits) validateMetric(m *Metric, i int, keyChecked bool) error {
 		}
 		return fmt.Sprintf("metrics[%d]", i)
 	}
-	if m.Step < 0 {
-		return invalidf("%s '%s': step %d is negative; steps must be between 0 and %d", where(), m.Key, m.Step, l.MaxStep)
-	}
-	if m.Step > l.MaxStep {
-		return invalidf("%s '%s': step %d exceeds the largest accepted step %d", where(), m.Key, m.Step, l.MaxStep)
+	// Negative steps are valid, as in MLflow (a warm-up logged before step
+	// 0, for one); the bound is symmetric.
+	if m.Step > l.MaxStep || m.Step < -l.MaxStep {
+		return invalidf("%s '%s': step %d is outside the accepted range -%d to %d", where(), m.Key, m.Step, l.MaxStep, l.MaxStep)
 	}
 	if m.TimestampMs < 0 {
 		return invalidf("%s '%s': timestamp %d is negative; timestamps are milliseconds since the Unix epoch", where(), m.Key, m.TimestampMs)

@@ -2,9 +2,13 @@ package volumes
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
@@ -17,18 +21,34 @@ import (
 // upload holds a claim on the file from initiate to complete, renewed by
 // every part, so that a .metadata waits for it like for any upload. Every
 // call checks CAN_EDIT on the volume again. The session token carries the
-// blob store's upload ID, the claim and overwrite; it is no credential.
+// blob store's upload ID, the claim and overwrite, the user who initiated
+// the upload and its expiry (Options.UploadTokenTTL), signed with
+// Options.Secret: only that user, while still allowed to write the volume,
+// uploads parts, completes or aborts it, and only until it expires.
 
 // uploadSession is what a session token encodes.
 type uploadSession struct {
 	UploadID  string `json:"u"`
 	Claim     int64  `json:"c"`
 	Overwrite bool   `json:"o"`
+	// User is the id of the user who initiated the upload.
+	User int64 `json:"w"`
+	// Expires is when the token stops working, Unix seconds.
+	Expires int64 `json:"e"`
 }
 
-func (u uploadSession) token() string {
+// token encodes u as base64url(JSON) "." base64url(HMAC-SHA256 of it).
+func (s *Service) token(u uploadSession) string {
 	b, _ := json.Marshal(u)
-	return base64.RawURLEncoding.EncodeToString(b)
+	body := base64.RawURLEncoding.EncodeToString(b)
+	return body + "." + s.signToken(body)
+}
+
+func (s *Service) signToken(body string) string {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte("volumes-upload\x00"))
+	m.Write([]byte(body))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // claim is the session's claim on p in v.
@@ -36,14 +56,26 @@ func (u uploadSession) claim(v *Volume, p Path) *Upload {
 	return &Upload{ID: u.Claim, VolumeID: v.ID, Dir: p.Dir().Rel, Name: p.Name()}
 }
 
-func parseSession(token string) (uploadSession, error) {
+// parseSession decodes and verifies a session token: one not signed by
+// this server (or its replicas) is errs.Invalid, an expired one
+// errs.PermissionDenied.
+func (s *Service) parseSession(token string) (uploadSession, error) {
 	var u uploadSession
-	b, err := base64.RawURLEncoding.DecodeString(token)
+	bad := errs.Errorf(errs.Invalid, "invalid session_token: it is not one this server handed out")
+	body, sig, ok := strings.Cut(token, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(s.signToken(body))) {
+		return u, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(body)
 	if err == nil {
 		err = json.Unmarshal(b, &u)
 	}
 	if err != nil || u.UploadID == "" {
-		return u, errs.Errorf(errs.Invalid, "invalid session_token: it is not one this server handed out")
+		return u, bad
+	}
+	if s.now().Unix() >= u.Expires {
+		return u, errs.Errorf(errs.PermissionDenied, "the session_token of this multipart upload expired at %s (tokens last %s): start the upload again",
+			time.Unix(u.Expires, 0).UTC().Format(time.RFC3339), s.tokenTTL)
 	}
 	return u, nil
 }
@@ -76,17 +108,25 @@ func (s *Service) InitiateUpload(ctx context.Context, sub *workspace.Subject, p 
 		s.releaseClaim(ctx, claim, false)
 		return "", fileError(err, p)
 	}
-	return uploadSession{UploadID: id, Claim: claim.ID, Overwrite: overwrite}.token(), nil
+	userID, _ := owner(sub)
+	return s.token(uploadSession{UploadID: id, Claim: claim.ID, Overwrite: overwrite, User: userID, Expires: s.now().Add(s.tokenTTL).Unix()}), nil
 }
 
-// session checks CAN_EDIT on p's volume and decodes token.
+// session decodes and verifies token, checks CAN_EDIT on p's volume, and
+// that sub is the user who initiated the upload.
 func (s *Service) session(ctx context.Context, sub *workspace.Subject, p Path, token string) (*Volume, uploadSession, error) {
-	u, err := parseSession(token)
+	u, err := s.parseSession(token)
 	if err != nil {
 		return nil, u, err
 	}
 	v, err := s.access(ctx, sub, p, workspace.CanEdit)
-	return v, u, err
+	if err != nil {
+		return nil, u, err
+	}
+	if id, email := owner(sub); id != u.User {
+		return nil, u, errs.Errorf(errs.PermissionDenied, "this session_token was handed to another user than %s: only the user who initiated an upload continues it", email)
+	}
+	return v, u, nil
 }
 
 // sessionError names the upload in a blob store's errors: an unknown

@@ -31,7 +31,19 @@ type Options struct {
 	// liveness is renewed every third of it; 0 means 15 s. On a store
 	// one process owns, a restart releases them at once.
 	InstanceTTL time.Duration
+	// Secret signs the session tokens of multipart uploads; servers that
+	// share a store must share it, and keep it across restarts, for
+	// uploads in progress to continue. Empty means a random one (tokens
+	// then last as long as the process).
+	Secret []byte
+	// UploadTokenTTL is how long a multipart upload's session token is
+	// valid after initiate; 0 means DefaultUploadTokenTTL.
+	UploadTokenTTL time.Duration
 }
+
+// DefaultUploadTokenTTL is how long multipart session tokens are valid by
+// default (as the artifact proxy's part tokens).
+const DefaultUploadTokenTTL = 24 * time.Hour
 
 // DefaultInstanceTTL is Options.InstanceTTL's default.
 const DefaultInstanceTTL = 15 * time.Second
@@ -45,6 +57,8 @@ type Service struct {
 	log      *slog.Logger
 	instance string
 	ttl      time.Duration
+	secret   []byte
+	tokenTTL time.Duration
 
 	stop func()
 	wg   sync.WaitGroup
@@ -69,7 +83,15 @@ func NewService(store Store, blobs blob.Store, opts Options) *Service {
 	if opts.InstanceTTL <= 0 {
 		opts.InstanceTTL = DefaultInstanceTTL
 	}
-	return &Service{store: store, blobs: blobs, now: opts.Now, log: opts.Logger, instance: opts.Instance, ttl: opts.InstanceTTL, stop: func() {}}
+	if len(opts.Secret) == 0 {
+		opts.Secret = make([]byte, 32)
+		_, _ = rand.Read(opts.Secret)
+	}
+	if opts.UploadTokenTTL <= 0 {
+		opts.UploadTokenTTL = DefaultUploadTokenTTL
+	}
+	return &Service{store: store, blobs: blobs, now: opts.Now, log: opts.Logger, instance: opts.Instance, ttl: opts.InstanceTTL,
+		secret: opts.Secret, tokenTTL: opts.UploadTokenTTL, stop: func() {}}
 }
 
 // Start registers this server instance with the store, which releases

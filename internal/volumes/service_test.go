@@ -643,3 +643,36 @@ func TestUpdate(t *testing.T) {
 	_, err = e.svc.UpdateCatalog(ctx, e.users["admin"], "nope", volumes.Update{Comment: str("x")})
 	wantCode(t, "missing catalog", err, errs.NotFound)
 }
+
+// TestUploadSessionTokens: a multipart session token is signed, names the
+// user who initiated the upload and expires: another user (even one who
+// may write the volume), a token signed with another secret and an
+// expired token upload no part.
+func TestUploadSessionTokens(t *testing.T) {
+	e := mustEnv(t, mustDir(t))
+	e.world(t)
+	ctx := t.Context()
+	now := time.Now()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	svc := volumes.NewService(e.store.Volumes(), e.blobs, volumes.Options{Secret: secret, UploadTokenTTL: time.Hour, Now: func() time.Time { return now }})
+	other := volumes.NewService(e.store.Volumes(), e.blobs, volumes.Options{Secret: []byte("another secret of the same length")})
+	p := path(t, "/Volumes/main/team/ckpt/big.bin")
+	tok, err := svc.InitiateUpload(ctx, e.users["alice"], p, true)
+	must(t, "initiate", err)
+	part := func(s *volumes.Service, who, tok string) error {
+		_, err := s.UploadPart(ctx, e.users[who], p, tok, 1, strings.NewReader("x"), 1)
+		return err
+	}
+	must(t, "alice's part", part(svc, "alice", tok))
+	wantCode(t, "the admin's part with alice's token", part(svc, "admin", tok), errs.PermissionDenied)
+	wantCode(t, "a token of another secret", part(other, "alice", tok), errs.Invalid)
+	body, sig, _ := strings.Cut(tok, ".")
+	wantCode(t, "an unsigned token", part(svc, "alice", body), errs.Invalid)
+	wantCode(t, "a forged signature", part(svc, "alice", body+"."+strings.Repeat("A", len(sig))), errs.Invalid)
+	now = now.Add(time.Hour)
+	err = part(svc, "alice", tok)
+	wantCode(t, "an expired token", err, errs.PermissionDenied)
+	if !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("expired token: %v", err)
+	}
+}

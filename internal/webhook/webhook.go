@@ -9,8 +9,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/sextant/sextant/internal/wire"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/runevents"
+	"github.com/sextant/sextant/internal/wire"
 )
 
 // Options configure a Sender.
@@ -76,11 +77,21 @@ type BodyRun struct {
 	URL          string `json:"url,omitempty"`
 }
 
+// Redact returns what may be logged of a webhook URL: its scheme and host.
+// The path and query of a Slack or Teams incoming webhook are its secret.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unparsable URL)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
 // New returns a Sender and starts its delivery goroutine; Close stops it.
 func New(opts Options) (*Sender, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("webhook URL %q is not an http(s) URL", opts.URL)
+		return nil, fmt.Errorf("webhook URL %s... is not an http(s) URL", Redact(opts.URL))
 	}
 	if opts.Queue <= 0 {
 		opts.Queue = 1000
@@ -101,6 +112,7 @@ func New(opts Options) (*Sender, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.log = s.log.With("webhook", Redact(opts.URL))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Go(s.loop)
 	return s, nil
@@ -133,7 +145,14 @@ func (s *Sender) loop() {
 	}
 }
 
-// BodyOf returns the JSON body of a notification.
+// mrkdwn escapes the three characters Slack's (and Mattermost's) message
+// text gives a meaning: in a run name, "<!channel>" would notify a whole
+// channel and "<http://x|y>" would show a link labelled as anything.
+var mrkdwn = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// BodyOf returns the JSON body of a notification. Its text has '&', '<'
+// and '>' escaped as Slack's mrkdwn requires (&amp; &lt; &gt;); the run
+// fields keep the names as they are.
 func (s *Sender) BodyOf(n runevents.Notification) Body {
 	name := n.Run.RunName
 	if name == "" {
@@ -144,7 +163,7 @@ func (s *Sender) BodyOf(n runevents.Notification) Body {
 		state = "closed"
 		text = fmt.Sprintf("Run %s (%s) moves again: %s", name, n.Run.RunID, n.Event.Message)
 	}
-	b := Body{Text: text, State: state, Event: wire.EventToJSON(&n.Event),
+	b := Body{Text: mrkdwn.Replace(text), State: state, Event: wire.EventToJSON(&n.Event),
 		Run: BodyRun{RunID: n.Run.RunID, RunName: n.Run.RunName, ExperimentID: n.Run.ExperimentID}}
 	if s.opts.RunURL != "" && strings.Count(s.opts.RunURL, "%s") == 2 {
 		b.Run.URL = fmt.Sprintf(s.opts.RunURL, n.Run.ExperimentID, n.Run.RunID)
@@ -190,6 +209,10 @@ func (s *Sender) post(body []byte) error {
 	req.Header.Set("User-Agent", "sextant-webhook")
 	resp, err := s.hc.Do(req)
 	if err != nil {
+		// A *url.Error quotes the whole URL, whose path is the secret.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			return fmt.Errorf("POST %s...: %w", Redact(s.opts.URL), ue.Err)
+		}
 		return err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

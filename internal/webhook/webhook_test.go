@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,4 +218,80 @@ func tagOf(r *tracking.Run, k string) string {
 		}
 	}
 	return ""
+}
+
+// TestLogsNoSecretAndEscapesText: a failing delivery logs the webhook's
+// scheme and host, never its path or query (a Slack or Teams webhook URL
+// is its own secret), whether the receiver answers 500 or cannot be
+// reached; and a run name's '<', '>' and '&' reach the text escaped, so
+// that "<!channel>" notifies no one and no link is forged.
+func TestLogsNoSecretAndEscapesText(t *testing.T) {
+	const secret = "/services/T000/B000/XXXXsecretXXXX?sig=hidden"
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer failing.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close() // connection refused: the client's error quotes the URL
+	for name, base := range map[string]string{"Status500": failing.URL, "Unreachable": goneURL} {
+		t.Run(name, func(t *testing.T) {
+			var logs strings.Builder
+			var mu sync.Mutex
+			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+			s, err := webhook.New(webhook.Options{URL: base + secret, Backoff: time.Millisecond, Attempts: 2, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Notify(runevents.Notification{Run: runevents.RunActivity{RunID: "r1", RunName: "x"}, Event: runevents.Event{Kind: runevents.KindIdle, Message: "m"}})
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				mu.Lock()
+				out := logs.String()
+				mu.Unlock()
+				if strings.Contains(out, "webhook failed") {
+					if strings.Contains(out, "XXXXsecretXXXX") || strings.Contains(out, "hidden") || strings.Contains(out, "/services/") {
+						t.Fatalf("the log shows the webhook's path or query:\n%s", out)
+					}
+					if host := strings.TrimPrefix(base, "http://"); !strings.Contains(out, host) {
+						t.Fatalf("the log does not name the webhook's host %s:\n%s", host, out)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no failure logged:\n%s", out)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			s.Close()
+		})
+	}
+	if _, err := webhook.New(webhook.Options{URL: "ftp://hooks.example" + secret}); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a bad URL's error shows its path: %v", err)
+	}
+
+	s, err := webhook.New(webhook.Options{URL: "http://127.0.0.1:1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.BodyOf(runevents.Notification{Run: runevents.RunActivity{RunID: "r1", RunName: "<!channel> <http://x|y> & z"},
+		Event: runevents.Event{Kind: runevents.KindStalled, Message: "no metrics for 1m0s", Open: true}})
+	if want := "Run &lt;!channel&gt; &lt;http://x|y&gt; &amp; z (r1): no metrics for 1m0s"; b.Text != want {
+		t.Errorf("text %q, want %q", b.Text, want)
+	}
+	if b.Run.RunName != "<!channel> <http://x|y> & z" {
+		t.Errorf("run_name %q: the JSON field keeps the name as it is", b.Run.RunName)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -32,7 +32,7 @@ func Decode(body []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return DecodeError(err)
+		return decodeError(body, err)
 	}
 	if dec.More() {
 		return invalid("malformed JSON: unexpected data after the top-level value")

@@ -47,7 +47,7 @@ func (m *MetricIn) Domain(list string, i int) (tracking.Metric, error) {
 		if list != "" {
 			prefix = list + "[" + strconv.Itoa(i) + "]."
 		}
-		return tracking.Metric{}, invalid("Missing value for required parameter '%s%s'", prefix, missing)
+		return tracking.Metric{}, invalid("Missing value for required parameter '%s%s'. See the API docs for more information about request parameters.", prefix, missing)
 	}
 	return tracking.Metric{
 		Key:   m.Key,

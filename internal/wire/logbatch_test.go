@@ -79,12 +79,12 @@ func TestDecodeLogBatch(t *testing.T) {
 		"OKQuotedInt":          {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":"17","step":"3"}]}`, wantKeys: 1},
 		"OKNull":               {body: `{"run_id":"r","params":null}`},
 		"ErrUnknownField":      {body: `{"run_id":"r","metricz":[]}`, wantErr: `unknown field "metricz"`},
-		"ErrType":              {body: `{"run_id":"r","metrics":[{"key":"a","value":true,"timestamp":1}]}`, wantErr: "metrics.value"},
-		"ErrFraction":          {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":1.5}]}`, wantErr: "'metrics.timestamp': expected an integer, got number 1.5"},
-		"ErrFloatType":         {body: `{"run_id":"r","metrics":[{"key":"a","value":{},"timestamp":1}]}`, wantErr: "'metrics.value': expected a number, got object"},
+		"ErrType":              {body: `{"run_id":"r","metrics":[{"key":"a","value":true,"timestamp":1}]}`, wantErr: "Invalid value true for parameter 'metrics[0].value' supplied:  Hint: Value was of type 'bool'."},
+		"ErrFraction":          {body: `{"run_id":"r","metrics":[{"key":"a","value":1,"timestamp":1.5}]}`, wantErr: "Invalid value 1.5 for parameter 'metrics[0].timestamp' supplied:  Hint: Value was of type 'float'. See the API docs for more information about request parameters."},
+		"ErrFloatType":         {body: `{"run_id":"r","metrics":[{"key":"a","value":{},"timestamp":1}]}`, wantErr: "Invalid value {} for parameter 'metrics[0].value' supplied:  Hint: Value was of type 'dict'."},
 		"ErrSyntax":            {body: `{"run_id":"r",`, wantErr: "malformed JSON"},
 		"ErrTrailing":          {body: `{"run_id":"r"} {}`, wantErr: "unexpected data"},
-		"ErrNumberKey":         {body: `{"run_id":"r","metrics":[{"key":5,"value":1,"timestamp":1}]}`, wantErr: "metrics.key"},
+		"ErrNumberKey":         {body: `{"run_id":"r","metrics":[{"key":5,"value":1,"timestamp":1}]}`, wantErr: "Invalid value 5 for parameter 'metrics[0].key' supplied:  Hint: Value was of type 'int'."},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

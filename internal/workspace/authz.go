@@ -196,6 +196,9 @@ func (s *Service) Mkdirs(ctx context.Context, sub *Subject, path string) (*Folde
 	} else if !errs.Is(err, errs.NotFound) {
 		return nil, err
 	}
+	if err := s.checkNoExperimentAt(ctx, append([]string{p}, Ancestors(p)...)); err != nil {
+		return nil, err
+	}
 	// Find the nearest existing ancestor and check it.
 	var missing []string
 	existing := "/"
@@ -239,31 +242,9 @@ func (s *Service) ListFolder(ctx context.Context, sub *Subject, path string) ([]
 	if err != nil {
 		return nil, err
 	}
-	if p != "/" {
-		if _, err := s.store.GetFolder(ctx, p); err != nil {
-			return nil, err
-		}
-		// /Users is readable by nobody (a grant there would reach every
-		// home), but anyone may list it to find the homes they can read.
-		if p != UsersRoot {
-			if err := s.CheckFolder(ctx, sub, p, CanRead); err != nil {
-				return nil, err
-			}
-		}
-	}
-	all, err := s.store.ListFolders(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	// Children the subject cannot read are left out (in /Users, the homes
-	// of others).
-	var out []*Folder
-	for _, f := range all {
-		if s.CheckFolder(ctx, sub, f.Path, CanRead) == nil {
-			out = append(out, f)
-		}
-	}
-	return out, nil
+	// Folders exist because something lives under them, too: see
+	// folders_implicit.go.
+	return s.listFolder(ctx, sub, p)
 }
 
 // PrepareExperimentName checks a new experiment name (or a rename's new

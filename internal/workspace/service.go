@@ -437,6 +437,22 @@ func (s *Service) subject(ctx context.Context, userID int64) (*Subject, error) {
 	return sub, nil
 }
 
+// ActiveSubject returns the subject of the user userID for a capability
+// that names its user (a multipart upload's part token), checked at each
+// use: a user that no longer exists or is disabled is
+// errs.Unauthenticated. The local administrator of single-user mode (id
+// -1) is not a stored user: the caller decides about it.
+func (s *Service) ActiveSubject(ctx context.Context, userID int64) (*Subject, error) {
+	if userID <= 0 {
+		return nil, errs.E(errs.Unauthenticated, "the credentials name no user")
+	}
+	sub, err := s.subject(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	return active(sub)
+}
+
 func active(sub *Subject) (*Subject, error) {
 	if sub.User.Disabled {
 		return nil, errs.Errorf(errs.Unauthenticated, "user %s is disabled", sub.User.Email)

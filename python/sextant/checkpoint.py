@@ -78,6 +78,7 @@ __all__ = [
     "VolumeReader",
     "IncompleteCheckpointError",
     "CheckpointSaveError",
+    "MainGuardError",
     "CheckpointInfo",
     "list_checkpoints",
     "latest_checkpoint",
@@ -119,6 +120,68 @@ class CheckpointSaveError(RuntimeError):
         self.path = path
         self.missing = list(missing or [])
         self.replaced = replaced
+
+
+class MainGuardError(RuntimeError):
+    """The training script was started again inside a spawned process (the
+    checkpoint process of ``async_save(...,
+    async_checkpointer_type=AsyncCheckpointerType.PROCESS)``, or a DataLoader
+    worker with the spawn start method): it has no ``if __name__ ==
+    "__main__":`` guard, so the spawned process re-runs the training code
+    while it imports the script, and would wait for its process group for
+    the 30 minutes of gloo's timeout. Raised in that process, at once; the
+    training process then fails with torch's "Checkpoint background process
+    is dead"."""
+
+
+_MAIN_GUARD_HINT = (
+    "{what} while a spawned process was importing the main script {script!r}: the script has no "
+    "'if __name__ == \"__main__\":' guard, so the checkpoint process that "
+    "dcp.async_save(..., async_checkpointer_type=AsyncCheckpointerType.PROCESS) starts (or a "
+    "spawned DataLoader worker) runs the training code again and would wait for its process group "
+    "for 30 minutes. Put the training code in a function called under "
+    "'if __name__ == \"__main__\":' (docs/volumes.md, 'Async saves: thread or process')."
+)
+
+
+def _bootstrapping() -> bool:
+    """Whether this process is a spawned (or forkserver) child that is still
+    importing its parent's main script: multiprocessing sets
+    ``_inheriting`` on the process object for that time."""
+    import multiprocessing
+
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+def _main_script() -> str:
+    main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
+    return str(getattr(main, "__file__", "") or "the main script")
+
+
+def _refuse_training_while_bootstrapping() -> None:
+    """When this module is imported while a spawned child imports the main
+    script, makes the training code's first collective step (creating the
+    process group) raise MainGuardError instead of hanging. Only calls made
+    during that import are refused: a guarded script never makes one, and
+    torch's checkpoint process creates its own group after it."""
+    if not _bootstrapping():
+        return
+    import torch.distributed as dist
+
+    init = dist.init_process_group
+    if getattr(init, "_sextant_guard", False):
+        return
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if _bootstrapping():
+            raise MainGuardError(_MAIN_GUARD_HINT.format(what="torch.distributed.init_process_group was called",
+                                                         script=_main_script()))
+        return init(*args, **kwargs)
+
+    init_process_group._sextant_guard = True  # type: ignore[attr-defined]
+    init_process_group.__wrapped__ = init  # type: ignore[attr-defined]
+    init_process_group.__doc__ = init.__doc__
+    dist.init_process_group = init_process_group
 
 
 class _SaveStopped(Exception):
@@ -450,6 +513,8 @@ class VolumeWriter(FileSystemWriter):
         nice: int | None = None,
         **kwargs: Any,
     ) -> None:
+        if _bootstrapping():
+            raise MainGuardError(_MAIN_GUARD_HINT.format(what="VolumeWriter was created", script=_main_script()))
         if staging not in STAGING_MODES:
             raise ValueError(f"staging={staging!r}: use one of {', '.join(STAGING_MODES)}")
         self._remote = volume_path(path)
@@ -1298,3 +1363,6 @@ def latest_complete(path: str | os.PathLike[str], client: Client | None = None) 
             f"no complete checkpoint under {path}: its {len(found)} checkpoint(s) ({', '.join(c.name for c in found[:5])}"
             f"{'...' if len(found) > 5 else ''}) have no {METADATA}: their saves did not finish", path=path)
     raise FileNotFoundError(f"no checkpoint at {path}: it holds no .metadata and no checkpoint directories")
+
+
+_refuse_training_while_bootstrapping()

@@ -120,7 +120,7 @@ class SextantServer:
         be written for lack of space)."""
         assert self.proc is None or self.proc.poll() is not None, "server already running"
         want = "READ-ONLY:" if read_only else "OK"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # as docs/deploy.md makes it
         self.port = free_port()
         self.killed = False
         self.stopped = False

@@ -198,14 +198,14 @@ def test_registering_what_you_cannot_read(server, creds, client, monkeypatch, al
     as_user(monkeypatch, creds, ALICE)
     theirs = "alices-" + alices["n"]
     client.create_registered_model(theirs)
-    v = client.create_model_version(theirs, f"models:/{alices['model']}")
+    v = client.create_model_version(theirs, f"models:/{alices['model']}", model_id=alices["model"])
     uri = client.get_model_version_download_uri(theirs, v.version)
     assert uri.startswith(f"mlflow-artifacts:/{alices['exp']}/")
     as_user(monkeypatch, creds, BOB)
     msg = denied(client.get_model_version_download_uri, theirs, v.version)
     assert alices["run"] not in msg and alices["model"] not in msg and "mlflow-artifacts" not in msg
     # His own source registers.
-    v = client.create_model_version(name, f"runs:/{alices['bob_run']}/model")
+    v = client.create_model_version(name, f"runs:/{alices['bob_run']}/model", run_id=alices["bob_run"])
     assert client.get_model_version_download_uri(name, v.version).startswith(f"mlflow-artifacts:/{alices['bob_exp']}/")
 
 

@@ -121,7 +121,8 @@ def artifact_tree(c, run_id: str, path: str | None = None) -> dict[str, int]:
 
 def test_import_copies_everything(mlflow_db, sextant_bin, start_server, use_server, tmp_path):
     data_dir = tmp_path / "sextant"
-    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--data-dir", str(data_dir), *storage_flags(data_dir), "--json")
+    r = sextant(sextant_bin, "import", "--from", mlflow_db["uri"], "--artifacts-root", str(mlflow_db["root"] / "mlruns"),
+                "--data-dir", str(data_dir), *storage_flags(data_dir), "--json")
     rep = json.loads(r.stdout)
     assert rep["experiments"] == 4  # the three and Default
     assert rep["runs"] == 11 and rep["skipped_runs"] == 0

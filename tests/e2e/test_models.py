@@ -138,9 +138,11 @@ def test_register_versions_aliases_and_load(client, server):
     # The client does not read model_id back into ModelVersion; the wire does.
     r = requests.get(server.api("/mlflow/model-versions/get"), params={"name": "my-model", "version": "1"}, timeout=30)
     assert r.status_code == 200 and r.json()["model_version"].get("model_id") == info1.model_id, r.text
-    # register_model records the version on the logged model, as a tag.
+    # The version is recorded on the logged model, as a tag, twice, as with
+    # MLflow's server: the server adds it (version as a number), then
+    # register_model adds it again (as a string).
     assert json.loads(client.get_logged_model(info1.model_id).tags["mlflow.modelVersions"]) == [
-        {"name": "my-model", "version": "1"}]
+        {"name": "my-model", "version": 1}, {"name": "my-model", "version": "1"}]
     v2 = client.get_model_version("my-model", "2")
     assert v2.source == f"models:/{info2.model_id}" and v2.run_id == run2.info.run_id
 

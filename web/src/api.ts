@@ -374,6 +374,18 @@ export async function runLoggedModels(run: RunInfo): Promise<LoggedModel[]> {
   return out.sort((a, b) => (b.info.creation_timestamp_ms ?? 0) - (a.info.creation_timestamp_ms ?? 0));
 }
 
+/** experimentLoggedModels lists the models logged in an experiment, newest first (at most 5,000). */
+export async function experimentLoggedModels(expId: string): Promise<LoggedModel[]> {
+  const out: LoggedModel[] = [];
+  let token: string | undefined;
+  do {
+    const r = await post(ML + '/logged-models/search', { experiment_ids: [expId], max_results: 100, page_token: token });
+    out.push(...(r.models ?? []));
+    token = r.next_page_token;
+  } while (token && out.length < 5000);
+  return out.sort((a, b) => (b.info.creation_timestamp_ms ?? 0) - (a.info.creation_timestamp_ms ?? 0));
+}
+
 /** runModelVersions lists the registered model versions made from a run. */
 export async function runModelVersions(runId: string): Promise<ModelVersion[]> {
   const r = await get(ML + '/model-versions/search', { filter: `run_id = '${runId}'`, max_results: 1000 });

@@ -155,6 +155,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("MetricContext", func(t *testing.T) { testMetricContext(t, newEnv(t, open, limits)) })
 	t.Run("InterleavedBatch", func(t *testing.T) { testInterleavedBatch(t, newEnv(t, open, limits)) })
 	t.Run("BulkInterval", func(t *testing.T) { testBulkInterval(t, newEnv(t, open, limits)) })
+	t.Run("NegativeSteps", func(t *testing.T) { testNegativeSteps(t, newEnv(t, open, limits)) })
 	t.Run("SampledReads", func(t *testing.T) { testSampledReads(t, open) })
 	t.Run("HistoryPagesInsideChunks", func(t *testing.T) { testHistoryPagesInsideChunks(t, newEnv(t, open, limits)) })
 	t.Run("Compaction", func(t *testing.T) { testCompaction(t, newEnv(t, open, limits)) })
@@ -165,7 +166,9 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("RunSearchPaging", func(t *testing.T) { testRunSearchPaging(t, newEnv(t, open, limits)) })
 	t.Run("SearchPageData", func(t *testing.T) { testSearchPageData(t, newEnv(t, open, limits)) })
 	t.Run("LoggedModels", func(t *testing.T) { testLoggedModels(t, newEnv(t, open, limits)) })
+	t.Run("LoggedModelDatasets", func(t *testing.T) { testLoggedModelDatasets(t, newEnv(t, open, limits)) })
 	t.Run("Registry", func(t *testing.T) { testRegistry(t, newEnv(t, open, limits)) })
+	t.Run("VersionSources", func(t *testing.T) { testVersionSources(t, newEnv(t, open, limits)) })
 	small := limits
 	small.MetricStepsPerRun = 100
 	small.ParamsPerRun = 3
@@ -419,8 +422,8 @@ func testRuns(t *testing.T, e *env) {
 	// Invalid keys.
 	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("a//b", 0, 0, 1)}})
 	wantCode(t, err, errs.Invalid, "a//b")
-	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", -1, 0, 1)}})
-	wantCode(t, err, errs.Invalid, "negative")
+	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", -(1 << 53), 0, 1)}})
+	wantCode(t, err, errs.Invalid, "outside the accepted range")
 	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", 1<<53, 0, 1)}})
 	wantCode(t, err, errs.Invalid, "step")
 	err = e.svc.LogBatch(e.ctx, r.Info.RunID, tracking.Batch{Metrics: []tracking.Metric{metric("ok", 1, -5, 1)}})
@@ -785,7 +788,7 @@ func testBulkInterval(t *testing.T, e *env) {
 		many[i] = a
 	}
 	_, err = e.svc.MetricHistoryBulkInterval(e.ctx, tracking.BulkIntervalQuery{RunIDs: many, Key: "m"})
-	wantCode(t, err, errs.LimitExceeded, "100")
+	wantCode(t, err, errs.Invalid, "GetMetricHistoryBulkInterval request must specify at most 100 run_ids. Received 101 run_ids.")
 }
 
 func testCompaction(t *testing.T, e *env) {
@@ -1245,11 +1248,11 @@ func testRegistry(t *testing.T, e *env) {
 	}
 	_, err = e.svc.CreateRegisteredModel(e.ctx, "bert", "", nil)
 	wantCode(t, err, errs.AlreadyExists, "bert")
-	v1, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID})
+	v1, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID, ModelID: m.ID})
 	if err != nil || v1.Version != "1" || v1.StorageLocation != m.ArtifactURI || v1.RunID != run.Info.RunID || v1.ModelID != m.ID {
 		t.Fatalf("v1: %+v %v", v1, err)
 	}
-	v2, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "runs:/" + run.Info.RunID + "/model"})
+	v2, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "runs:/" + run.Info.RunID + "/model", RunID: run.Info.RunID})
 	if err != nil || v2.Version != "2" || v2.StorageLocation != run.Info.ArtifactURI+"/model" {
 		t.Fatalf("v2: %+v %v", v2, err)
 	}
@@ -1289,7 +1292,7 @@ func testRegistry(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	// Version numbers are never reused.
-	v3, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID})
+	v3, err := e.svc.CreateModelVersion(e.ctx, tracking.CreateModelVersionRequest{Name: "bert", Source: "models:/" + m.ID, ModelID: m.ID})
 	if err != nil || v3.Version != "3" {
 		t.Fatalf("v3: %+v %v", v3, err)
 	}

@@ -18,10 +18,11 @@ const CARD_H = 300;
 const HEAD_H = 36;
 const OVERSCAN = 320;
 
-export function loadSettings(): ChartSettings {
-  const d: ChartSettings = { xMode: 'step', smoothing: 0, log: false };
+/** loadSettings reads a board's chart settings kept under key; xMode is the x axis until one is picked. */
+export function loadSettings(key = SETTINGS_KEY, xMode: XMode = 'step'): ChartSettings {
+  const d: ChartSettings = { xMode, smoothing: 0, log: false };
   try {
-    const v = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? '{}');
+    const v = JSON.parse(localStorage.getItem(key) ?? '{}');
     if (['step', 'relative', 'wall'].includes(v.xMode)) d.xMode = v.xMode;
     if (typeof v.smoothing === 'number' && v.smoothing >= 0 && v.smoothing < 1) d.smoothing = v.smoothing;
     if (typeof v.log === 'boolean') d.log = v.log;
@@ -52,6 +53,19 @@ export interface BoardOpts {
   sectionLabel?: (name: string) => string;
   /** about how many points a run has of a key (ChartOpts.estimate) */
   estimate?: (runId: string, key: string) => number | undefined;
+  /**
+   * fit sizes the board to its rows (fitHeight): for a page with more
+   * below it (compare), so that the page and the board do not both scroll
+   * with a chart cut between them.
+   */
+  fit?: boolean;
+  /**
+   * settingsKey keeps this board's chart settings apart from the others'
+   * (localStorage), and xMode is its x axis until one is picked: the
+   * system metrics are samples in time, not steps.
+   */
+  settingsKey?: string;
+  xMode?: XMode;
 }
 
 type Row = { kind: 'head'; top: number; section: string; count: number; total: number } | { kind: 'charts'; top: number; charts: BoardChart[] };
@@ -62,9 +76,27 @@ interface Rendered {
   charts: Map<string, MetricChart>;
 }
 
+/**
+ * fitHeight is the height of a fit board: all its rows (content px tall,
+ * the board then does not scroll: the page does) when they take at most
+ * 2.5 windows, else the whole rows that fit in 85% of the window (a chart
+ * is never cut at the board's bottom), at least one row of charts.
+ */
+export function fitHeight(rows: readonly { kind: string; top: number }[], content: number, windowH: number): number {
+  if (content <= windowH * 2.5) return Math.max(content, 1);
+  const room = Math.max(windowH * 0.85, CARD_H + GAP + HEAD_H);
+  let h = 0;
+  for (const r of rows) {
+    const bottom = r.top + (r.kind === 'head' ? HEAD_H : CARD_H + GAP);
+    if (bottom > room) break;
+    h = bottom;
+  }
+  return Math.max(h, Math.min(content, CARD_H + GAP));
+}
+
 export class ChartBoard {
   readonly el: HTMLElement;
-  private settings = loadSettings();
+  private settings: ChartSettings;
   private scroller: HTMLElement;
   private spacer: HTMLElement;
   private count: HTMLElement;
@@ -84,6 +116,7 @@ export class ChartBoard {
     private scope: Scope,
   ) {
     this.collapsed = new Set(this.loadCollapsed());
+    this.settings = loadSettings(opts.settingsKey, opts.xMode);
     const s = this.settings;
     const xSel = h(
       'select',
@@ -109,7 +142,7 @@ export class ChartBoard {
     find.addEventListener('input', applyFind);
     this.count = h('span', { class: 'muted', 'data-testid': 'chart-count' });
     this.spacer = h('div', { class: 'board-spacer' });
-    this.scroller = h('div', { class: 'board-scroll', tabindex: 0 }, this.spacer);
+    this.scroller = h('div', { class: 'board-scroll' + (opts.fit ? ' fit' : ''), tabindex: 0 }, this.spacer);
     this.el = h(
       'div',
       { class: 'charts board' },
@@ -206,6 +239,7 @@ export class ChartBoard {
     }
     this.rows = rows;
     this.spacer.style.height = Math.max(top, 1) + 'px';
+    if (this.opts.fit) this.scroller.style.height = fitHeight(rows, top, window.innerHeight) + 'px';
     const total = this.opts.charts.length;
     this.count.textContent = this.term ? `${shown.toLocaleString()} of ${total.toLocaleString()} charts` : `${total.toLocaleString()} chart${total === 1 ? '' : 's'}`;
     this.el.dataset.charts = String(total);
@@ -340,7 +374,7 @@ export class ChartBoard {
   private set(s: Partial<ChartSettings>): void {
     this.settings = { ...this.settings, ...s };
     try {
-      localStorage.setItem(SETTINGS_KEY, JSON.stringify(this.settings));
+      localStorage.setItem(this.opts.settingsKey ?? SETTINGS_KEY, JSON.stringify(this.settings));
     } catch {
       /* ignore */
     }

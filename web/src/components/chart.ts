@@ -353,7 +353,11 @@ export class MetricChart {
 
   /** stepRange maps an x range back to the steps of the points drawn in it. */
   private stepRange(xmin: number, xmax: number): { start: number; end: number } | null {
-    if (this.opts.xMode === 'step') return { start: Math.max(0, Math.floor(xmin)), end: Math.ceil(xmax) };
+    // Steps may be negative (MLflow accepts them): no clamp at 0, only to
+    // the server's range.
+    if (this.opts.xMode === 'step') {
+      return { start: Math.max(-Number.MAX_SAFE_INTEGER, Math.floor(xmin)), end: Math.min(Number.MAX_SAFE_INTEGER, Math.ceil(xmax)) };
+    }
     let lo = Infinity;
     let hi = -Infinity;
     const starts = new Map<string, number | undefined>();

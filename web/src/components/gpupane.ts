@@ -2,7 +2,10 @@
 // temperature and power as small live charts and current values, grouped
 // by node. It polls every 10 s, shows at most 2 hours of history, fetches
 // at once on Refresh, and stops polling after 5 minutes without
-// interaction (saying so) until the user interacts again. Timings come
+// interaction (saying so) until the user interacts again; a run's pane
+// stops once the run has ended and says so. A node whose last sample is
+// old is dimmed; each node's sparklines start at its first sample (at
+// least a minute back), so a new node is not a sliver. Timings come
 // from config (injectable for tests).
 //
 // API (/api/2.0/sextant/gpu/..., docs/gpu.md): latest (the newest sample
@@ -60,7 +63,12 @@ export interface GpuPaneOpts {
   runId?: string;
   node?: string;
   compact?: boolean;
+  /** live says whether the run still runs (a run's pane): once it does not, the pane stops polling and says so. */
+  live?: () => boolean;
 }
+
+/** The shortest span a node's sparklines cover: a node that has just started fills a part of them, not all (ms). */
+const MIN_SPARK_MS = 60_000;
 
 export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
   const body = h('div', { class: 'gpu-nodes' });
@@ -81,13 +89,17 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
   let inflight = false;
   let lastFetch = 0;
 
+  const ended = () => opts.live != null && !opts.live();
   const setPaused = (p: boolean) => {
     paused = p;
     pane.dataset.paused = String(p);
+    pane.dataset.live = String(!ended());
     pane.classList.toggle('paused', p);
-    state.textContent = p
-      ? `Paused: no interaction for ${Math.round(config.gpuIdleMs / 60000) || '<1'} min. Move the mouse or press Refresh to resume.`
-      : `Live · every ${config.gpuPollMs >= 1000 ? config.gpuPollMs / 1000 + ' s' : config.gpuPollMs + ' ms'}`;
+    state.textContent = ended()
+      ? 'The run has ended: its last samples.'
+      : p
+        ? `Paused: no interaction for ${Math.round(config.gpuIdleMs / 60000) || '<1'} min. Move the mouse or press Refresh to resume.`
+        : `Live · every ${config.gpuPollMs >= 1000 ? config.gpuPollMs / 1000 + ' s' : config.gpuPollMs + ' ms'}`;
   };
 
   const schedule = () => {
@@ -98,6 +110,10 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
   const tick = async () => {
     timer = undefined;
     if (scope.disposed) return;
+    if (ended()) {
+      setPaused(false); // says so; no timer: a finished run's samples do not change
+      return;
+    }
     if (Date.now() - lastActivity >= config.gpuIdleMs) {
       setPaused(true);
       return; // no timer: the next interaction resumes
@@ -108,7 +124,7 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
 
   const onActivity = () => {
     lastActivity = Date.now();
-    if (paused) {
+    if (paused && !ended()) {
       setPaused(false);
       void fetchNow();
       schedule();
@@ -166,6 +182,12 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
     nodes.sort((a, b) => (a.node_rank ?? 1e9) - (b.node_rank ?? 1e9) || a.node.localeCompare(b.node));
     const groups = nodes.map((n) => {
       const stale = now - n.ts_ms > Math.max(60_000, 3 * config.gpuPollMs);
+      // Each node's sparklines start at its own first sample (at least
+      // MIN_SPARK_MS back): a node that joined minutes ago is drawn over
+      // the width, not as a sliver at the right of the others' hours.
+      let first = Infinity;
+      for (const g of n.gpus) for (const pts of Object.values(seriesOf.get(n.node + '/' + g.index)?.series ?? {})) for (const p of pts) if ((p[0] ?? 0) >= from && (p[0] ?? Infinity) < first) first = p[0] ?? Infinity;
+      const nodeFrom = Number.isFinite(first) ? Math.max(from, Math.min(first, to - MIN_SPARK_MS)) : from;
       const cards = n.gpus.map((g) => {
         const s = seriesOf.get(n.node + '/' + g.index);
         const values: Record<string, string> = {
@@ -181,13 +203,13 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
           const vs: (number | null)[] = [];
           for (const p of pts) {
             const t = p[0] ?? 0;
-            if (t < from) continue; // never more than the window
+            if (t < nodeFrom) continue; // never more than the window
             ts.push(t);
             vs.push(p[p.length === 4 ? 2 : 1] ?? null);
           }
           const memTotal = s?.series?.mem_total?.find((p) => p[1] != null)?.[1] ?? g.mem_total ?? undefined;
           requestAnimationFrame(() =>
-            drawSparkline(canvas, ts, vs, from, to, { width: 150, height: 36, color: f.color, min: 0, max: f.key === 'util' ? 100 : f.key === 'mem_used' ? memTotal ?? undefined : f.key === 'power' ? g.power_limit ?? undefined : f.key === 'temp' ? 100 : undefined }),
+            drawSparkline(canvas, ts, vs, nodeFrom, to, { width: 150, height: 36, color: f.color, min: 0, max: f.key === 'util' ? 100 : f.key === 'mem_used' ? memTotal ?? undefined : f.key === 'power' ? g.power_limit ?? undefined : f.key === 'temp' ? 100 : undefined }),
           );
           return h('div', { class: 'gpu-metric', 'data-field': f.key }, h('div', { class: 'gpu-label' }, f.label), h('div', { class: 'gpu-value' }, values[f.key]), canvas);
         });
@@ -201,13 +223,13 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
       });
       return h(
         'div',
-        { class: 'gpu-node', 'data-node': n.node },
+        { class: 'gpu-node' + (stale ? ' stale-node' : ''), 'data-node': n.node, 'data-stale': String(stale), 'data-from-ms': String(nodeFrom), title: stale ? 'No sample for ' + fmtAgo(n.ts_ms, now).replace(/ ago$/, '') + ': the agent stopped or the node is gone' : null },
         h(
           'h3',
           null,
           n.node,
           n.node_rank != null ? h('span', { class: 'muted' }, ` · node rank ${n.node_rank}`) : null,
-          h('span', { class: 'muted' + (stale ? ' stale' : '') }, ` · sample ${fmtAgo(n.ts_ms, now)}`),
+          h('span', { class: 'muted' + (stale ? ' stale' : '') }, ` · ${stale ? 'last ' : ''}sample ${fmtAgo(n.ts_ms, now)}${stale ? ' (stale)' : ''}`),
         ),
         h('div', { class: 'gpu-cards' }, cards),
       );
@@ -219,7 +241,7 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
   };
 
   setPaused(false);
-  void fetchNow().then(schedule);
+  void fetchNow().then(() => (ended() ? setPaused(false) : schedule()));
   void opts.compact;
   return pane;
 }

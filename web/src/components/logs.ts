@@ -400,7 +400,16 @@ export class LogsView {
     this.jumping = true;
     void this.fetchPages(Math.max(0, row - 100), row + 100).finally(() => {
       this.jumping = false;
-      this.list.scrollTo(this.rowOf(this.highlight), true);
+      const at = this.rowOf(this.highlight);
+      // A progress-bar redraw (or a piece of a line) is not a row of the
+      // terminal view: highlight the row that shows what became of it.
+      const shown = this.lineAt(at)?.l.line;
+      if (shown && shown !== this.highlight && !this.raw && !this.filtered) {
+        this.showStatus();
+        this.status.textContent += ` · line ${line} was redrawn over: its row is line ${shown} (Raw shows every record)`;
+        this.highlight = shown;
+      }
+      this.list.scrollTo(at, true);
       this.list.refresh();
     });
   }

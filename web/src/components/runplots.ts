@@ -90,6 +90,36 @@ export function defaultAxes(runs: readonly Run[], all: readonly Dim[]): Dim[] {
   return m ? [...varying, m] : varying;
 }
 
+/** fitText shortens s with an ellipsis to at most w px. */
+function fitText(ctx: CanvasRenderingContext2D, s: string, w: number): string {
+  if (ctx.measureText(s).width <= w) return s;
+  let n = s.length;
+  while (n > 1 && ctx.measureText(s.slice(0, n) + '…').width > w) n--;
+  return s.slice(0, n) + '…';
+}
+
+/** varies says whether the runs have more than one value of d (a run without it counts as a value). */
+function varies(runs: readonly Run[], d: Dim): boolean {
+  return new Set(runs.map((r) => String(rawValue(r, d) ?? ''))).size > 1;
+}
+
+/**
+ * scatterDefaults picks the scatter plot's axes: x the first param whose
+ * values differ (else the first metric that differs, else the first
+ * param), y a loss, else the first metric, that differs when one does;
+ * never the same as x when there is another. Ids as dimId gives them.
+ */
+export function scatterDefaults(runs: readonly Run[], all: readonly Dim[]): [string, string] {
+  const params = all.filter((d) => d.kind === 'param');
+  const metrics = all.filter((d) => d.kind === 'metric');
+  const vp = params.filter((d) => varies(runs, d));
+  const vm = metrics.filter((d) => varies(runs, d));
+  const x = vp[0] ?? vm[0] ?? params[0] ?? all[0];
+  const ys = (vm.length ? vm : metrics).filter((d) => d !== x);
+  const y = ys.find((d) => /loss/i.test(d.key)) ?? ys[0] ?? all.find((d) => d !== x);
+  return [x ? dimId(x) : '', y ? dimId(y) : ''];
+}
+
 /** A colour ramp from blue (low) to red (high), for the last axis. */
 function ramp(t: number): string {
   const c = (a: number, b: number) => Math.round(a + (b - a) * t);
@@ -168,10 +198,10 @@ export class RunPlots {
     const y = this.ySel.value;
     this.xSel.replaceChildren(...this.all.map(opt));
     this.ySel.replaceChildren(...this.all.map(opt));
-    const params = this.all.filter((d) => d.kind === 'param');
-    const metrics = this.all.filter((d) => d.kind === 'metric');
-    this.xSel.value = x || (params[0] ? dimId(params[0]) : this.all[0] ? dimId(this.all[0]) : '');
-    this.ySel.value = y || (this.axes.find((d) => d.kind === 'metric') ? dimId(this.axes.find((d) => d.kind === 'metric')!) : metrics[0] ? dimId(metrics[0]) : this.all[1] ? dimId(this.all[1]) : '');
+    const [dx, dy] = scatterDefaults(this.runs, this.all);
+    const ids = new Set(this.all.map(dimId));
+    this.xSel.value = x && ids.has(x) ? x : dx;
+    this.ySel.value = y && ids.has(y) ? y : dy;
   }
 
   /** setRuns changes the runs plotted (the axes chosen stay when they still exist). */
@@ -315,22 +345,32 @@ export class RunPlots {
     }
     const xs = scaleOf(this.runs, xd);
     const ys = scaleOf(this.runs, yd);
-    const left = 70;
+    // Room for the labels: the y axis's name (rotated, 18 px) and its
+    // widest tick label at the left; x tick labels are kept inside the
+    // canvas. The boxes drawn are recorded (data-labels) for the tests.
+    const tickW = Math.max(0, ...ys.ticks.map((t) => ctx.measureText(t.label).width));
+    const left = Math.min(Math.round(22 + tickW + 6), Math.round(W * 0.4));
     const right = W - 16;
     const top = 12;
     const bottom = H - 36;
     const px = (p: number) => left + p * (right - left);
     const py = (p: number) => bottom - p * (bottom - top);
+    const boxes: number[][] = [];
+    const text = (s: string, x: number, y: number, align: 'left' | 'center' | 'right') => {
+      const w = ctx.measureText(s).width;
+      let x0 = align === 'left' ? x : align === 'center' ? x - w / 2 : x - w;
+      x0 = Math.max(0, Math.min(x0, W - w));
+      ctx.textAlign = 'left';
+      ctx.fillText(s, x0, y);
+      boxes.push([x0, y - 10, x0 + w, y + 3]);
+    };
     ctx.strokeStyle = line;
     ctx.strokeRect(left, top, right - left, bottom - top);
     ctx.fillStyle = muted;
-    ctx.textAlign = 'center';
-    for (const t of xs.ticks) ctx.fillText(t.label, px(t.at), bottom + 14);
-    ctx.textAlign = 'right';
-    for (const t of ys.ticks) ctx.fillText(t.label, left - 4, py(t.at) + 4);
+    for (const t of xs.ticks) text(t.label, px(t.at), bottom + 14, 'center');
+    for (const t of ys.ticks) text(fitText(ctx, t.label, left - 26), left - 4, py(t.at) + 4, 'right');
     ctx.fillStyle = fg;
-    ctx.textAlign = 'center';
-    ctx.fillText(xs.label, (left + right) / 2, H - 4);
+    text(fitText(ctx, xs.label, W - 8), (left + right) / 2, H - 4, 'center');
     ctx.textAlign = 'left';
     for (const r of this.runs) {
       const a = xs.pos(r);
@@ -351,9 +391,13 @@ export class RunPlots {
     ctx.rotate(-Math.PI / 2);
     ctx.textAlign = 'center';
     ctx.fillStyle = fg;
-    ctx.fillText(ys.label, 0, 0);
+    const yl = fitText(ctx, ys.label, bottom - top);
+    ctx.fillText(yl, 0, 0);
     ctx.restore();
+    const yw = ctx.measureText(yl).width;
+    boxes.push([4, (top + bottom) / 2 - yw / 2, 17, (top + bottom) / 2 + yw / 2]);
     this.sc.dataset.points = String(this.scPoints.length);
+    this.sc.dataset.labels = JSON.stringify(boxes.map((b) => b.map((v) => Math.round(v * 10) / 10)));
   }
 
   private onMove(c: HTMLCanvasElement, e: PointerEvent): void {

@@ -18,7 +18,7 @@ import { h, Scope } from '../dom';
 import { fmtMs, modeText, uploadMs } from '../lib/checkpoints';
 import { colour, fmtBytes, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { naturalCompare } from '../lib/keys';
-import { bucketMax, defaultMetricKeys, lineAt, LogDensity, nearestIndex, stepGap, StepPoint, stepRange, stepsPerSecond, tickLabel, ticks } from '../lib/timeline';
+import { breakAtGaps, bucketMax, defaultMetricKeys, lineAt, LogDensity, nearestIndex, stepGap, StepPoint, stepRange, stepsPerSecond, tickLabel, ticks } from '../lib/timeline';
 import { perf } from '../perf';
 
 export interface TimelineEvent {
@@ -114,6 +114,7 @@ export class Timeline {
   private tip: HTMLElement;
   private pickBtn: HTMLButtonElement;
   private status: HTMLElement;
+  private gpuKey: HTMLElement;
   private events: TimelineEvent[] = [];
   private gpus: GPUSeries[] = [];
   private density: LogDensity | null = null;
@@ -145,6 +146,7 @@ export class Timeline {
     this.canvas = h('canvas', { class: 'timeline-canvas', 'data-testid': 'timeline-canvas' });
     this.tip = h('div', { class: 'timeline-tip', hidden: true });
     this.status = h('span', { class: 'muted', 'data-testid': 'timeline-status' }, 'Loading…');
+    this.gpuKey = h('div', { class: 'timeline-key', 'data-testid': 'timeline-gpu-key', hidden: true });
     this.keys = [...new Set(opts.run.data.metrics.map((m) => m.key).filter((k) => !k.startsWith('system/')))].sort(naturalCompare);
     this.chosen = this.storedChoice() ?? defaultMetricKeys(this.keys);
     this.pickBtn = h('button', { 'data-testid': 'timeline-metrics', 'aria-haspopup': 'dialog', onclick: () => this.picker() });
@@ -155,9 +157,11 @@ export class Timeline {
       h('div', { class: 'row timeline-head' }, h('h2', null, 'Timeline'), this.keys.length ? h('span', { class: 'timeline-pick' }, this.pickBtn) : null,
         h('button', { class: 'link', onclick: () => this.zoom(this.full[0], this.full[1]) }, 'Whole run'), this.status),
       h('div', { class: 'timeline-wrap' }, this.canvas, this.tip),
+      this.gpuKey,
       h('p', { class: 'muted small' }, 'Metrics against wall-clock time, a lane each (Metrics picks them; steps/s from the first). ' +
         'Checkpoints: dark while training was blocked, light while uploading, red failed, grey cut off or in progress; green a load. ' +
         'Events: red errors (Xid, ECC, a lost GPU), amber warnings (slowdowns, idle or stalled spans). ' +
+        'A gap in the data (a killed attempt before its resume, a GPU that stopped reporting) breaks the lines. ' +
         'Drag to zoom every lane, double-click for the whole run; click a moment, a checkpoint or an event to open the log there.'),
     );
     this.el.dataset.metrics = JSON.stringify(this.chosen);
@@ -292,8 +296,23 @@ export class Timeline {
     this.el.dataset.events = String(events.length);
     this.el.dataset.gpus = String(this.gpus.length);
     this.el.dataset.logLines = String(density?.total_lines ?? 0);
+    this.showGPUKey();
     this.status.textContent = `${events.length} events · ${this.gpus.length} GPUs · ${fmtNumber(density?.total_lines ?? 0)} log lines`;
     perf('timeline-draw', total, id);
+  }
+
+  /** showGPUKey names the colour of each GPU's lines in the GPU lanes. */
+  private showGPUKey(): void {
+    const nodes = new Set(this.gpus.map((g) => g.node));
+    this.gpuKey.hidden = this.gpus.length === 0;
+    this.gpuKey.replaceChildren(
+      h('span', { class: 'muted' }, 'GPU lanes:'),
+      ...this.gpus.map((g, i) => {
+        const sw = h('i', { class: 'swatch' });
+        sw.style.background = colour(i); // CSSOM: inline style attributes are refused by the CSP
+        return h('span', { class: 'key-item' }, sw, (nodes.size > 1 ? g.node + ' ' : '') + 'GPU ' + g.index);
+      }),
+    );
   }
 
   /** loadMetrics fetches the whole run of each key (in parallel). */
@@ -578,7 +597,9 @@ export class Timeline {
       g.lineWidth = 1.25;
       g.beginPath();
       let pen = false;
-      for (const [t, v] of pts) {
+      // A gap (a killed attempt before its resume, a GPU that stopped
+      // reporting) breaks the line: drawn across, it would look like work.
+      for (const [t, v] of breakAtGaps(pts)) {
         if (v == null || !Number.isFinite(v) || t < v0 - (v1 - v0) || t > v1 + (v1 - v0)) {
           pen = false;
           continue;

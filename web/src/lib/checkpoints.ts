@@ -123,18 +123,21 @@ function eventRow(e: RunEvent, running: boolean): CkptRow {
       state = 'incomplete';
   }
   const blocked = ck.blocked_ms != null && ck.blocked_ms >= 0 ? ck.blocked_ms : undefined;
+  // A save cut off (or still writing) did not land: no landing or upload
+  // time (its end, if any, is when it stopped). A failed save ended.
+  const done = state !== 'incomplete' && state !== 'writing';
   return {
     source: 'event',
     step: e.step != null && e.step >= 0 ? e.step : NaN,
     path: ck.path,
     started: e.time_ms || 0,
-    landed: e.end_ms && outcome !== 'writing' ? e.end_ms : 0,
+    landed: e.end_ms && done ? e.end_ms : 0,
     bytes: ck.bytes || undefined,
     files: ck.files || undefined,
     ranks: ck.ranks || undefined,
     mode: modeText(ck) || undefined,
     blockedMs: blocked,
-    uploadMs: uploadMs(e),
+    uploadMs: done ? uploadMs(e) : undefined,
     tookMs: e.end_ms ? Math.max(0, e.end_ms - e.time_ms) : undefined,
     state,
     error: ck.error || undefined,

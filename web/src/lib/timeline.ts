@@ -172,3 +172,38 @@ export function bucketMax(points: [number, number][], t0: number, t1: number, n:
   }
   return out;
 }
+
+/**
+ * breakAtGaps returns [t, v] points (in time order) with a [t, null] point
+ * put in each gap longer than factor times the median spacing of the
+ * points (a killed attempt and its resume, a GPU that stopped reporting),
+ * so that a line drawn through them stops at the gap instead of crossing
+ * it as if the job had worked on. Points with a gap of at most minGap ms
+ * are never broken apart.
+ */
+export function breakAtGaps<V extends number | null>(points: [number, V][], factor = 5, minGap = 0): [number, V | null][] {
+  if (points.length < 3) return points;
+  // The median of at most 255 spacings spread over the points: this runs
+  // on every redraw (the pointer moving), for every lane.
+  const n = points.length - 1;
+  const stride = Math.max(1, Math.floor(n / 255));
+  const dts: number[] = [];
+  for (let i = 1; i <= n; i += stride) {
+    const dt = points[i][0] - points[i - 1][0];
+    if (dt > 0) dts.push(dt);
+  }
+  if (!dts.length) return points;
+  dts.sort((a, b) => a - b);
+  const limit = Math.max(dts[dts.length >> 1] * factor, minGap);
+  let any = false;
+  for (let i = 1; i <= n && !any; i++) any = points[i][0] - points[i - 1][0] > limit;
+  if (!any) return points;
+  const out: [number, V | null][] = [points[0]];
+  for (let i = 1; i < points.length; i++) {
+    const t0 = points[i - 1][0];
+    const t1 = points[i][0];
+    if (t1 - t0 > limit) out.push([(t0 + t1) / 2, null]);
+    out.push(points[i]);
+  }
+  return out;
+}

@@ -165,6 +165,8 @@ function render(run: Run, list: CkptRow[], loads: CkptRow[], scope: Scope): Node
       size: h('td', { class: 'num' }),
       ranks: h('td', { class: 'num' }),
       state: h('td', { class: 'muted' }, '…'),
+      upload: h('td', { class: 'num' }),
+      load: h('td'),
     };
     const tr = h(
       'tr',
@@ -176,9 +178,9 @@ function render(run: Run, list: CkptRow[], loads: CkptRow[], scope: Scope): Node
       cells.ranks,
       h('td', { class: 'nowrap' }, c.mode ?? ''),
       h('td', { class: 'num' }, fmtMs(c.blockedMs)),
-      h('td', { class: 'num' }, fmtMs(c.uploadMs)),
+      cells.upload,
       cells.state,
-      h('td', null, h('button', { class: 'link', onclick: () => showSnippet(c.path) }, 'Load…')),
+      cells.load,
     );
     const fill = () => {
       cells.time.textContent = fmtTime(c.landed || c.started);
@@ -188,6 +190,11 @@ function render(run: Run, list: CkptRow[], loads: CkptRow[], scope: Scope): Node
       cells.ranks.textContent = c.ranks ? String(c.ranks) : '';
       stateCell(cells.state, c);
       tr.dataset.state = c.state;
+      // A save cut off has no upload time; only one complete (and still
+      // there) can be loaded.
+      const ok = c.state === 'complete';
+      cells.upload.textContent = c.state === 'incomplete' || c.state === 'writing' ? '' : fmtMs(c.uploadMs);
+      cells.load.replaceChildren(ok ? h('button', { class: 'link', onclick: () => showSnippet(c.path) }, 'Load…') : '');
     };
     if (c.source === 'event') fill();
     return { c, tr, fill };

@@ -8,7 +8,7 @@ import { ChartBoard, keyCharts } from '../components/board';
 import { ChartRun, latestSteps, linesOf } from '../components/chart';
 import { RunPlots } from '../components/runplots';
 import { errorBox, h, link, Scope, spinner } from '../dom';
-import { colour } from '../lib/format';
+import { colour, fmtNumber } from '../lib/format';
 import { GroupBy, groupByString, groupRuns, parseGroupBy } from '../lib/groups';
 import { naturalCompare } from '../lib/keys';
 import { setQuery } from '../router';
@@ -78,7 +78,7 @@ function render(runs: Run[], group: GroupBy | null, scope: Scope): HTMLElement {
       return { lines: [], groups: groupsFor(by), groupKey: key };
     });
   const groupSel = h('select', { 'aria-label': 'Group by', name: 'group-by' }, groupOptions(runs, by));
-  const board = new ChartBoard({ charts: charts(), estimate: latestSteps(runs), live: () => false, storeKey: 'sextant.board.compare', controls: [h('label', null, 'Group by ', groupSel)] }, scope);
+  const board = new ChartBoard({ charts: charts(), estimate: latestSteps(runs), live: () => false, storeKey: 'sextant.board.compare', controls: [h('label', null, 'Group by ', groupSel)], fit: true }, scope);
   const plots = new RunPlots({ runs, colorOf: colourOf() }, scope);
   groupSel.addEventListener('change', () => {
     by = parseGroupBy(groupSel.value);
@@ -116,11 +116,33 @@ function render(runs: Run[], group: GroupBy | null, scope: Scope): HTMLElement {
   };
   onlyDiff.addEventListener('change', drawDiff);
   drawDiff();
+  const runHead = () => h('tr', null, h('th', null, ''), runs.map((r) => h('th', { title: r.info.run_name || r.info.run_id }, link('/runs/' + encodeURIComponent(r.info.run_id), r.info.run_name || r.info.run_id))));
+  const metricsTable = metricKeys.length
+    ? h(
+        'div',
+        { class: 'scroll-x' },
+        h(
+          'table',
+          { class: 'grid diff compare-metrics', 'data-testid': 'compare-metrics' },
+          h('thead', null, runHead()),
+          h(
+            'tbody',
+            null,
+            [...metricKeys].sort(naturalCompare).map((k) => {
+              const vals = runs.map((r) => r.data.metrics.find((m) => m.key === k));
+              return h('tr', null, h('th', null, k), vals.map((m) => h('td', { class: 'num', title: m ? `step ${m.step}` : null }, m ? fmtNumber(m.value) : '—')));
+            }),
+          ),
+        ),
+      )
+    : h('p', { class: 'empty' }, 'The runs logged no metrics.');
   return h(
     'div',
     null,
     h('h2', null, 'Metrics'),
     board.el,
+    h('h2', null, 'Latest metric values'),
+    metricsTable,
     h('h2', null, 'Params and metrics'),
     plots.el,
     h('h2', null, 'Params ', h('label', { class: 'small' }, onlyDiff, ' only differences')),

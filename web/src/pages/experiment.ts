@@ -9,6 +9,7 @@ import { config } from '../config';
 import { debounce, errorBox, h, link, Scope } from '../dom';
 import { errorOffset, markError, quoteKey, tokenizeFilter } from '../lib/filter';
 import { fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { folderCrumbs } from '../lib/wspath';
 import { perf } from '../perf';
 import { navigate, setQuery } from '../router';
 import { session } from '../session';
@@ -100,6 +101,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   let painted = false;
 
   const title = h('h1', null, 'Experiment ' + expId);
+  const crumbs = h('nav', { class: 'crumbs', 'aria-label': 'Folder path', 'data-testid': 'experiment-crumbs' }, link('/', 'Workspace'));
   const meta = h('div', { class: 'muted' });
   const countEl = h('span', { class: 'muted', 'data-testid': 'run-count' });
   const filterInput = h('input', {
@@ -510,6 +512,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
     .then((e) => {
       exp = e;
       title.textContent = e.name;
+      crumbs.replaceChildren(...folderCrumbs(e.name).flatMap((c, i) => (i ? [h('span', { class: 'sep' }, '/'), link(c.href, c.label)] : [link(c.href, c.label)])));
       document.title = e.name + ' · Sextant';
       meta.replaceChildren(`ID ${e.experiment_id}`, e.artifact_location ? ` · artifacts ${e.artifact_location}` : '');
       const note = e.tags?.find((t) => t.key === 'mlflow.note.content')?.value;
@@ -524,7 +527,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   return h(
     'div',
     { class: 'page experiment' },
-    h('div', { class: 'page-head' }, title, meta),
+    h('div', { class: 'page-head' }, crumbs, title, meta),
     h(
       'div',
       { class: 'toolbar' },

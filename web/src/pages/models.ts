@@ -5,6 +5,7 @@
 // and #/experiments/<id>/models/<model id> land here.
 
 import {
+  experimentLoggedModels,
   getExperiment,
   getLoggedModel,
   getModelVersion,
@@ -30,6 +31,7 @@ export const modelHref = (name: string) => '/models/' + encodeURIComponent(name)
 export const versionHref = (name: string, v: string) => modelHref(name) + '/versions/' + encodeURIComponent(v);
 export const loggedModelHref = (exp: string, id: string) => '/experiments/' + encodeURIComponent(exp) + '/models/' + encodeURIComponent(id);
 export const runHref = (id: string) => '/runs/' + encodeURIComponent(id);
+export const loggedModelsHref = (exp: string) => '/experiments/' + encodeURIComponent(exp) + '/models';
 
 function crumbs(...parts: (HTMLElement | string)[]): HTMLElement {
   const nav = h('nav', { class: 'crumbs', 'aria-label': 'Model' }, link('/models', 'Models'));
@@ -278,6 +280,39 @@ export function modelVersionPage(p: Record<string, string>, _q: URLSearchParams,
 
 // ---- logged models ----
 
+/** loggedModelsPage lists the models logged in an experiment (MLflow 3's logged models), newest first. */
+export function loggedModelsPage(p: Record<string, string>, _q: URLSearchParams, scope: Scope): HTMLElement {
+  const expId = p.exp;
+  const names = new Names();
+  const body = h('div', null, spinner());
+  document.title = 'Logged models · Sextant';
+  load(body, scope, async () => {
+    const ms = await experimentLoggedModels(expId);
+    if (!ms.length) return h('p', { class: 'empty' }, 'No models were logged in this experiment.');
+    return h(
+      'table',
+      { class: 'grid', 'data-testid': 'logged-models' },
+      h('thead', null, h('tr', null, ['Model', 'Status', 'Created', 'Run'].map((x) => h('th', null, x)))),
+      h(
+        'tbody',
+        null,
+        ms.map((m) =>
+          h(
+            'tr',
+            null,
+            h('td', null, link(loggedModelHref(expId, m.info.model_id), m.info.name || m.info.model_id)),
+            h('td', null, String(m.info.status).replace(/^LOGGED_MODEL_/, '')),
+            h('td', { class: 'nowrap' }, fmtTime(m.info.creation_timestamp_ms)),
+            h('td', null, m.info.source_run_id ? names.runLink(m.info.source_run_id) : ''),
+          ),
+        ),
+      ),
+    );
+  });
+  const nav = h('nav', { class: 'crumbs', 'aria-label': 'Experiment' }, names.expLink(expId), h('span', { class: 'sep' }, '/'));
+  return h('div', { class: 'page logged-models' }, h('div', { class: 'page-head' }, nav, h('h1', null, 'Logged models')), body);
+}
+
 export function loggedModelPage(p: Record<string, string>, _q: URLSearchParams, scope: Scope): HTMLElement {
   const id = p.model;
   const expId = p.exp;
@@ -323,7 +358,7 @@ export function loggedModelPage(p: Record<string, string>, _q: URLSearchParams, 
       artifactsView(proxyArtifacts(i.artifact_uri), scope, 'This model has no files.'),
     );
   });
-  const nav = h('nav', { class: 'crumbs', 'aria-label': 'Experiment' }, names.expLink(expId), h('span', { class: 'sep' }, '/'), h('span', null, 'Logged models'), h('span', { class: 'sep' }, '/'));
+  const nav = h('nav', { class: 'crumbs', 'aria-label': 'Experiment' }, names.expLink(expId), h('span', { class: 'sep' }, '/'), link(loggedModelsHref(expId), 'Logged models'), h('span', { class: 'sep' }, '/'));
   return h('div', { class: 'page logged-model', 'data-testid': 'logged-model' }, h('div', { class: 'page-head' }, nav, title), body);
 }
 

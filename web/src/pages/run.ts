@@ -15,6 +15,7 @@ import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { gpuKey, systemCharts } from '../lib/keys';
+import { childName, folderCrumbs } from '../lib/wspath';
 import { setQuery } from '../router';
 import { session } from '../session';
 import { checkpointsView } from './checkpoints';
@@ -66,16 +67,11 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       crumbs.replaceChildren(link(expLink, 'Experiment ' + expId), h('span', { class: 'sep' }, '/'));
       return;
     }
-    const parts = name.startsWith('/') ? name.split('/').filter(Boolean) : [name];
+    // Every folder leads somewhere: those that were never created exist
+    // because the experiment lies under them.
     const items: (HTMLElement | string)[] = [];
-    let acc = '';
-    parts.forEach((part, k) => {
-      if (k === parts.length - 1) items.push(link(expLink, part));
-      else {
-        acc += '/' + part;
-        items.push(link('/workspace' + acc.split('/').map(encodeURIComponent).join('/'), part), h('span', { class: 'sep' }, '/'));
-      }
-    });
+    for (const c of folderCrumbs(name)) items.push(link(c.href, c.label), h('span', { class: 'sep' }, '/'));
+    items.push(link(expLink, childName(name)));
     crumbs.replaceChildren(...items, h('span', { class: 'sep' }, '/'));
   };
   let expShown = '';
@@ -115,6 +111,9 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
             charts: systemBoard(r, metricKeys.filter((k) => k.startsWith('system/'))),
             live: isLive,
             storeKey: 'sextant.board.system',
+            // Samples in time: against wall-clock time, not step, unless picked.
+            settingsKey: 'sextant.chart.settings.system',
+            xMode: 'wall',
             sectionLabel: (n) => n,
             empty: 'No system metrics (keys system/...). Enable them with mlflow.enable_system_metrics_logging() or run `sextant agent`.',
           },
@@ -135,7 +134,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
       case 'checkpoints':
         return checkpointsView(r, s);
       case 'gpu':
-        return h('div', null, gpuPane({ runId: r.info.run_id }, s), gpuHealthList(r.info.run_id, s, (t) => {
+        return h('div', null, gpuPane({ runId: r.info.run_id, live: isLive }, s), gpuHealthList(r.info.run_id, s, (t) => {
           // The log at that moment: the first line from then on.
           get(SX + '/logs/density', { run_id: r.info.run_id, from_ms: t, to_ms: t + 60_000, buckets: 1 })
             .then((d: any) => openLog(Number(d?.first_lines?.[0]) || 1))

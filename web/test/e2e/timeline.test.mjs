@@ -9,7 +9,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { canvasInk, createExperiment, createRun, launch, logBatch, screenshot, startServer } from './harness.mjs';
+import { canvasInk, createExperiment, createRun, finishRun, launch, logBatch, screenshot, sleep, startServer } from './harness.mjs';
 
 let srv;
 let br;
@@ -288,4 +288,141 @@ test('the GPU tab lists the run\'s GPU health events', async () => {
   assert.match(rows[0], /throttle.*slowed down \(hw_thermal\) \(for 5m 0s\)/);
   assert.match(rows[1], /xid.*Xid 79/);
   await screenshot(page, 'gpu-health');
+});
+
+test('a killed attempt and its resume: the lines break at the gap, and the GPU lanes have a key', async () => {
+  // Attempt 1 trains 20 min (a step every 2 s) and is killed; nothing for
+  // 20 min; attempt 2 resumes from step 500 and trains 20 min more. Its
+  // GPU (2 of them) report every 10 s while an attempt runs.
+  const exp = await createExperiment(srv, 'timeline-gap');
+  const t0 = now - HOUR;
+  const gapFrom = t0 + 1_200_000;
+  const gapTo = t0 + 2_400_000;
+  const resumed = await createRun(srv, exp, 'resumed', { start: t0 });
+  const ms = [];
+  let step = 0;
+  for (let t = t0 + 2000; t <= gapFrom; t += 2000) ms.push({ key: 'loss', value: 2 / Math.sqrt(++step), timestamp: t, step });
+  step = 500;
+  for (let t = gapTo; t <= now; t += 2000) ms.push({ key: 'loss', value: 2 / Math.sqrt(++step), timestamp: t, step });
+  await logBatch(srv, resumed, { metrics: ms });
+  const samples = [];
+  for (let t = t0; t <= now - 10_000; t += 10_000) {
+    if (t > gapFrom && t < gapTo) continue;
+    samples.push({ ts_ms: t, gpus: [0, 1].map((i) => ({ index: i, uuid: `GPU-gap-${i}`, name: 'H100', util: 60 + i * 20, mem_used: (30 + i * 10) * 2 ** 30, mem_total: 80 * 2 ** 30 })) });
+  }
+  for (let i = 0; i < samples.length; i += 200) {
+    await srv.api('POST', '/api/2.0/sextant/gpu/samples', { node: 'node-gap', run_id: resumed, node_rank: 0, samples: samples.slice(i, i + 200) });
+  }
+  await page.goto(`${srv.url}/runs/${resumed}?tab=timeline`);
+  await page.waitForSelector('[data-testid="timeline"][data-draw-ms]', { timeout: 60_000 });
+  const g = await geometry();
+  // The middle of the gap, well clear of its edges: no line in any lane.
+  const x0 = g.xOf(gapFrom + 120_000) - g.box.x;
+  const x1 = g.xOf(gapTo - 120_000) - g.box.x;
+  assert.ok(x1 - x0 > 50, `gap too narrow on screen: ${x0}..${x1}`);
+  for (const name of ['steps/s', 'metric:loss', 'GPU util', 'GPU memory']) {
+    const l = g.lane(name);
+    assert.ok((await colourInk(LEFT, l.y, x0, l.y + l.h)) > 50, `lane ${name} has no line before the gap`);
+    assert.ok((await colourInk(x1, l.y, g.box.width - RIGHT, l.y + l.h)) > 50, `lane ${name} has no line after the gap`);
+    assert.equal(await colourInk(x0, l.y + 2, x1, l.y + l.h - 2), 0, `lane ${name} draws a line across the gap`);
+  }
+  // The key names each GPU's colour.
+  const key = page.locator('[data-testid="timeline-gpu-key"]');
+  assert.ok(await key.isVisible(), 'no GPU key');
+  const text = await key.textContent();
+  assert.match(text, /GPU 0/);
+  assert.match(text, /GPU 1/);
+  assert.equal(await key.locator('.swatch').count(), 2);
+  await screenshot(page, 'timeline-resume-gap');
+  assert.ok(br.problems.length === 0, br.problems.join('\n'));
+});
+
+test('the checkpoints tab offers Load for complete saves only, and no upload time for a save that did not land', async () => {
+  await page.goto(`${srv.url}/runs/${run}?tab=checkpoints`);
+  await page.waitForSelector('[data-testid=checkpoints] tr[data-state="failed"]', { timeout: 30_000 });
+  const rows = await page.$$eval('[data-testid=checkpoints] tr[data-state]', (trs) => {
+    const heads = [...trs[0].closest('table').querySelectorAll('thead th')].map((th) => th.textContent.trim());
+    const up = heads.indexOf('Upload');
+    return trs.map((tr) => ({ step: tr.dataset.step, state: tr.dataset.state, upload: tr.children[up].textContent.trim(), load: tr.querySelectorAll('button').length }));
+  });
+  // The complete saves' files were never written here: they show as deleted since.
+  assert.deepEqual(rows.map((r) => r.state), ['writing', 'deleted', 'failed', 'deleted'], JSON.stringify(rows));
+  for (const r of rows) {
+    if (r.state === 'complete') assert.ok(r.load === 1 && r.upload !== '', JSON.stringify(r));
+    else if (r.state === 'writing') assert.ok(r.load === 0 && r.upload === '', `a save still writing offers Load or an upload time: ${JSON.stringify(r)}`);
+    else assert.ok(r.load === 0 && r.upload !== '', `a ${r.state} save offers Load or has no upload time: ${JSON.stringify(r)}`);
+  }
+  // A save cut off when its job was killed (closed with an end): no upload time, no Load.
+  const exp = await createExperiment(srv, 'ckpt-cut-off');
+  const killed = await createRun(srv, exp, 'killed', { start: now - 600_000 });
+  await srv.api('POST', '/api/2.0/sextant/events/append', { run_id: killed, events: [
+    { kind: 'checkpoint_save', key: 'save-cut', time_ms: now - 300_000, end_ms: now - 200_000, step: 70, severity: 'warning', message: 'cut off',
+      checkpoint: { path: '/Volumes/main/ml/ckpt/killed/step_70', outcome: 'incomplete', mode: 'process', staging: 'shared', blocked_ms: 900, ranks: 2 } },
+  ] });
+  await finishRun(srv, killed, 'KILLED');
+  await page.goto(`${srv.url}/runs/${killed}?tab=checkpoints`);
+  const cut = page.locator('[data-testid=checkpoints] tr[data-step="70"][data-state="incomplete"]');
+  await cut.waitFor({ timeout: 30_000 });
+  assert.equal(await cut.locator('button').count(), 0, 'a cut-off save offers Load');
+  assert.equal((await cut.locator('td').nth(7).textContent()).trim(), '', 'a cut-off save shows an upload time');
+  await screenshot(page, 'checkpoints-incomplete');
+});
+
+/** inkExtent returns the first and last columns (fractions of the width) of a canvas with drawn pixels. */
+function inkExtent(selector) {
+  return page.evaluate((sel) => {
+    const c = document.querySelector(sel);
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let x = 0; x < c.width; x++) {
+      for (let y = 0; y < c.height; y++) {
+        if (d[(y * c.width + x) * 4 + 3] > 100) {
+          lo = Math.min(lo, x);
+          hi = Math.max(hi, x);
+          break;
+        }
+      }
+    }
+    return [lo / c.width, hi / c.width];
+  }, selector);
+}
+
+test('GPU pane: a stale node is dimmed, a new node fills its sparklines, a finished run is not called live', async () => {
+  const t = Date.now();
+  const gpu = (i) => ({ index: i, uuid: 'GPU-x' + i, name: 'H100', util: 50 + 10 * i, mem_used: 2 ** 34, mem_total: 2 ** 36, temp: 50, power: 300, power_limit: 700 });
+  const post = (node, from, to, step, extra = {}) => {
+    const samples = [];
+    for (let ts = from; ts <= to; ts += step) samples.push({ ts_ms: ts, gpus: [gpu(0)] });
+    return srv.api('POST', '/api/2.0/sextant/gpu/samples', { node, samples, ...extra });
+  };
+  await post('node-old', t - HOUR, t - 600_000, 60_000); // stopped 10 minutes ago
+  await post('node-new', t - 180_000, t, 10_000); // joined 3 minutes ago
+  await page.goto(`${srv.url}/gpu?gpu_poll_ms=1000`);
+  await page.waitForSelector('.gpu-node[data-node="node-new"] .gpu-card');
+  await page.waitForSelector('.gpu-node[data-node="node-old"] .gpu-card');
+  const old = page.locator('.gpu-node[data-node="node-old"]');
+  assert.equal(await old.getAttribute('data-stale'), 'true');
+  assert.ok(Number(await old.evaluate((el) => getComputedStyle(el).opacity)) < 0.8, 'the stale node is not dimmed');
+  assert.equal(await page.getAttribute('.gpu-node[data-node="node-new"]', 'data-stale'), 'false');
+  await page.waitForFunction(() => document.querySelector('.gpu-node[data-node="node-new"] .gpu-metric[data-field=util] canvas')?.width > 0);
+  await sleep(100);
+  const [lo, hi] = await inkExtent('.gpu-node[data-node="node-new"] .gpu-metric[data-field=util] canvas');
+  assert.ok(hi - lo > 0.6, `the new node's sparkline is a sliver: columns ${lo}..${hi} of the width`);
+  await screenshot(page, 'gpu-pane-stale-and-new');
+
+  // A finished run's GPU tab: its last samples, no "Live", no polling.
+  const exp = await createExperiment(srv, 'gpu-finished');
+  const done = await createRun(srv, exp, 'done', { start: t - 600_000 });
+  await post('node-done', t - 300_000, t - 120_000, 10_000, { run_id: done, node_rank: 0 });
+  await finishRun(srv, done);
+  await page.goto(`${srv.url}/runs/${done}?tab=gpu&gpu_poll_ms=300`);
+  await page.waitForSelector('.gpu-node[data-node="node-done"] .gpu-card');
+  const state = await page.textContent('[data-testid=gpu-state]');
+  assert.doesNotMatch(state, /Live/);
+  assert.match(state, /ended/);
+  const polls = Number(await page.getAttribute('.gpu-pane', 'data-polls'));
+  await sleep(1200);
+  assert.equal(Number(await page.getAttribute('.gpu-pane', 'data-polls')), polls, 'a finished run is polled');
+  await screenshot(page, 'gpu-finished-run');
 });

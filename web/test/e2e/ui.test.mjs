@@ -479,6 +479,121 @@ describe('hostile values in groups, plots and tooltips', () => {
   });
 });
 
+describe('compare', () => {
+  test('the compare page: charts never cut by a nested scroll, a metrics table, a scatter plot of what varies with its labels inside', async () => {
+    const cmp = await createExperiment(srv, 'compare-layout');
+    const ids = [];
+    for (let i = 0; i < 4; i++) {
+      const id = await createRun(srv, cmp, `cmp-${i}`);
+      ids.push(id);
+      const metrics = [{ key: 'loss', value: [123456.789, 0.000012, 42.5, 7][i], timestamp: Date.now(), step: 10 }];
+      for (let k = 0; k < 8; k++) metrics.push({ key: `val/metric_${k}`, value: i * k, timestamp: Date.now(), step: 10 });
+      await logBatch(srv, id, {
+        metrics,
+        // "arch" sorts first and is the same for every run: not a useful axis.
+        params: [{ key: 'arch', value: 'resnet50' }, { key: 'lr', value: String([0.1, 0.01, 0.001, 0.0001][i]) }],
+      });
+      await finishRun(srv, id);
+    }
+    await page.goto(srv.url + '/compare?runs=' + ids.join(','));
+    await page.waitForSelector('.board-item canvas');
+    // Nine charts: the board does not scroll inside the page (the page
+    // scrolls), and every chart drawn is wholly inside it.
+    const cut = await page.evaluate(() => {
+      const el = document.querySelector('.compare .board-scroll');
+      const sc = el.getBoundingClientRect();
+      const out = [];
+      if (el.scrollHeight > el.clientHeight + 1) out.push(`the board scrolls inside the page: ${el.scrollHeight} px in ${el.clientHeight}`);
+      for (const el of document.querySelectorAll('.compare .board-item')) {
+        const b = el.getBoundingClientRect();
+        if (b.top < sc.bottom - 1 && b.bottom > sc.bottom + 1) out.push(`a chart row ${b.top}..${b.bottom} is cut by the board's bottom at ${sc.bottom}`);
+      }
+      return out;
+    });
+    assert.deepEqual(cut, []);
+    await screenshot(page, 'compare');
+    // The metrics table: a row per metric, a column per run.
+    const table = page.locator('[data-testid=compare-metrics]');
+    assert.equal(await table.locator('tbody tr').count(), 9);
+    assert.equal(await table.locator('thead th').count(), 5);
+    assert.match(await table.locator('tbody tr').first().textContent(), /loss/);
+    // The scatter plot: x is a param that varies (lr), not the constant arch; y the loss.
+    const sc = 'canvas[aria-label="Scatter plot"]';
+    assert.equal(await page.inputValue('select[aria-label="Scatter x axis"]'), 'params.lr');
+    assert.equal(await page.inputValue('select[aria-label="Scatter y axis"]'), 'metrics.loss');
+    await page.locator(sc).scrollIntoViewIfNeeded();
+    await page.waitForFunction((s) => document.querySelector(s).dataset.points === '4', sc);
+    const { labels, w, h } = await page.evaluate((s) => {
+      const c = document.querySelector(s);
+      return { labels: JSON.parse(c.dataset.labels), w: c.clientWidth, h: c.clientHeight };
+    }, sc);
+    assert.ok(labels.length >= 4, 'no labels recorded');
+    for (const [x0, y0, x1, y1] of labels) assert.ok(x0 >= 0 && y0 >= 0 && x1 <= w && y1 <= h, `label box ${[x0, y0, x1, y1]} outside the ${w}×${h} canvas`);
+    await screenshot(page, 'compare-scatter');
+  });
+});
+
+describe('run page details', () => {
+  test('?line=40 opens the log with line 40 in view and highlighted; system metrics are plotted against time', async () => {
+    const exp = await createExperiment(srv, 'details-exp');
+    const run = await createRun(srv, exp, 'details-run');
+    const lines = [];
+    for (let i = 0; i < 300; i++) lines.push({ timestamp: Date.now(), stream: 'stdout', text: `line text ${i + 1}` });
+    await srv.api('POST', '/api/2.0/sextant/logs/append', { run_id: run, source: 'test-src', first_seq: 0, lines });
+    const t0 = Date.now() - 600_000;
+    const metrics = [];
+    for (let k = 0; k < 20; k++) metrics.push({ key: 'system/cpu_utilization_percentage', value: 10 + k, timestamp: t0 + k * 10_000, step: k }, { key: 'loss', value: 1 / (k + 1), timestamp: t0 + k * 10_000, step: k });
+    await logBatch(srv, run, { metrics });
+    await finishRun(srv, run);
+    await page.goto(srv.url + '/runs/' + run + '?tab=logs&line=40');
+    const hit = page.locator('.log-line.hit');
+    await hit.waitFor({ timeout: 20_000 });
+    assert.equal(await hit.getAttribute('data-line'), '40');
+    const inView = await page.evaluate(() => {
+      const row = document.querySelector('.log-line.hit').getBoundingClientRect();
+      let sc = document.querySelector('.log-line.hit').parentElement;
+      while (sc && getComputedStyle(sc).overflowY !== 'auto' && getComputedStyle(sc).overflowY !== 'scroll') sc = sc.parentElement;
+      const box = sc.getBoundingClientRect();
+      return { row: [row.top, row.bottom], box: [box.top, box.bottom], win: window.innerHeight };
+    });
+    assert.ok(inView.row[0] >= inView.box[0] && inView.row[1] <= inView.box[1] && inView.row[1] <= inView.win, 'line 40 is not in view: ' + JSON.stringify(inView));
+    await screenshot(page, 'logs-line-40');
+    // Line 40 a progress-bar redraw (lines 30-45, \r), hidden by the terminal view: the row it became is highlighted, in view.
+    const bars = await createRun(srv, exp, 'bars-run');
+    const blines = [];
+    for (let i = 1; i <= 300; i++) blines.push({ timestamp: Date.now(), stream: 'stdout', text: i >= 30 && i <= 45 ? `epoch 0: ${(i - 29) * 6}%|###` : `line text ${i}`, ...(i >= 30 && i < 45 ? { cr: true } : {}) });
+    await srv.api('POST', '/api/2.0/sextant/logs/append', { run_id: bars, source: 'test-src', first_seq: 0, lines: blines });
+    await finishRun(srv, bars);
+    await page.goto(srv.url + '/runs/' + bars + '?tab=logs&line=40');
+    await hit.waitFor({ timeout: 20_000 });
+    assert.equal(await hit.getAttribute('data-line'), '45');
+    assert.match(await page.textContent('[data-testid=log-status]'), /line 40 was redrawn over: its row is line 45/);
+    // System metrics: against wall-clock time; the Metrics tab stays on steps.
+    await page.goto(srv.url + '/runs/' + run + '?tab=system');
+    await page.waitForSelector('.chart[data-x-mode]');
+    assert.deepEqual([...new Set(await page.$$eval('.chart[data-x-mode]', (els) => els.map((e) => e.dataset.xMode)))], ['wall']);
+    assert.equal(await page.inputValue('select[aria-label="X axis"]'), 'wall');
+    await page.goto(srv.url + '/runs/' + run + '?tab=metrics');
+    await page.waitForSelector('.chart[data-x-mode]');
+    assert.equal(await page.getAttribute('.chart[data-x-mode]', 'data-x-mode'), 'step');
+  });
+
+  test('the "Logged models" breadcrumb of a logged model leads to the experiment\'s logged models', async () => {
+    const exp = await createExperiment(srv, 'models-crumb');
+    const run = await createRun(srv, exp, 'model-run');
+    const model = (await srv.api('POST', '/api/2.0/mlflow/logged-models', { experiment_id: exp, name: 'crumb-model', source_run_id: run })).model.info.model_id;
+    await page.goto(`${srv.url}/experiments/${exp}/models/${model}`);
+    await page.waitForSelector('[data-testid=logged-model-name]:has-text("crumb-model")');
+    await page.click('.crumbs a:text-is("Logged models")');
+    await page.waitForSelector('[data-testid=logged-models] a:text-is("crumb-model")');
+    assert.equal(new URL(page.url()).pathname, `/experiments/${exp}/models`);
+    await page.waitForSelector('[data-testid=logged-models] a.run-link:text-is("model-run")');
+    await screenshot(page, 'logged-models');
+    await page.click('[data-testid=logged-models] a:text-is("crumb-model")');
+    await page.waitForSelector('[data-testid=logged-model-name]:has-text("crumb-model")');
+  });
+});
+
 describe('logs', () => {
   test('logs tab renders ANSI colours, tails new lines, searches and jumps', async () => {
     const exp = await createExperiment(srv, 'logs-exp');
@@ -665,6 +780,40 @@ describe('volumes and the server', () => {
     await page.fill('input[aria-label="Search experiments"]', 'sweep');
     await page.waitForSelector('.search-results a:has-text("vision-sweep")');
     await screenshot(page, 'workspace-single-user');
+  });
+
+  test("the README's experiment is reached by browsing from the root; every breadcrumb leads somewhere", async () => {
+    const name = '/Users/alice@example.com/mnist';
+    const exp = await createExperiment(srv, name);
+    const run = await createRun(srv, exp, 'readme-run', { start: Date.now() });
+    await finishRun(srv, run);
+    // A workspace file in a folder nobody created.
+    await srv.api('PUT', '/api/2.0/fs/files/Workspace/Users/alice@example.com/helpers/util.py', 'print(1)\n');
+    await page.goto(srv.url + '/');
+    // The root offers the recent experiments and runs.
+    await page.waitForSelector(`[data-testid=recent-experiments] a:has-text("${name}")`);
+    await page.waitForSelector('[data-testid=recent-runs] a:has-text("readme-run")');
+    await screenshot(page, 'workspace-root-recent');
+    await page.click('.folder-row a:text-is("Users")');
+    await page.waitForSelector('.page-head h1:text-is("Users")');
+    await page.click('.folder-row a:text-is("alice@example.com")');
+    await page.waitForSelector('.page-head h1:text-is("alice@example.com")');
+    assert.equal(await page.locator('.empty').count(), 0, 'the folder says it is empty');
+    await screenshot(page, 'workspace-implicit-folder');
+    await page.click('.folder-row a:text-is("helpers")');
+    await page.waitForSelector('.file-row a:text-is("util.py")');
+    await page.goBack();
+    await page.waitForSelector('.experiment-row a:text-is("mnist")');
+    await page.click('.experiment-row a:text-is("mnist")');
+    await page.waitForSelector(`.page.experiment h1:has-text("${name}")`);
+    // The experiment's breadcrumb and the run's lead back to the folder.
+    await page.waitForSelector('[data-testid=experiment-crumbs] a:text-is("alice@example.com")');
+    await page.goto(srv.url + '/runs/' + run);
+    await page.click('[data-testid=run-crumbs] a:text-is("alice@example.com")');
+    await page.waitForSelector('.experiment-row a:text-is("mnist")');
+    assert.equal(await page.locator('.error').count(), 0);
+    await page.click('[data-testid=folder-crumbs] a:text-is("Users")');
+    await page.waitForSelector('.folder-row a:text-is("alice@example.com")');
   });
 
   test('no CSP violations or script errors on any page', () => {

@@ -97,3 +97,18 @@ test('upload time and durations', () => {
   assert.equal(fmtMs(7_500_000), '2h 5m');
   assert.equal(fmtMs(undefined), '');
 });
+
+test('a save cut off has no upload time and did not land; a failed one ended', () => {
+  const evs = [
+    save(1, 7, '/Volumes/m/s/v/run/step_7', 'incomplete', 1000, 9000, { mode: 'process', blocked_ms: 100 }),
+    save(2, 8, '/Volumes/m/s/v/run/step_8', 'failed', 1000, 9000, { mode: 'process', blocked_ms: 100 }),
+  ];
+  const [failed, cut] = checkpointRows(evs, [], 'KILLED').rows;
+  assert.equal(cut.state, 'incomplete');
+  assert.equal(cut.uploadMs, undefined);
+  assert.equal(cut.landed, 0);
+  assert.equal(cut.started, 1000);
+  assert.equal(failed.state, 'failed');
+  assert.equal(failed.landed, 9000);
+  assert.equal(failed.uploadMs, 9000 - 1000 - 100);
+});

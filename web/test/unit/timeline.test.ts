@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bucketMax, defaultMetricKeys, lineAt, LogDensity, nearestIndex, stepGap, stepRange, stepsPerSecond, ticks } from '../../src/lib/timeline';
+import { breakAtGaps, bucketMax, defaultMetricKeys, lineAt, LogDensity, nearestIndex, stepGap, stepRange, stepsPerSecond, ticks } from '../../src/lib/timeline';
 
 test('steps per second from metric timestamps', () => {
   // Steps 0..4 a second apart, then 10 steps in one second, then a resumed
@@ -76,4 +76,19 @@ test('the metrics shown by default: a loss first, then natural order, no system 
   assert.deepEqual(defaultMetricKeys(keys, 2), ['train/loss', 'acc']);
   assert.deepEqual(defaultMetricKeys(['loss', 'val/loss', 'x']), ['loss', 'val/loss', 'x']);
   assert.deepEqual(defaultMetricKeys(['system/cpu']), []);
+});
+
+test('breakAtGaps stops a line at a gap far longer than the spacing, and nowhere else', () => {
+  const pts: [number, number][] = [];
+  for (let t = 0; t <= 100; t += 2) pts.push([t, 1]);
+  for (let t = 400; t <= 500; t += 2) pts.push([t, 2]);
+  const out = breakAtGaps(pts);
+  const gaps = out.filter((p) => p[1] == null);
+  assert.deepEqual(gaps, [[250, null]]);
+  assert.equal(out.length, pts.length + 1);
+  // Twice as slow for a while is not a gap.
+  const slow: [number, number][] = [];
+  for (let t = 0, i = 0; i < 100; i++) slow.push([(t += i > 40 && i < 60 ? 4 : 2), 1]);
+  assert.equal(breakAtGaps(slow).filter((p) => p[1] == null).length, 0);
+  assert.equal(breakAtGaps(pts, 5, 1_000).filter((p) => p[1] == null).length, 0, 'minGap');
 });
