@@ -122,6 +122,8 @@ class Progress:
         self._pid = os.getpid()
         self._closed = False
         _live.add(self)
+        if self.run_id:
+            self._start()  # here, not in the first step(): starting a thread can take a while on a busy machine
 
     @property
     def enabled(self) -> bool:

@@ -76,7 +76,7 @@ def test_straggler_flagged_with_rank_and_node(server, sextant_bin, tmp_path):
         # A typical call costs under 1% of the fast rank's step (the budget), measured on this
         # machine; the mean, which a busy machine's scheduling hiccups inflate, stays well under a step.
         assert c["median_call_s"] < 0.01 * fast, c
-        assert c["mean_call_s"] < 0.1 * fast, c
+        assert c["mean_call_s"] < 0.1 * c["median_step_s"], c
     report_measurement("progress_call_cost", {"median_call_us": [round(c["median_call_s"] * 1e6, 1) for c in cost],
                                               "mean_call_us": [round(c["mean_call_s"] * 1e6, 1) for c in cost],
                                               "max_call_us": [round(c["max_call_s"] * 1e6, 1) for c in cost],
