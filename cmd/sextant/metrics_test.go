@@ -126,7 +126,7 @@ var dcgmLabelProblem = regexp.MustCompile(`^DCGM_FI_[A-Z_]+ label names should b
 // was logged.
 func TestPrometheusMetrics(t *testing.T) {
 	promtool := promtoolPath(t)
-	addr, stop := runServer(t, map[string]string{"SEXTANT_DATA_DIR": t.TempDir()}, "--port", "0")
+	addr, stop := runServer(t, map[string]string{"SEXTANT_DATA_DIR": t.TempDir()}, "--port", "0", "--gpu-hour-price", "H100=2")
 	defer func() {
 		if err := stop(); err != nil {
 			t.Error(err)
@@ -142,6 +142,9 @@ func TestPrometheusMetrics(t *testing.T) {
 		{"key": "loss", "value": 0.5, "timestamp": 1, "step": 1},
 		{"key": "loss", "value": 0.4, "timestamp": 2, "step": 2},
 		{"key": "acc", "value": 0.9, "timestamp": 2, "step": 2}]}`, runID))
+	// An attempt of 2 GPUs for an hour, as sextant run records one.
+	postJSON(t, base+"/api/2.0/sextant/events/append", fmt.Sprintf(`{"run_id": %q, "events": [{"kind": "attempt", "key": "attempt:0:1",
+		"time_ms": 1800000000000, "end_ms": 1800003600000, "node": "n", "attrs": {"gpus": "2", "gpu_model": "NVIDIA H100 80GB HBM3"}}]}`, runID))
 	env := map[string]string{"MLFLOW_TRACKING_URI": base}
 	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return env[k] }}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -193,6 +196,12 @@ func TestPrometheusMetrics(t *testing.T) {
 	}
 	if d := moved(`sextant_http_requests_total{code="200",method="POST",route="/api/2.0/mlflow/runs/log-batch"}`); d < 1 {
 		t.Errorf("log-batch requests moved by %v, want at least the test's own", d)
+	}
+	if v := sampleValue(after, `sextant_gpu_held_seconds{model="NVIDIA H100 80GB HBM3"}`); v != 7200 {
+		t.Errorf("sextant_gpu_held_seconds = %v, want 7200 (2 GPUs for an hour)", v)
+	}
+	if v := sampleValue(after, `sextant_gpu_cost{model="NVIDIA H100 80GB HBM3"}`); v != 4 {
+		t.Errorf("sextant_gpu_cost = %v, want 4 (2 GPU-hours at 2)", v)
 	}
 	if v := sampleValue(after, "sextant_gpu_nodes_reporting"); v != 1 {
 		t.Errorf("sextant_gpu_nodes_reporting = %v, want 1 (the agent)", v)

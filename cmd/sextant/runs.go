@@ -232,6 +232,8 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 	if alerts {
 		head += "\tALERT"
 	}
+	gh := runsGPUHours(ctx, cl, m.Stderr, runs)
+	head += gh.head()
 	fmt.Fprintln(tw, head)
 	now := time.Now()
 	for _, r := range runs {
@@ -243,6 +245,7 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 		if alerts {
 			line += "\t" + orDash(runAlert(r))
 		}
+		line += gh.cells(i.RunID)
 		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()

@@ -19,6 +19,7 @@ import (
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/gpuhours"
 	"github.com/sextant/sextant/internal/httpapi"
 	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/runlogs"
@@ -61,6 +62,10 @@ type Config struct {
 	Limits         tracking.Limits
 	// GPURetention is how long GPU samples are kept.
 	GPURetention time.Duration
+	// GPUHourPrice prices a GPU-hour: "2.50", or by GPU model
+	// "H100=4.00,A100=2.50,*=1.00" (gpuhours.ParsePrices); "" means no
+	// cost is reported.
+	GPUHourPrice string
 	// Watch configures the watcher of idle and stalled runs.
 	Watch WatchConfig
 	// BlobUsageInterval is how often the blob stores are measured for
@@ -206,6 +211,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GPURetention < time.Minute {
 		return &ConfigError{"gpu-retention", fmt.Sprintf("must be at least 1m, got %s", c.GPURetention)}
+	}
+	if _, err := gpuhours.ParsePrices(c.GPUHourPrice); err != nil {
+		return &ConfigError{"gpu-hour-price", err.Error()}
 	}
 	if err := c.Watch.Validate(); err != nil {
 		return err
@@ -380,6 +388,10 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		c.GPURetention = d
 	}
 	fs.DurationVar(&c.GPURetention, "gpu-retention", c.GPURetention, "how long GPU samples are kept (the GPU pane's history)")
+	if v, ok := env("gpu-hour-price"); ok {
+		c.GPUHourPrice = v
+	}
+	fs.StringVar(&c.GPUHourPrice, "gpu-hour-price", c.GPUHourPrice, "price of a GPU-hour, for the cost of runs: 2.50, or by GPU model H100=4.00,A100=2.50,*=1.00 (default: no cost)")
 	if err := bindWatchFlags(fs, &c.Watch, getenv); err != nil && envErr == nil {
 		envErr = err
 	}
@@ -471,7 +483,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "search_index_mb", cfg.SearchIndexMB, "max_request_bytes", cfg.MaxBodyBytes,
-		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention, "blob_usage_interval", cfg.BlobUsageInterval)
+		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention, "gpu_hour_price", cfg.GPUHourPrice, "blob_usage_interval", cfg.BlobUsageInterval)
 
 	// One registry for every component's metrics, served at /metrics.
 	reg := prometheus.NewRegistry()
@@ -583,6 +595,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		"body_timeout", cfg.Net.BodyTimeout, "body_min_bytes", cfg.Net.BodyMinBytes,
 		"max_conns_per_client", cfg.Net.MaxConnsPerClient, "conns_before_client_cap", cfg.Net.ConnsBeforeClientCap)
 	proxies, _ := httpapi.ParseTrustedProxies(cfg.TrustedProxies) // checked by Validate
+	prices, _ := gpuhours.ParsePrices(cfg.GPUHourPrice)           // checked by Validate
 	api := httpapi.New(httpapi.Options{
 		Tracking:     tr,
 		Artifacts:    artifacts.New(blobs, artifacts.Options{Secret: secret}),
@@ -595,6 +608,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		GPU:          gpuSvc,
 		RunLogs:      logSvc,
 		Events:       eventSvc,
+		GPUHours:     httpapi.GPUHoursOptions{Store: eventStore, Prices: prices},
 		UI:           ui.MustNew(),
 		Volumes:      vols,
 		Metrics:      reg,

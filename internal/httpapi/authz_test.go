@@ -117,6 +117,7 @@ func mustAuthServerOn(t *testing.T, openBlobs func(t *testing.T, name string) bl
 	}
 	h := httpapi.New(httpapi.Options{
 		Events:   runevents.NewService(eventStore, runevents.Options{}),
+		GPUHours: httpapi.GPUHoursOptions{Store: eventStore},
 		Tracking: tr, Workspace: ws, Files: files, Auth: httpapi.AuthOn, Version: "3.7.0", Volumes: vols,
 		GPU:       gpu.NewService(gpuStore, gpu.ServiceOptions{Runs: tr}),
 		RunLogs:   runlogs.NewService(logStore, runlogs.Options{}),
@@ -559,6 +560,11 @@ func routeCases() map[string]routeCase {
 		}},
 		"GET /api/2.0/sextant/progress": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", "/api/2.0/sextant/progress?run_id=" + f.run, nil
+		}},
+		// GPU-hours follow the run's experiment (a folder's count only
+		// what the caller can read: gpuhours_test.go).
+		"GET /api/2.0/sextant/gpu-hours": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/gpu-hours?run_id=" + f.run, nil
 		}},
 		// Volumes: catalogs are the administrators'; the owner may create
 		// schemas in the fixture's catalog and owns its schema and volume;

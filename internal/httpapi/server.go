@@ -68,6 +68,8 @@ type Options struct {
 	// Events keeps runs' events (/api/2.0/sextant/events/...); nil leaves
 	// those routes out.
 	Events *runevents.Service
+	// GPUHours serves runs' GPU-hours and cost (gpuhours.go).
+	GPUHours GPUHoursOptions
 	// Metrics receives the request metrics (sextant_http_*); nil registers
 	// none.
 	Metrics prometheus.Registerer
@@ -288,6 +290,7 @@ func New(opts Options) *Server {
 	s.registerProgressRoutes()
 	s.registerWorkspaceRoutes()
 	s.registerGPURoutes()
+	s.registerGPUHoursRoutes()
 	s.registerUIRoutes()
 	s.registerVolumeRoutes()
 	s.registerNoRoute()

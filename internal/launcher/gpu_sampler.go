@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sextant/sextant/internal/gpu"
@@ -91,8 +93,12 @@ func (g *GPUSampler) Start(ctx context.Context, job SampledJob) (func(context.Co
 	if job.VisibleDevices != "" {
 		sel = gpu.ParseVisibleDevices(job.VisibleDevices)
 	}
+	var sink gpu.Sink = g.Sink
+	if job.OnGPUs != nil {
+		sink = &heldSink{Sink: g.Sink, node: node, on: job.OnGPUs, seen: map[string]bool{}}
+	}
 	agent, err := gpu.NewAgent(gpu.AgentOptions{
-		Source: src, Sink: g.Sink, Spool: spool, Selector: sel, Interval: g.Interval, Logger: log,
+		Source: src, Sink: sink, Spool: spool, Selector: sel, Interval: g.Interval, Logger: log,
 		Labels: gpu.Labels{Node: node, RunID: job.RunID, NodeRank: job.NodeRank, NumNodes: g.NumNodes},
 	})
 	if err != nil {
@@ -127,4 +133,39 @@ func GPULogger(w io.Writer) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "gpu")
+}
+
+// heldSink counts the distinct GPUs of the samples it passes on (by UUID,
+// else index), and reports each growth to on.
+type heldSink struct {
+	gpu.Sink
+	node  string
+	on    func(node string, gpus int, model string)
+	mu    sync.Mutex
+	seen  map[string]bool
+	model string
+}
+
+// Send implements gpu.Sink.
+func (h *heldSink) Send(ctx context.Context, b *gpu.Batch) (*gpu.SendResult, error) {
+	h.mu.Lock()
+	n := len(h.seen)
+	for _, s := range b.Samples {
+		for _, g := range s.GPUs {
+			id := g.UUID
+			if id == "" {
+				id = "#" + strconv.Itoa(g.Index)
+			}
+			h.seen[id] = true
+			if h.model == "" {
+				h.model = g.Name
+			}
+		}
+	}
+	grew, count, model := len(h.seen) > n, len(h.seen), h.model
+	h.mu.Unlock()
+	if grew {
+		h.on(h.node, count, model)
+	}
+	return h.Sink.Send(ctx, b)
 }

@@ -353,7 +353,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if _, pipes := ch.stdout.(*pipeOutput); !pipes && o.Nice > 0 {
 		l.yieldToJob(o.Nice)
 	}
-	stopSampler := l.startSampler(bg, ch)
+	att := l.startAttempt(bg, l.now().UnixMilli())
+	stopSampler := l.startSampler(bg, ch, att)
 	node, rank := int32(o.Job.NodeRank), int32(o.Job.LocalRank)
 	caps := []*capture{
 		newCapture(runlogs.Stdout, ch.stdout, o.Stdout, q, node, rank, o.RankPrefix, o.LineBytes, l.now),
@@ -420,6 +421,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	q.close(node, rank)
 
 	stopSampler()
+	jobEndMs := l.now().UnixMilli()
 	l.waitShipped(shipped, stopShip)
 	if o.Job.ID == "" || o.Job.Creator() {
 		// Saves the job left open were cut off when it ended.
@@ -440,6 +442,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if sig != 0 {
 		res.Signal = signalName(sig)
 	}
+	att.end(fctx, jobEndMs, status, out.code)
 	for attempt := 0; ; attempt++ {
 		status, err := l.finish(fctx, out)
 		if err == nil {
@@ -531,11 +534,11 @@ func (l *launcher) waitShipped(shipped <-chan struct{}, stop context.CancelFunc)
 
 // startSampler starts the Sampler and returns its stop function (which
 // waits at most 10 s).
-func (l *launcher) startSampler(ctx context.Context, ch *child) func() {
+func (l *launcher) startSampler(ctx context.Context, ch *child, att *attempt) func() {
 	o := &l.opts
 	stop, err := o.Sampler.Start(ctx, SampledJob{
 		RunID: l.run.Info.RunID, ExperimentID: l.expID, NodeRank: o.Job.NodeRank, LocalRank: o.Job.LocalRank,
-		PID: ch.pgid, VisibleDevices: envValue(l.childEnv(), "CUDA_VISIBLE_DEVICES"),
+		PID: ch.pgid, VisibleDevices: envValue(l.childEnv(), "CUDA_VISIBLE_DEVICES"), OnGPUs: att.gpus,
 	})
 	if err != nil {
 		l.say("GPU sampling is off for this run: %v", err)

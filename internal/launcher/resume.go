@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -102,6 +103,8 @@ func (l *launcher) closeOpenSaves(ctx context.Context, endMs int64) {
 		l.say("could not read the run's open events: %v", err)
 		return
 	}
+	// Attempts are the launchers' own: each closes its own.
+	open = slices.DeleteFunc(open, func(e runevents.Event) bool { return e.Kind == runevents.KindAttempt })
 	if len(open) == 0 {
 		return
 	}

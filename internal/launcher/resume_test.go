@@ -165,7 +165,7 @@ func TestOpenSavesClosedAtEnd(t *testing.T) {
 	if l.res.Status != tracking.StatusKilled {
 		t.Fatalf("the job ended %+v", l.res)
 	}
-	evs, err := f.events.All(context.Background(), runevents.Query{RunID: l.res.RunID})
+	evs, err := f.events.All(context.Background(), runevents.Query{RunID: l.res.RunID, Kinds: []runevents.Kind{runevents.KindCheckpointSave}})
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("events %+v %v", evs, err)
 	}

@@ -24,6 +24,11 @@ type SampledJob struct {
 	PID int
 	// VisibleDevices is the job's CUDA_VISIBLE_DEVICES ("" means all).
 	VisibleDevices string
+	// OnGPUs, when set, is called from the sampler's goroutine each time
+	// the number of distinct GPUs sampled for the job grows, with the
+	// node's name, that number and the GPUs' product name; never after
+	// stop has returned.
+	OnGPUs func(node string, gpus int, model string)
 }
 
 // NopSampler samples nothing.

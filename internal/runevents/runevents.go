@@ -3,7 +3,8 @@
 // Checkpoint saves and loads (reported by the Python VolumeWriter and
 // VolumeReader), GPU health (Xid errors, throttling, ECC errors, a GPU that
 // fell off the bus, derived from GPU samples), idle and stalled jobs (found
-// by the Watcher), and resumes (recorded by `sextant run --resume`).
+// by the Watcher), resumes (recorded by `sextant run --resume`) and the attempts of a job
+// (recorded by `sextant run`).
 //
 // An event is an instant (EndMs 0 and no span) or a span with a start and
 // an end; a span still going on has EndMs 0 and Open set. Events carry a
@@ -38,6 +39,12 @@ const (
 	KindCheckpointLoad Kind = 2
 	// KindResume is a job resumed from a checkpoint (sextant run --resume).
 	KindResume Kind = 3
+	// KindAttempt is one execution of the job on one node by `sextant
+	// run` (a resumed run has several): a span from the job's start to its
+	// end, open while the job runs, with the GPUs it held in Attrs
+	// ("gpus", "gpu_model") and how it ended ("status"). The GPU-hours of
+	// a run are computed from these (internal/gpuhours).
+	KindAttempt Kind = 4
 	// KindGPUXid is an Xid error a GPU's driver reported.
 	KindGPUXid Kind = 10
 	// KindGPUThrottle is a GPU slowed down by a thermal or power limit, or
@@ -67,6 +74,7 @@ var kindNames = map[Kind]string{
 	KindCheckpointSave: "checkpoint_save",
 	KindCheckpointLoad: "checkpoint_load",
 	KindResume:         "resume",
+	KindAttempt:        "attempt",
 	KindGPUXid:         "gpu_xid",
 	KindGPUThrottle:    "gpu_throttle",
 	KindGPUECC:         "gpu_ecc",
@@ -97,7 +105,7 @@ func ParseKind(name string) (Kind, bool) {
 
 // Kinds returns every kind, in number order.
 func Kinds() []Kind {
-	return []Kind{KindCheckpointSave, KindCheckpointLoad, KindResume, KindGPUXid, KindGPUThrottle, KindGPUECC, KindGPULost, KindIdle, KindStalled, KindStraggler, KindNote}
+	return []Kind{KindCheckpointSave, KindCheckpointLoad, KindResume, KindAttempt, KindGPUXid, KindGPUThrottle, KindGPUECC, KindGPULost, KindIdle, KindStalled, KindStraggler, KindNote}
 }
 
 // IsGPU reports whether the kind is about a GPU's health.

@@ -9,6 +9,7 @@ import { config } from '../config';
 import { debounce, errorBox, h, link, Scope } from '../dom';
 import { errorOffset, markError, quoteKey, tokenizeFilter } from '../lib/filter';
 import { fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { getGPUHours, gpuHoursText } from '../lib/gpuhours';
 import { folderCrumbs } from '../lib/wspath';
 import { perf } from '../perf';
 import { navigate, setQuery } from '../router';
@@ -515,6 +516,15 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
       crumbs.replaceChildren(...folderCrumbs(e.name).flatMap((c, i) => (i ? [h('span', { class: 'sep' }, '/'), link(c.href, c.label)] : [link(c.href, c.label)])));
       document.title = e.name + ' · Sextant';
       meta.replaceChildren(`ID ${e.experiment_id}`, e.artifact_location ? ` · artifacts ${e.artifact_location}` : '');
+      // GPU-hours of the experiment's runs (docs/gpu.md), when they held GPUs.
+      const gpu = h('span', { 'data-testid': 'experiment-gpu-hours' });
+      meta.append(gpu);
+      getGPUHours({ experiment_id: expId })
+        .then((g) => {
+          const text = gpuHoursText(g);
+          if (!scope.disposed && text) gpu.textContent = ' · ' + text;
+        })
+        .catch(() => {});
       const note = e.tags?.find((t) => t.key === 'mlflow.note.content')?.value;
       if (note) meta.append(h('p', { class: 'note' }, note));
     })

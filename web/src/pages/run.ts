@@ -14,6 +14,7 @@ import { gpuHealthList, Timeline } from '../components/timeline';
 import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { getGPUHours, gpuHoursText } from '../lib/gpuhours';
 import { gpuKey, systemCharts } from '../lib/keys';
 import { childName, folderCrumbs } from '../lib/wspath';
 import { setQuery } from '../router';
@@ -188,6 +189,11 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
     const params = [...r.data.params].sort((a, b) => a.key.localeCompare(b.key));
     const latest = [...r.data.metrics].sort((a, b) => a.key.localeCompare(b.key));
     const visibleTags = [...tags].filter(([k]) => k !== noteKey).sort(([a], [b]) => a.localeCompare(b));
+    // GPU-hours of every attempt of the run (docs/gpu.md); '—' when it held no GPU.
+    const gpuHours = h('span', { 'data-testid': 'run-gpu-hours' }, '…');
+    getGPUHours({ run_id: i.run_id })
+      .then((g) => !s.disposed && (gpuHours.textContent = gpuHoursText(g, g.runs?.[0]?.attempts.length) || '—'))
+      .catch(() => (gpuHours.textContent = '—'));
     return h(
       'div',
       { class: 'overview' },
@@ -204,6 +210,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
               ['Started', fmtTime(i.start_time)],
               ['Ended', i.end_time ? fmtTime(i.end_time) : '—'],
               ['Duration', i.start_time ? fmtDuration((i.end_time || Date.now()) - i.start_time) : ''],
+              ['GPU-hours', gpuHours],
               ['User', i.user_id ?? ''],
               ['Source', source + (gitCommit ? ` @ ${gitCommit.slice(0, 10)}` : '')],
               ['Run ID', i.run_id],
