@@ -276,7 +276,7 @@ type Rank struct {
 	StepTimes, DataWaits []metrics.Point
 }
 
-// rankKeys returns the run's ranks that reported progress, in rank order,
+// ranks returns the run's ranks that reported progress, in rank order,
 // with their places and the latest point of their step time.
 func (s *Service) ranks(ctx context.Context, runID string) ([]Rank, map[int]metrics.Point, error) {
 	run, err := s.tr.GetRun(ctx, runID)
