@@ -95,8 +95,14 @@ def test_straggler_flagged_with_rank_and_node(server, sextant_bin, tmp_path):
     hist = mlflow.MlflowClient(server.url).get_metric_history(run_id, "sextant/progress/rank_1/samples")
     assert len(hist) == cost[1]["calls"] and all(m.value == 8 for m in hist)
 
-    # Rank 1, and only rank 1, was flagged, with its node; the span closed when the run ended.
-    evs = events_of(server, run_id, "straggler")
+    # Rank 1, and only rank 1, was flagged, with its node; the span closes at the watcher's first
+    # look after the run ended (every 500 ms here).
+    deadline = time.monotonic() + 30
+    while True:
+        evs = events_of(server, run_id, "straggler")
+        if (evs and not any(e.get("open") for e in evs)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert evs, f"no straggler event; server log:\n{tail(server.log_path)}"
     assert {e["attrs"]["rank"] for e in evs} == {"1"}, evs
     ev = evs[-1]
