@@ -258,21 +258,35 @@ func addUserDirect(ctx context.Context, m *Main, dataDir, dbURL, email, password
 
 func tokensCommands() []*command {
 	var lifetime time.Duration
+	var nodes string
 	return []*command{
 		{
-			name: "create", summary: "create a token for yourself (printed once)",
-			usage: []string{"sextant tokens create NAME [--lifetime DURATION]"},
-			about: "Creates a personal access token for the signed-in user and prints it on stdout, once: the\nserver keeps only its hash. Use it as MLFLOW_TRACKING_TOKEN.",
+			name: "create", summary: "create a token for yourself (printed once), or a node token for GPU agents",
+			usage: []string{"sextant tokens create NAME [--lifetime DURATION] [--nodes NODE,...]"},
+			about: "Creates a personal access token for the signed-in user and prints it on stdout, once: the\nserver keeps only its hash. Use it as MLFLOW_TRACKING_TOKEN.\n\nWith --nodes (administrators only) it is a node token: it may only post the GPU samples of\nthose nodes, and once it exists only it does (sextant agent uses it; docs/gpu.md).",
 			env:   clientEnv,
 			examples: []string{
 				"export MLFLOW_TRACKING_TOKEN=$(sextant tokens create laptop --lifetime 2160h)",
+				"sextant tokens create gpu-agents --nodes gpu-01,gpu-02",
 			},
 			run: adminCommand(1, func(fs *flag.FlagSet) {
 				fs.DurationVar(&lifetime, "lifetime", 0, "how long the token lives, e.g. 720h (0: until revoked)")
+				fs.StringVar(&nodes, "nodes", "", "make a node token for these GPU nodes, comma-separated (administrators only)")
 			}, func(ctx context.Context, m *Main, cl *client.Client, args []string) error {
-				tok, err := cl.CreateToken(ctx, args[0], lifetime)
+				var tok wire.Token
+				var err error
+				if nodes != "" {
+					tok, err = cl.CreateNodeToken(ctx, args[0], lifetime, []string{nodes})
+				} else {
+					tok, err = cl.CreateToken(ctx, args[0], lifetime)
+				}
 				if err != nil {
 					return err
+				}
+				if len(tok.Nodes) > 0 {
+					fmt.Fprintf(m.Stderr, "node token %d %q for %s created; it is shown only now. Give it to the nodes' agents as MLFLOW_TRACKING_TOKEN.\n", tok.ID, tok.Name, strings.Join(tok.Nodes, ", "))
+					fmt.Fprintln(m.Stdout, tok.Token)
+					return nil
 				}
 				fmt.Fprintf(m.Stderr, "token %d %q created; it is shown only now. Use it as MLFLOW_TRACKING_TOKEN.\n", tok.ID, tok.Name)
 				fmt.Fprintln(m.Stdout, tok.Token)
@@ -304,7 +318,11 @@ func tokensCommands() []*command {
 					} else if t.ExpiresMs != 0 && t.ExpiresMs < time.Now().UnixMilli() {
 						state = "expired"
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, ts(t.CreatedMs), ts(t.ExpiresMs), ts(t.LastUsedMs), state)
+					name := t.Name
+					if len(t.Nodes) > 0 {
+						name += " (nodes " + strings.Join(t.Nodes, ",") + ")"
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, name, ts(t.CreatedMs), ts(t.ExpiresMs), ts(t.LastUsedMs), state)
 				}
 				return tw.Flush()
 			}),

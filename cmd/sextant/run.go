@@ -98,10 +98,52 @@ is COMMAND's (128+N for signal N). A COMMAND that cannot start (not found, a mis
 is refused before anything is created. On several nodes, run the same command on each with the same
 --job-id (or under torchrun's rendezvous or SLURM): they share one run. See docs/run.md.`
 
-// Run parses flags and runs the job.
+// Run parses flags and runs the job. Everything that can be refused (a
+// bad flag, a command that cannot start, an unknown job layout, a server
+// that refuses the credentials) is refused before the launcher creates
+// anything on the server.
 func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	m := c.main
-	getenv := m.Getenv
+	cfg, command, err := parseRunConfig(fs, args, m.Getenv)
+	if err != nil {
+		return err
+	}
+	resumeFrom := cfg.splitResume()
+	if err := checkRunCommand(command, &cfg, m.Getenv); err != nil {
+		return err
+	}
+	job, err := cfg.resolveJob(command, m.Getenv)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	conn, err := m.connectRun(&cfg)
+	if err != nil {
+		return err
+	}
+	// Who the server says we are decides the default experiment and the
+	// naming rule, so that the launcher and the server agree.
+	userName, multiUser, err := whoIsLoggedIn(ctx, conn.tracker, m.Getenv)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	expName, err := launcher.ExperimentName(cfg.Experiment, m.Getenv("MLFLOW_EXPERIMENT_NAME"), userName, multiUser, command)
+	if err != nil && cfg.Resume == "" {
+		return &exitError{code: 2, err: err}
+	}
+
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	res, err := launcher.Run(ctx, m.launchOptions(&cfg, runLaunch{
+		command: command, resumeFrom: resumeFrom, job: job, conn: conn, user: userName, experiment: expName, signals: sigs,
+	}))
+	return m.reportRun(&cfg, command[0], res, err)
+}
+
+// parseRunConfig reads `sextant run`'s flags over their defaults and the
+// environment, and returns the configuration, validated, and the command
+// to run.
+func parseRunConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (RunConfig, []string, error) {
 	cfg := RunConfig{
 		RunID:    getenv("MLFLOW_RUN_ID"),
 		NodeRank: -1, LocalRank: -1, Grace: 30 * time.Second, Drain: 2 * time.Second, Flush: 200 * time.Millisecond,
@@ -135,109 +177,157 @@ func (c *RunCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string) e
 	fs.StringVar(&cfg.GPUNode, "node", cfg.GPUNode, "this node's name in the GPU pane, as sextant agent names it (default $SEXTANT_NODE, else the host name)")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "print only the job's output, not the launcher's messages")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cfg, nil, err
 	}
 	cfg.TrackingURI = *server
 	command := fs.Args()
 	if len(command) == 0 {
-		return usageError("run: no command given: sextant run [flags] -- COMMAND [ARGS...] (see 'sextant run -h')")
+		return cfg, nil, usageError("run: no command given: sextant run [flags] -- COMMAND [ARGS...] (see 'sextant run -h')")
 	}
 	if err := cfg.Validate(); err != nil {
-		return &exitError{code: 2, err: err}
+		return cfg, nil, &exitError{code: 2, err: err}
 	}
-	resumeFrom := ""
-	switch r := cfg.Resume; {
+	return cfg, command, nil
+}
+
+// splitResume separates --resume's two meanings: a checkpoint to start
+// from (latest, or a /Volumes path), which it returns, and a run id,
+// which it treats as --run-id. Resume is then the run to continue.
+func (c *RunConfig) splitResume() (resumeFrom string) {
+	switch r := c.Resume; {
 	case r == "":
 	case r == launcher.ResumeLatest || strings.HasPrefix(r, "/Volumes/"):
 		resumeFrom = r
 	default:
 		// A run id: the run to continue, as --run-id.
-		cfg.RunID = r
+		c.RunID = r
 	}
-	cfg.Resume = cfg.RunID
-	// A command that cannot start is refused before anything is created.
+	c.Resume = c.RunID
+	return resumeFrom
+}
+
+// checkRunCommand refuses a command that cannot start before anything is
+// created on the server: a typo must not leave a FAILED run behind.
+func checkRunCommand(command []string, cfg *RunConfig, getenv func(string) string) error {
 	experimentGiven := cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "" || cfg.Resume != ""
-	if err := launcher.CheckCommand(command, "", experimentGiven); err != nil {
-		var ce *launcher.CommandError
-		if errors.As(err, &ce) {
-			return &exitError{code: ce.ExitCode, err: fmt.Errorf("%w; nothing was created on the server", err)}
-		}
-		return &exitError{code: 2, err: err}
+	err := launcher.CheckCommand(command, "", experimentGiven)
+	if err == nil {
+		return nil
 	}
+	var ce *launcher.CommandError
+	if errors.As(err, &ce) {
+		return &exitError{code: ce.ExitCode, err: fmt.Errorf("%w; nothing was created on the server", err)}
+	}
+	return &exitError{code: 2, err: err}
+}
+
+// resolveJob places this launcher in its job (see launcher.ResolveJob).
+// A resume needs no job id, so there a layout that cannot be resolved
+// is taken from the rank flags alone.
+func (c *RunConfig) resolveJob(command []string, getenv func(string) string) (launcher.Job, error) {
 	job, err := launcher.ResolveJob(launcher.JobInputs{
-		JobIDFlag: cfg.JobID, NodeRankFlag: cfg.NodeRank, NNodesFlag: cfg.NNodes, LocalRankFlag: cfg.LocalRank,
+		JobIDFlag: c.JobID, NodeRankFlag: c.NodeRank, NNodesFlag: c.NNodes, LocalRankFlag: c.LocalRank,
 		Getenv: getenv, Command: command,
 	})
-	if err != nil {
-		if cfg.Resume == "" {
-			return &exitError{code: 2, err: err}
-		}
-		// Every node resumes the run given: no job id is needed to find it.
-		job = launcher.Job{NodeRank: max(cfg.NodeRank, 0), LocalRank: cfg.LocalRank, NNodes: max(cfg.NNodes, 1)}
+	if err == nil {
+		return job, nil
 	}
+	if c.Resume == "" {
+		return launcher.Job{}, err
+	}
+	// Every node resumes the run given: no job id is needed to find it.
+	return launcher.Job{NodeRank: max(c.NodeRank, 0), LocalRank: c.LocalRank, NNodes: max(c.NNodes, 1)}, nil
+}
+
+// rankPrefix says whether to read local ranks from torchrun's line
+// prefixes: on request, or by default when one launcher captures all the
+// ranks of a torchrun.
+func (c *RunConfig) rankPrefix(command []string, job launcher.Job) bool {
+	if c.RankPrefix != "auto" {
+		return c.RankPrefix == "on"
+	}
+	return launcher.ParseTorchrun(command).Found && job.LocalRank < 0
+}
+
+// runClients are the launcher's two clients of the tracking server, with
+// different retry rules, and the credentials they share.
+type runClients struct {
+	tracker *client.Client // runs, experiments, events, checkpoints
+	logs    *client.Client // output and GPU samples
+	opts    client.Options
+}
+
+// connectRun makes the launcher's clients. The tracker keeps the client's
+// long retries (a job is not given up for a server restarting), but says
+// at once that it is retrying; the shipper and the GPU sampler's agent
+// retry on their own, with their own messages.
+func (m *Main) connectRun(cfg *RunConfig) (runClients, error) {
+	getenv := m.Getenv
 	copts := client.Options{
 		Token: getenv("MLFLOW_TRACKING_TOKEN"), Username: getenv("MLFLOW_TRACKING_USERNAME"), Password: getenv("MLFLOW_TRACKING_PASSWORD"),
 		InsecureTLS: strings.EqualFold(getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true"), UserAgent: "sextant-run/" + version,
 	}
-	// The tracker keeps the client's long retries (a job is not given up
-	// for a server restarting), but says at once that it is retrying.
 	topts := copts
 	if !cfg.Quiet {
 		topts.Unreachable = m.sayUnreachable(cfg.TrackingURI)
 	}
 	tracker, err := client.New(cfg.TrackingURI, topts)
 	if err != nil {
-		return &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
+		return runClients{}, &exitError{code: 2, err: &ConfigError{"server", errs.MessageOf(err)}}
 	}
-	// The shipper retries on its own, with its own messages, and so does
-	// the GPU sampler's agent.
 	lopts := copts
 	lopts.RetryFor = -1
 	logs, err := client.New(cfg.TrackingURI, lopts)
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return runClients{}, &exitError{code: 2, err: err}
 	}
-	// Who the server says we are decides the default experiment and the
-	// naming rule, so that the launcher and the server agree.
-	userName, multiUser, err := whoIsLoggedIn(ctx, tracker, getenv)
-	if err != nil {
-		return &exitError{code: 1, err: err}
-	}
-	expName, err := launcher.ExperimentName(cfg.Experiment, getenv("MLFLOW_EXPERIMENT_NAME"), userName, multiUser, command)
-	if err != nil && cfg.Resume == "" {
-		return &exitError{code: 2, err: err}
-	}
-	rankPrefix := cfg.RankPrefix == "on" || cfg.RankPrefix == "auto" && launcher.ParseTorchrun(command).Found && job.LocalRank < 0
+	return runClients{tracker: tracker, logs: logs, opts: copts}, nil
+}
 
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
-	var messages = m.Stderr
+// runLaunch is what `sextant run` worked out before launching.
+type runLaunch struct {
+	command    []string
+	resumeFrom string
+	job        launcher.Job
+	conn       runClients
+	user       string
+	experiment string
+	signals    <-chan os.Signal
+}
+
+// launchOptions copies the configuration and what was worked out from it
+// into the launcher's Options; the launcher never sees RunConfig.
+func (m *Main) launchOptions(cfg *RunConfig, r runLaunch) launcher.Options {
+	messages := m.Stderr
 	if cfg.Quiet {
 		messages = nil
 	}
-	res, err := launcher.Run(ctx, launcher.Options{
-		Command: command, Env: os.Environ(), Stdin: os.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Messages: messages,
-		Tracker: tracker, Logs: logs, TrackingURI: tracker.URL(),
-		Token: copts.Token, Username: copts.Username, Password: copts.Password,
-		Experiment: expName, ExperimentExplicit: cfg.Experiment != "" || getenv("MLFLOW_EXPERIMENT_NAME") != "",
-		RunName: cfg.RunName, User: userName, Resume: cfg.Resume, Job: job,
-		ResumeFrom: resumeFrom, Events: tracker, Checkpoints: tracker,
+	return launcher.Options{
+		Command: r.command, Env: os.Environ(), Stdin: os.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Messages: messages,
+		Tracker: r.conn.tracker, Logs: r.conn.logs, TrackingURI: r.conn.tracker.URL(),
+		Token: r.conn.opts.Token, Username: r.conn.opts.Username, Password: r.conn.opts.Password,
+		Experiment: r.experiment, ExperimentExplicit: cfg.Experiment != "" || m.Getenv("MLFLOW_EXPERIMENT_NAME") != "",
+		RunName: cfg.RunName, User: r.user, Resume: cfg.Resume, Job: r.job,
+		ResumeFrom: r.resumeFrom, Events: r.conn.tracker, Checkpoints: r.conn.tracker,
 		Grace: cfg.Grace, Drain: cfg.Drain, FlushInterval: cfg.Flush, PartialAfter: cfg.PartialAfter,
 		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes, Nice: cfg.Nice,
-		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: rankPrefix,
-		Signals: sigs,
+		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: cfg.rankPrefix(r.command, r.job),
+		Signals: r.signals,
 		Sampler: &launcher.GPUSampler{
-			Source: cfg.GPUSource, NVML: nvml.Open, Interval: cfg.GPUInterval, Node: cfg.GPUNode, Sink: logs.GPUSink(),
-			SpoolDir: cfg.SpoolDir, NumNodes: job.NNodes, Logger: launcher.GPULogger(messages),
+			Source: cfg.GPUSource, NVML: nvml.Open, Interval: cfg.GPUInterval, Node: cfg.GPUNode, Sink: r.conn.logs.GPUSink(),
+			SpoolDir: cfg.SpoolDir, NumNodes: r.job.NNodes, Logger: launcher.GPULogger(messages),
 		},
-	})
+	}
+}
+
+// reportRun turns the launch's result into the command's: the job's exit
+// code, and one line saying how the job ended and what the run became
+// (main prints it for a non-zero exit; here it is printed unless quiet).
+func (m *Main) reportRun(cfg *RunConfig, prog string, res launcher.Result, err error) error {
 	if err != nil {
 		return &exitError{code: max(res.ExitCode, 1), err: err}
 	}
-	// Every outcome ends with one line saying how the job ended and what
-	// the run became; main prints it for a non-zero exit.
-	line := closingLine(command[0], res)
+	line := closingLine(prog, res)
 	if res.ExitCode != 0 {
 		return &exitError{code: res.ExitCode, err: errors.New(line)}
 	}

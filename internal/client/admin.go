@@ -47,6 +47,14 @@ func (c *Client) CreateToken(ctx context.Context, name string, lifetime time.Dur
 	return out.Token, err
 }
 
+// CreateNodeToken creates a node token (administrators only): it may only
+// post the GPU samples of nodes.
+func (c *Client) CreateNodeToken(ctx context.Context, name string, lifetime time.Duration, nodes []string) (wire.Token, error) {
+	var out wire.TokenResponse
+	err := c.jsonCall(ctx, "POST", sxAPI+"/tokens", nil, wire.CreateTokenRequest{Name: name, LifetimeSeconds: wire.NewInt(int64(lifetime.Seconds())), Nodes: nodes}, &out)
+	return out.Token, err
+}
+
 // ListTokens returns the signed-in user's tokens, without secrets.
 func (c *Client) ListTokens(ctx context.Context) ([]wire.Token, error) {
 	var out wire.TokensResponse

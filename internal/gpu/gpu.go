@@ -235,6 +235,11 @@ type Labels struct {
 type Batch struct {
 	Labels
 	Samples []Sample
+	// RunOnly logs the samples to their run (system metrics, health
+	// events) without storing them as the node's: the server sets it when
+	// a node token reports for the node and the batch came from a user's
+	// run (workspace.AuthorizeNodeReport).
+	RunOnly bool
 }
 
 // MaxStringLen caps node names, UUIDs, GPU names, error texts and process

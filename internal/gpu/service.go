@@ -72,7 +72,8 @@ type ServiceOptions struct {
 	// may be dated; 0 means 2 hours.
 	Retention time.Duration
 	// MaxFutureSkew is how far ahead of the server's clock a sample may be
-	// dated; 0 means 5 minutes.
+	// dated (a clock skew; a sample dated later would stand as the node's
+	// latest until then); 0 means 30 seconds.
 	MaxFutureSkew time.Duration
 	// MaxBatchSamples caps the samples of one ingest request; 0 means 1000.
 	MaxBatchSamples int
@@ -122,7 +123,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		opts.Retention = DefaultRetention
 	}
 	if opts.MaxFutureSkew <= 0 {
-		opts.MaxFutureSkew = 5 * time.Minute
+		opts.MaxFutureSkew = 30 * time.Second
 	}
 	if opts.MaxBatchSamples <= 0 {
 		opts.MaxBatchSamples = 1000
@@ -210,8 +211,13 @@ func (s *Service) Ingest(ctx context.Context, b *Batch) (*SendResult, error) {
 		return nil, invalidf("no sample is inside the accepted time window: the sample at %d (%s) is %s", sk.TimestampMs, time.UnixMilli(sk.TimestampMs).UTC().Format(time.RFC3339), sk.Reason)
 	}
 	in := &Batch{Labels: b.Labels, Samples: accepted}
-	if err := s.store.AppendSamples(ctx, in); err != nil {
-		return nil, err
+	if b.RunOnly && b.RunID == "" {
+		return nil, invalidf("run-only samples name no run")
+	}
+	if !b.RunOnly {
+		if err := s.store.AppendSamples(ctx, in); err != nil {
+			return nil, err
+		}
 	}
 	res.Accepted = len(accepted)
 	if b.RunID != "" && s.opts.Events != nil {

@@ -85,7 +85,7 @@ func TestIngestTimeWindow(t *testing.T) {
 	// Just inside both edges is accepted.
 	edge1, edge2 := ok, ok
 	edge1.TimestampMs = e.now.Add(-2*time.Hour + time.Second).UnixMilli()
-	edge2.TimestampMs = e.now.Add(5*time.Minute - time.Second).UnixMilli()
+	edge2.TimestampMs = e.now.Add(30*time.Second - time.Second).UnixMilli()
 	if res, err := e.svc.Ingest(t.Context(), &gpu.Batch{Labels: gpu.Labels{Node: "n1", NodeRank: -1}, Samples: []gpu.Sample{edge1, edge2}}); err != nil || res.Accepted != 2 {
 		t.Fatalf("edges: %+v %v", res, err)
 	}

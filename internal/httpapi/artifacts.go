@@ -471,10 +471,7 @@ func (s *Server) allowPartUser(r *http.Request, p string, userID int64) error {
 	}
 	exp := artifacts.ExperimentOf(p)
 	if exp == "" {
-		if !sub.User.Admin {
-			return errs.E(errs.PermissionDenied, "only administrators can reach artifacts outside an experiment")
-		}
-		return nil
+		return s.ws.Authorize(r.Context(), sub, workspace.OpReachArtifactStore, workspace.Resource{})
 	}
 	return s.ws.CheckExperiment(r.Context(), sub, exp, workspace.CanEdit)
 }

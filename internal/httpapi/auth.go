@@ -25,8 +25,10 @@ import (
 // every request acts as the local administrator.
 //
 // Routes that act on an experiment, run, logged model, artifact or folder
-// declare the level they need, and the handler names the resource with one
-// of the allow* methods below once it knows it. A guard makes sure it did:
+// declare the operation they do (an Access; the level it needs is the
+// permission policy's, internal/workspace/policy.go), and the handler
+// names the resource with one of the allow* methods below once it knows
+// it; services (volumes, workspace files) ask the same policy. A guard makes sure it did:
 // a route that would answer success without a check answers 500 instead,
 // so a forgotten check fails closed (and the route-matrix test catches it).
 
@@ -54,9 +56,11 @@ const (
 	guardKey
 )
 
-// guard records whether a resource-scoped route checked its resource.
+// guard records whether a resource-scoped route checked its resource:
+// whether the policy allowed an operation needing at least the level of
+// the route's own (op).
 type guard struct {
-	need    workspace.Level
+	op      workspace.Operation
 	checked bool
 }
 
@@ -66,16 +70,25 @@ func SubjectFromContext(ctx context.Context) *workspace.Subject {
 	return s
 }
 
-func levelOf(a Access) workspace.Level {
+// operation returns the policy's operation a route's access level names:
+// the level it needs is the policy's (workspace.Operation.Level), and
+// zero for routes that name no resource.
+func (a Access) operation() workspace.Operation {
 	switch a {
-	case ReadExperiment, ReadVolume:
-		return workspace.CanRead
-	case EditExperiment, WriteVolume:
-		return workspace.CanEdit
-	case ManageExperiment, ManageVolume:
-		return workspace.CanManage
+	case ReadExperiment:
+		return workspace.OpReadExperiment
+	case EditExperiment:
+		return workspace.OpEditExperiment
+	case ManageExperiment:
+		return workspace.OpManageExperiment
+	case ReadVolume:
+		return workspace.OpReadSecurable
+	case WriteVolume:
+		return workspace.OpEditSecurable
+	case ManageVolume:
+		return workspace.OpManageSecurable
 	}
-	return workspace.NoAccess
+	return 0
 }
 
 // authenticate returns the request's subject, or an Unauthenticated error.
@@ -183,20 +196,37 @@ func checked(r *http.Request) {
 	}
 }
 
-func need(r *http.Request) workspace.Level {
+// routeOp is the operation the request's route declares (OpManageExperiment
+// for callers outside a guarded route: they ask for the most).
+func routeOp(r *http.Request) workspace.Operation {
 	if g, _ := r.Context().Value(guardKey).(*guard); g != nil {
-		return g.need
+		return g.op
 	}
-	return workspace.CanManage // unguarded callers ask for the most
+	return workspace.OpManageExperiment
 }
 
-// allowExperiment checks the route's level on an experiment.
-func (s *Server) allowExperiment(r *http.Request, expID string) error {
-	if err := s.ws.CheckExperiment(r.Context(), SubjectFromContext(r.Context()), expID, need(r)); err != nil {
+// authorize asks the policy whether the request's subject may do op to
+// res, and marks the route checked when op needs at least the route's
+// level.
+func (s *Server) authorize(r *http.Request, op workspace.Operation, res workspace.Resource) error {
+	if err := s.ws.Authorize(r.Context(), SubjectFromContext(r.Context()), op, res); err != nil {
 		return err
 	}
-	checked(r)
+	if g, _ := r.Context().Value(guardKey).(*guard); g != nil && op.Level() >= g.op.Level() {
+		g.checked = true
+	}
 	return nil
+}
+
+// allowExperiment checks the route's operation on an experiment.
+func (s *Server) allowExperiment(r *http.Request, expID string) error {
+	return s.allowExperimentOp(r, expID, routeOp(r))
+}
+
+// allowExperimentOp checks op on an experiment (for routes that need
+// another operation than their own, or two).
+func (s *Server) allowExperimentOp(r *http.Request, expID string, op workspace.Operation) error {
+	return s.authorize(r, op, workspace.Resource{Kind: workspace.ResourceExperiment, Key: expID})
 }
 
 // allowExperimentID validates an experiment id's shape, then checks it.
@@ -215,55 +245,39 @@ func (s *Server) allowRunID(r *http.Request, runID string) error {
 	return s.allowRun(r, runID)
 }
 
-// allowExperimentLevel checks a given level (for routes that need two).
-func (s *Server) allowExperimentLevel(r *http.Request, expID string, l workspace.Level) error {
-	return s.ws.CheckExperiment(r.Context(), SubjectFromContext(r.Context()), expID, l)
-}
-
-// allowRun checks the route's level on a run's experiment.
+// allowRun checks the route's operation on a run's experiment. A run the
+// subject may not read answers as a missing run.
 func (s *Server) allowRun(r *http.Request, runID string) error {
 	exp, err := s.runExperiment(r.Context(), runID)
 	if err != nil {
 		return err
 	}
-	return s.allowExperiment(r, exp)
+	return workspace.AsMissing(s.allowExperiment(r, exp), tracking.RunNotFound(runID))
 }
 
-// allowModel checks the route's level on a logged model's experiment.
+// allowModel checks the route's operation on a logged model's experiment.
+// A model the subject may not read answers as a missing model.
 func (s *Server) allowModel(r *http.Request, modelID string) error {
 	exp, err := s.modelExperiment(r.Context(), modelID)
 	if err != nil {
 		return err
 	}
-	return s.allowExperiment(r, exp)
+	return workspace.AsMissing(s.allowExperiment(r, exp), tracking.LoggedModelNotFound(modelID))
 }
 
-// allowArtifactPath checks the route's level on the experiment an artifact
-// path belongs to (its first segment). Paths outside any experiment are
-// for administrators.
+// allowArtifactPath checks the route's operation on the experiment an
+// artifact path belongs to (its first segment). Paths outside any
+// experiment are the administrators' (OpReachArtifactStore).
 func (s *Server) allowArtifactPath(r *http.Request, p string) error {
 	exp := artifacts.ExperimentOf(p)
 	if exp == "" {
-		sub := SubjectFromContext(r.Context())
-		if sub == nil || sub.User == nil || !sub.User.Admin {
-			return errs.E(errs.PermissionDenied, "only administrators can reach artifacts outside an experiment")
+		if err := s.ws.Authorize(r.Context(), SubjectFromContext(r.Context()), workspace.OpReachArtifactStore, workspace.Resource{}); err != nil {
+			return err
 		}
 		checked(r)
 		return nil
 	}
 	return s.allowExperiment(r, exp)
-}
-
-// allowFolder checks the route's level (or l, if non-zero) on a folder.
-func (s *Server) allowFolder(r *http.Request, path string, l workspace.Level) error {
-	if l == workspace.NoAccess {
-		l = need(r)
-	}
-	if err := s.ws.CheckFolder(r.Context(), SubjectFromContext(r.Context()), path, l); err != nil {
-		return err
-	}
-	checked(r)
-	return nil
 }
 
 // ---- run and model -> experiment, cached ----
@@ -323,7 +337,7 @@ func (s *Server) readableExperiments(ctx context.Context, ids []string) []string
 	sub := SubjectFromContext(ctx)
 	out := ids[:0:0]
 	for _, id := range ids {
-		if s.ws.CheckExperiment(ctx, sub, id, workspace.CanRead) == nil {
+		if s.ws.Authorize(ctx, sub, workspace.OpReadExperiment, workspace.Resource{Kind: workspace.ResourceExperiment, Key: id}) == nil {
 			out = append(out, id)
 		}
 	}

@@ -159,7 +159,7 @@ func TestWorkspacePaths(t *testing.T) {
 		"ErrRelative":       {"my-experiment", "INVALID_PARAMETER_VALUE", "absolute"},
 		"ErrDotDot":         {home + "/proj/../../" + outsider + "/x", "INVALID_PARAMETER_VALUE", ".."},
 		"ErrMissingFolder":  {home + "/nope/exp", "RESOURCE_DOES_NOT_EXIST", home + "/nope"},
-		"ErrOthersHome":     {"/Users/" + outsider + "/exp", "PERMISSION_DENIED", "/Users/" + outsider},
+		"ErrOthersHome":     {"/Users/" + outsider + "/exp", "RESOURCE_DOES_NOT_EXIST", "/Users/" + outsider},
 		"ErrTopLevel":       {"/exp", "INVALID_PARAMETER_VALUE", "inside a folder"},
 		"ErrControlChar":    {home + "/proj/a\u0001b", "INVALID_PARAMETER_VALUE", "control"},
 		"ErrDirectlyInUser": {"/Users/exp", "INVALID_PARAMETER_VALUE", "inside a folder"},
@@ -192,7 +192,7 @@ func TestWorkspacePaths(t *testing.T) {
 		t.Fatalf("shared file: %d %q", res.status, res.raw)
 	}
 	a.must(owner, "PUT", "/api/2.0/fs/files/Workspace"+home+"/proj/private.py", "secret = 1")
-	if res := a.as(outsider, "GET", "/api/2.0/fs/files/Workspace"+home+"/proj/private.py", nil); res.status != 403 {
+	if res := a.as(outsider, "GET", "/api/2.0/fs/files/Workspace"+home+"/proj/private.py", nil); res.status != 404 {
 		t.Fatalf("outsider read a private file: %d", res.status)
 	}
 }

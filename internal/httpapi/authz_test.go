@@ -663,10 +663,38 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// seers returns who may read the object a route's request names: a
+// refusal answers them 403 PERMISSION_DENIED, and anyone else exactly as
+// an object that does not exist, 404 (docs/auth.md, "Enumeration"). The
+// fixture's experiment and volume are read by readers; its folder only by
+// its managers (the others' grants are on the experiment); routes that
+// name no object of the fixture refuse with 403.
+func seers(r httpapi.Route) []string {
+	switch r.Path {
+	case "PUT /api/2.0/fs/directories/Workspace/{path...}", "POST /api/2.0/sextant/workspace/mkdirs":
+		// mkdir -p: the folder's hidden parents count as missing, up to
+		// /Users, which everyone knows.
+		return everyone
+	case "POST /api/2.0/mlflow/experiments/create", "GET /api/2.0/sextant/workspace/list",
+		"PUT /api/2.0/fs/files/Workspace/{path...}", "GET /api/2.0/fs/files/Workspace/{path...}",
+		"DELETE /api/2.0/fs/files/Workspace/{path...}", "GET /api/2.0/fs/directories/Workspace/{path...}":
+		return managers
+	case "POST /api/2.0/sextant/gpu/samples", "GET /api/2.0/sextant/gpu/latest", "GET /api/2.0/sextant/gpu/series",
+		"GET /api/2.0/sextant/permissions", "PUT /api/2.0/sextant/permissions":
+		return readers
+	}
+	switch r.Access {
+	case httpapi.ReadExperiment, httpapi.EditExperiment, httpapi.ManageExperiment, httpapi.ReadVolume, httpapi.WriteVolume, httpapi.ManageVolume:
+		return readers
+	}
+	return everyone
+}
+
 // TestPermissionMatrix sends every route's request as each of the five
 // people against a fresh fixture, and checks that it is allowed exactly
-// where the table says and refused with 403 PERMISSION_DENIED elsewhere;
-// anonymous requests to non-public routes get 401.
+// where the table says and refused elsewhere: with 403 PERMISSION_DENIED
+// to those who may read the object (seers), and as a missing object (404)
+// to those who may not; anonymous requests to non-public routes get 401.
 func TestPermissionMatrix(t *testing.T) {
 	a := mustAuthServer(t)
 	// A group the groups/members case can use.
@@ -700,10 +728,12 @@ func TestPermissionMatrix(t *testing.T) {
 					t.Errorf("%s: %s %s refused (%d %s), want allowed", user, method, target, res.status, res.raw)
 				case allowed && res.status >= 500:
 					t.Errorf("%s: %s %s failed (%d %s)", user, method, target, res.status, res.raw)
-				case !allowed && res.status != http.StatusForbidden:
+				case !allowed && contains(seers(r), user) && res.status != http.StatusForbidden:
 					t.Errorf("%s: %s %s answered %d %s, want 403", user, method, target, res.status, res.raw)
-				case !allowed && res.body["error_code"] != "PERMISSION_DENIED":
+				case !allowed && contains(seers(r), user) && res.body["error_code"] != "PERMISSION_DENIED":
 					t.Errorf("%s: %s %s: error_code %v, want PERMISSION_DENIED", user, method, target, res.body["error_code"])
+				case !allowed && !contains(seers(r), user) && (res.status != http.StatusNotFound || (res.body["error_code"] != "RESOURCE_DOES_NOT_EXIST" && res.body["error_code"] != "NOT_FOUND")):
+					t.Errorf("%s: %s %s answered %d %s, want 404 as for an object that does not exist", user, method, target, res.status, res.raw)
 				}
 			}
 			if r.Access == httpapi.Assets {

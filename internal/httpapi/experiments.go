@@ -86,12 +86,13 @@ func (s *Server) getExperimentByName(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	e, err := s.tr.GetExperimentByName(r.Context(), workspace.CanonicalName(q.str("experiment_name")))
+	name := workspace.CanonicalName(q.str("experiment_name"))
+	e, err := s.tr.GetExperimentByName(r.Context(), name)
 	if err != nil {
 		return err
 	}
 	if err := s.allowExperiment(r, e.ID); err != nil {
-		return err
+		return workspace.AsMissing(err, tracking.ExperimentNameNotFound(name))
 	}
 	return writeJSON(w, map[string]any{"experiment": wire.ToExperiment(e)})
 }
@@ -175,29 +176,28 @@ func (s *Server) updateExperiment(w http.ResponseWriter, r *http.Request) error 
 	if err := tracking.ValidateExperimentID(req.ExperimentID); err != nil {
 		return err
 	}
-	if err := s.allowExperiment(r, req.ExperimentID); err != nil {
+	if err := s.allowExperimentOp(r, req.ExperimentID, workspace.OpRenameExperiment); err != nil {
 		return err
 	}
 	ctx, sub := r.Context(), SubjectFromContext(r.Context())
-	if err := workspace.CheckDefaultChange(sub, req.ExperimentID, "rename"); err != nil {
-		return err
-	}
 	cur, err := s.tr.GetExperiment(ctx, req.ExperimentID)
 	if err != nil {
 		return err
 	}
 	name := workspace.CanonicalName(req.NewName)
 	if s.multiUser() && req.NewName != "" {
-		// Renaming within its folder needs CAN_EDIT on the experiment.
-		// Moving it to another folder changes who governs it (it inherits
-		// the folder's grants), so it needs CAN_MANAGE on the experiment
-		// and CAN_EDIT on the destination.
 		if name, err = workspace.NormalizePath(req.NewName); err != nil {
 			return refError(refNewName, req.NewName, err)
 		}
-		if workspace.Parent(name) != workspace.Parent(workspace.CanonicalName(cur.Name)) {
-			if err := s.allowExperimentLevel(r, req.ExperimentID, workspace.CanManage); err != nil {
+		// The policy says what a rename that leaves the folder is
+		// (workspace.RenameOperation): a move, on the experiment and on
+		// the destination folder.
+		if workspace.RenameOperation(cur.Name, name) == workspace.OpMoveExperiment {
+			if err := s.allowExperimentOp(r, req.ExperimentID, workspace.OpMoveExperiment); err != nil {
 				return &errs.Error{Code: errs.CodeOf(err), Msg: "moving an experiment to another folder: " + errs.MessageOf(err), Err: err}
+			}
+			if err := s.allowRef(r, refNewName, req.NewName); err != nil {
+				return err
 			}
 			if name, err = s.ws.PrepareExperimentName(ctx, sub, req.NewName); err != nil {
 				return refError(refNewName, req.NewName, err)
@@ -223,10 +223,10 @@ func (s *Server) deleteExperiment(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
+	if err := tracking.ValidateExperimentID(req.ExperimentID); err != nil {
 		return err
 	}
-	if err := workspace.CheckDefaultChange(SubjectFromContext(r.Context()), req.ExperimentID, "delete"); err != nil {
+	if err := s.allowExperimentOp(r, req.ExperimentID, workspace.OpDeleteExperiment); err != nil {
 		return err
 	}
 	if err := s.tr.DeleteExperiment(r.Context(), req.ExperimentID); err != nil {
@@ -240,10 +240,10 @@ func (s *Server) restoreExperiment(w http.ResponseWriter, r *http.Request) error
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.allowExperimentID(r, req.ExperimentID); err != nil {
+	if err := tracking.ValidateExperimentID(req.ExperimentID); err != nil {
 		return err
 	}
-	if err := workspace.CheckDefaultChange(SubjectFromContext(r.Context()), req.ExperimentID, "restore"); err != nil {
+	if err := s.allowExperimentOp(r, req.ExperimentID, workspace.OpDeleteExperiment); err != nil {
 		return err
 	}
 	if err := s.tr.RestoreExperiment(r.Context(), req.ExperimentID); err != nil {

@@ -14,12 +14,14 @@ import (
 // GPU monitoring: agents post samples, the pane reads the latest sample
 // of each node and downsampled history (docs/gpu.md).
 //
-// Access: every route needs an authenticated caller (agents send the
-// mlflow client's credentials). A request that names a run also needs
-// CAN_EDIT (posting, which logs system metrics to the run) or CAN_READ
-// (reading) on the run's experiment; a run id that names no run guards
-// nothing. Node-wide reads show the run id of a sample only to callers
-// who may read that run.
+// Access: every route needs an authenticated caller. Posting is the
+// policy's (workspace.AuthorizeNodeReport): a node's samples come from a
+// node token for it (the agent's); a user's samples must name a run they
+// may edit (CAN_EDIT: sextant run's samples become the run's system
+// metrics) and are the node's too only while no node token names the
+// node. Reading a run's samples needs CAN_READ on the run's experiment; a
+// run id that names no run guards nothing. Node-wide reads show the run
+// id of a sample only to callers who may read that run.
 
 // gpuPrefix is where the GPU routes live.
 const gpuPrefix = "/api/2.0/sextant/gpu"
@@ -28,7 +30,7 @@ func (s *Server) registerGPURoutes() {
 	if s.gpu == nil {
 		return
 	}
-	s.handle("POST", gpuPrefix+"/samples", Authenticated, s.ingestGPUSamples)
+	s.handleNodeReport("POST", gpuPrefix+"/samples", s.ingestGPUSamples)
 	s.handle("GET", gpuPrefix+"/latest", Authenticated, s.latestGPUSamples)
 	s.handle("GET", gpuPrefix+"/series", Authenticated, s.gpuSeries)
 }
@@ -42,6 +44,16 @@ func (s *Server) ingestGPUSamples(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	if err := gpu.ValidateNode(b.Node); err != nil {
+		return err
+	}
+	// Who may report for the node (node tokens, users' runs), and whether
+	// the samples are the node's or only the run's: the policy's.
+	report, err := s.ws.AuthorizeNodeReport(r.Context(), SubjectFromContext(r.Context()), b.Node, b.RunID != "")
+	if err != nil {
+		return err
+	}
+	b.RunOnly = report == workspace.ReportRunOnly
 	if b.RunID != "" {
 		if err := s.allowGPURun(r, b.RunID, workspace.CanEdit); err != nil {
 			return err
@@ -68,7 +80,7 @@ func (s *Server) allowGPURun(r *http.Request, runID string, l workspace.Level) e
 	case err != nil:
 		return err
 	}
-	return s.allowExperimentLevel(r, exp, l)
+	return workspace.AsMissing(s.allowExperimentOp(r, exp, workspace.OperationFor(l)), tracking.RunNotFound(runID))
 }
 
 // readableRuns hides, in place, the run ids the caller may not read.

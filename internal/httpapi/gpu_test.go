@@ -259,13 +259,13 @@ func TestGPUPermissions(t *testing.T) {
 	}{
 		"AnonymousIngest":          {"", "POST", "/samples", gpuBody("n1", "", 1, ""), 401},
 		"AnonymousLatest":          {"", "GET", "/latest", "", 401},
-		"OutsiderIngestNodeOnly":   {outsider, "POST", "/samples", gpuBody("n2", "", 1, ""), 200},
-		"OutsiderIngestOthersRun":  {outsider, "POST", "/samples", gpuBody("n3", run, 1, ""), 403},
+		"OutsiderIngestNodeOnly":   {outsider, "POST", "/samples", gpuBody("n2", "", 1, ""), 403},
+		"OutsiderIngestOthersRun":  {outsider, "POST", "/samples", gpuBody("n3", run, 1, ""), 404},
 		"ReaderIngestRun":          {reader, "POST", "/samples", gpuBody("n3", run, 1, ""), 403},
 		"OwnerIngestRun":           {owner, "POST", "/samples", gpuBody("n1", run, 1, ""), 200},
 		"ReaderSeriesOfRun":        {reader, "GET", "/series?run_id=" + run, "", 200},
-		"OutsiderSeriesOfRun":      {outsider, "GET", "/series?run_id=" + run, "", 403},
-		"OutsiderLatestOfRun":      {outsider, "GET", "/latest?run_id=" + run, "", 403},
+		"OutsiderSeriesOfRun":      {outsider, "GET", "/series?run_id=" + run, "", 404},
+		"OutsiderLatestOfRun":      {outsider, "GET", "/latest?run_id=" + run, "", 404},
 		"IngestForRunThatIsNotYet": {outsider, "POST", "/samples", gpuBody("n4", "0123456789abcdef0123456789abcdef", 1, ""), 200},
 	}
 	for _, name := range []string{"AnonymousIngest", "AnonymousLatest", "OutsiderIngestNodeOnly", "OutsiderIngestOthersRun", "ReaderIngestRun", "OwnerIngestRun", "ReaderSeriesOfRun", "OutsiderSeriesOfRun", "OutsiderLatestOfRun", "IngestForRunThatIsNotYet"} {

@@ -40,8 +40,9 @@ func TestGPUHoursAccess(t *testing.T) {
 	if len(atts) != 2 || !near(atts[0].(map[string]any)["gpu_hours"], 2) || atts[0].(map[string]any)["status"] != "KILLED" {
 		t.Fatalf("attempts %v", atts)
 	}
-	hours(outsider, "run_id="+f.run, http.StatusForbidden)
-	hours(outsider, "experiment_id="+f.exp, http.StatusForbidden)
+	// What the outsider may not read answers as missing (docs/auth.md, Enumeration).
+	hours(outsider, "run_id="+f.run, http.StatusNotFound)
+	hours(outsider, "experiment_id="+f.exp, http.StatusNotFound)
 	if exp := hours(editor, "experiment_id="+f.exp, http.StatusOK); !near(exp["gpu_hours"], 3) {
 		t.Fatalf("experiment: %v", exp)
 	}

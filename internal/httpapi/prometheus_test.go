@@ -101,8 +101,8 @@ func TestMetricsMove(t *testing.T) {
 	// Refusals are counted under their own code; unknown paths under the
 	// pattern that answered them, never under the path sent.
 	a.as(outsider, "POST", "/api/2.0/mlflow/runs/log-batch", batch)
-	if v := get("sextant_http_requests_total", map[string]string{"route": "/api/2.0/mlflow/runs/log-batch", "code": "403"}); v != 1 {
-		t.Errorf("403s on log-batch: %v, want 1", v)
+	if v := get("sextant_http_requests_total", map[string]string{"route": "/api/2.0/mlflow/runs/log-batch", "code": "404"}); v != 1 {
+		t.Errorf("404s on log-batch: %v, want 1", v)
 	}
 	a.as(owner, "GET", "/no/such/page-42", nil)
 	if v := get("sextant_http_requests_total", map[string]string{"method": "GET", "route": "/", "code": "404"}); v < 1 {

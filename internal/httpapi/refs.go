@@ -57,12 +57,13 @@ var (
 	refSearchExperiments = Ref{Field: "experiment_ids", Kind: RefExperiment, Need: workspace.CanRead, Filtered: true}
 )
 
-// allowRef checks ref's level on the object value names (see Ref). An
-// empty value names nothing. Administrators may reference anything, so in
-// single-user mode this costs nothing.
+// allowRef checks ref's level on the object value names (see Ref): the
+// policy's OpReadReference or OpWriteReference. An empty value names
+// nothing. The policy lets administrators reference anything, so they
+// skip resolving the object (in single-user mode this costs nothing).
 func (s *Server) allowRef(r *http.Request, ref Ref, value string) error {
 	sub := SubjectFromContext(r.Context())
-	if value == "" || isAdmin(sub) {
+	if value == "" || sub.IsActiveAdmin() {
 		return nil
 	}
 	if err := s.checkRef(r, sub, ref, value); err != nil {
@@ -121,18 +122,27 @@ func (s *Server) checkRef(r *http.Request, sub *workspace.Subject, ref Ref, valu
 			return errs.E(errs.Invalid, "must not contain '.', '..' or empty path segments")
 		}
 		if exp = artifacts.ExperimentOf(p); exp == "" {
-			return errs.E(errs.PermissionDenied, "only administrators may use places in the artifact store outside an experiment")
+			return s.ws.Authorize(ctx, sub, workspace.OpReachArtifactStore, workspace.Resource{})
 		}
 	case RefFolder:
 		p, err := workspace.NormalizePath(value)
 		if err != nil {
 			return err
 		}
-		return s.ws.CheckFolder(ctx, sub, workspace.Parent(p), ref.Need)
+		return s.ws.Authorize(ctx, sub, ref.operation(), workspace.Resource{Kind: workspace.ResourceFolder, Key: workspace.Parent(p)})
 	default:
 		return errs.Errorf(errs.Internal, "reference %s has no kind", ref.Field)
 	}
-	return s.ws.CheckExperiment(ctx, sub, exp, ref.Need)
+	return s.ws.Authorize(ctx, sub, ref.operation(), workspace.Resource{Kind: workspace.ResourceExperiment, Key: exp})
+}
+
+// operation is the policy's operation for a reference: pointing at an
+// object (CAN_READ) or writing into it (CAN_EDIT).
+func (ref Ref) operation() workspace.Operation {
+	if ref.Need >= workspace.CanEdit {
+		return workspace.OpWriteReference
+	}
+	return workspace.OpReadReference
 }
 
 // artifactStorePath returns the artifact-store path of an
@@ -163,8 +173,4 @@ func refError(ref Ref, value string, err error) error {
 		return err
 	}
 	return &errs.Error{Code: code, Msg: ref.Field + " " + errs.Truncate(value, 120) + ": " + errs.MessageOf(err), Err: err}
-}
-
-func isAdmin(sub *workspace.Subject) bool {
-	return sub != nil && sub.User != nil && sub.User.Admin && !sub.User.Disabled
 }

@@ -31,7 +31,7 @@ func TestMoveNeedsManage(t *testing.T) {
 		}
 	}
 	// Still governed by the owner's folder: the outsider cannot read it.
-	if res := a.as(outsider, "GET", "/api/2.0/mlflow/experiments/get?experiment_id="+f.exp, nil); res.status != http.StatusForbidden {
+	if res := a.as(outsider, "GET", "/api/2.0/mlflow/experiments/get?experiment_id="+f.exp, nil); res.status != http.StatusNotFound {
 		t.Fatalf("outsider reads the experiment: %d %s", res.status, res.raw)
 	}
 	a.must(editor, "POST", "/api/2.0/mlflow/experiments/update", map[string]any{"experiment_id": f.exp, "new_name": f.folder + "/renamed"})

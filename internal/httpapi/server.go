@@ -125,7 +125,9 @@ type Server struct {
 
 // Access is the permission a route needs. Every route declares one; a
 // route registered without one makes New panic, so that no endpoint is open
-// by oversight.
+// by oversight. A resource-scoped access names one of the permission
+// policy's operations (workspace.Operation), and the level it needs is the
+// policy's table's (internal/workspace/policy.go), not written here.
 type Access int
 
 // The access levels. Resource-scoped levels are checked against the
@@ -194,6 +196,8 @@ type route struct {
 	access Access
 	refs   []Ref
 	h      handlerFunc
+	// nodeReport marks the route node tokens may use (handleNodeReport).
+	nodeReport bool
 }
 
 // Route describes a registered route, for listings and tests.
@@ -329,6 +333,16 @@ func (s *Server) handle(method, path string, access Access, h handlerFunc, refs 
 	}
 }
 
+// handleNodeReport registers the route that reports GPU samples: an
+// Authenticated route which node tokens may use too (they may use no
+// other; see workspace.CheckScope). The handler asks the policy who may
+// report for the node (workspace.AuthorizeNodeReport).
+func (s *Server) handleNodeReport(method, path string, h handlerFunc) {
+	rt := route{method: method, path: path, access: Authenticated, h: h, nodeReport: true}
+	s.routes = append(s.routes, rt)
+	s.mux.Handle(method+" "+path, s.wrap(rt))
+}
+
 // wrap turns a route into an http.Handler: it authenticates the request
 // (unless the route is public or signed), guards resource-scoped routes
 // (see auth.go) and writes the handler's error.
@@ -341,13 +355,17 @@ func (s *Server) wrap(rt route) http.Handler {
 		case Public, SignedCapability, Assets:
 		default:
 			sub, err := s.authenticate(r)
+			if err == nil {
+				// A node token reaches only the GPU samples route.
+				err = workspace.CheckScope(sub, rt.nodeReport)
+			}
 			if err != nil {
 				s.writeError(w, r, err)
 				return
 			}
 			ctx := context.WithValue(r.Context(), subjectKey, sub)
-			if l := levelOf(rt.access); l != workspace.NoAccess {
-				g := &guard{need: l}
+			if op := rt.access.operation(); op != 0 {
+				g := &guard{op: op}
 				ctx = context.WithValue(ctx, guardKey, g)
 				w = &guardedWriter{ResponseWriter: w, g: g, s: s, r: r}
 			}

@@ -34,7 +34,8 @@ func putPart(a *authServer, target, token string) *httptest.ResponseRecorder {
 // TestPartTokensFollowTheUsersRights: a part token names the user who
 // started the upload, and each part checks that user again: once the
 // experiment's grant is taken away, or the user is disabled, the parts of
-// an upload already started are refused (403).
+// an upload already started are refused (as missing, 404, once the user
+// may not even read the experiment or volume; 403 once disabled).
 func TestPartTokensFollowTheUsersRights(t *testing.T) {
 	a := mustAuthServer(t)
 	f := a.newFixture()
@@ -44,7 +45,7 @@ func TestPartTokensFollowTheUsersRights(t *testing.T) {
 		t.Fatalf("part with a fresh token: %d %s", rec.Code, rec.Body)
 	}
 	a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "experiment:" + f.exp, "principal": editor, "level": "NO_PERMISSIONS"})
-	if rec := putPart(a, target, token); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "PERMISSION_DENIED") {
+	if rec := putPart(a, target, token); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "RESOURCE_DOES_NOT_EXIST") {
 		t.Fatalf("part after the grant was taken away: %d %s", rec.Code, rec.Body)
 	}
 	a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "experiment:" + f.exp, "principal": editor, "level": "CAN_EDIT"})
@@ -99,7 +100,7 @@ func TestVolumeUploadsFollowTheUsersRights(t *testing.T) {
 		t.Fatalf("the owner continuing the editor's upload: %d %s", r.status, r.raw)
 	}
 	a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "volume:" + f.volume, "principal": editor, "level": "NO_PERMISSIONS"})
-	if r := part(editor); r.status != 403 {
+	if r := part(editor); r.status != 404 {
 		t.Fatalf("part after the grant was taken away: %d %s", r.status, r.raw)
 	}
 	a.must(owner, "PUT", "/api/2.0/sextant/permissions", map[string]any{"resource": "volume:" + f.volume, "principal": editor, "level": "CAN_EDIT"})

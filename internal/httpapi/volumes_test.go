@@ -213,7 +213,7 @@ func TestUnityCatalogWire(t *testing.T) {
 	if res := a.as(owner, "GET", "/api/2.0/fs/files"+f.volumePath()+"/data.bin", nil); res.status != 404 {
 		t.Fatalf("file in a recreated volume: %d", res.status)
 	}
-	if res := a.as(reader, "GET", uc+"/volumes/"+f.volume, nil); res.status != 403 {
+	if res := a.as(reader, "GET", uc+"/volumes/"+f.volume, nil); res.status != 404 {
 		t.Fatalf("the old grant reaches the new volume: %d", res.status)
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"path"
@@ -149,7 +150,13 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	secret, t, err := s.ws.CreateToken(r.Context(), SubjectFromContext(r.Context()), req.Name, time.Duration(req.LifetimeSeconds.V)*time.Second)
+	create := s.ws.CreateToken
+	if req.Nodes != nil {
+		create = func(ctx context.Context, sub *workspace.Subject, name string, ttl time.Duration) (string, *workspace.Token, error) {
+			return s.ws.CreateNodeToken(ctx, sub, name, ttl, req.Nodes)
+		}
+	}
+	secret, t, err := create(r.Context(), SubjectFromContext(r.Context()), req.Name, time.Duration(req.LifetimeSeconds.V)*time.Second)
 	if err != nil {
 		return err
 	}
@@ -305,8 +312,8 @@ func (s *Server) commentTarget(r *http.Request, kind, id string, l workspace.Lev
 	if err != nil {
 		return t, err
 	}
-	if err := s.allowExperimentLevel(r, exp, l); err != nil {
-		return t, err
+	if err := s.allowExperimentOp(r, exp, workspace.OperationFor(l)); err != nil {
+		return t, workspace.AsMissing(err, workspace.CommentTargetNotFound(t))
 	}
 	checked(r)
 	return t, nil
@@ -397,7 +404,7 @@ func (s *Server) deleteComment(w http.ResponseWriter, r *http.Request) error {
 	// Managers of what the comment is on may delete it too.
 	managerOK := false
 	if exp, err := s.commentExperiment(r, c.Target); err == nil {
-		managerOK = s.allowExperimentLevel(r, exp, workspace.CanManage) == nil
+		managerOK = s.allowExperimentOp(r, exp, workspace.OpManageExperiment) == nil
 	}
 	if err := s.ws.DeleteComment(r.Context(), SubjectFromContext(r.Context()), req.ID.V, managerOK); err != nil {
 		return err

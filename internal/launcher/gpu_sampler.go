@@ -56,15 +56,8 @@ func (g *GPUSampler) Start(ctx context.Context, job SampledJob) (func(context.Co
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	node := g.Node
-	if node == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return nil, fmt.Errorf("read the host name: %w", err)
-		}
-		node = h
-	}
-	if err := gpu.ValidateNode(node); err != nil {
+	node, err := g.nodeName()
+	if err != nil {
 		return nil, err
 	}
 	seed := fnv.New64a()
@@ -123,6 +116,24 @@ func (g *GPUSampler) Start(ctx context.Context, job SampledJob) (func(context.Co
 		}
 		return errors.Join(spool.Close(), src.Close(), os.RemoveAll(dir))
 	}, nil
+}
+
+// nodeName is the node the samples are labelled with: Node, else the
+// host name, which is what sextant agent names the node by default, so
+// that the launcher's samples and the agent's land on the same node.
+func (g *GPUSampler) nodeName() (string, error) {
+	node := g.Node
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("read the host name: %w", err)
+		}
+		node = h
+	}
+	if err := gpu.ValidateNode(node); err != nil {
+		return "", err
+	}
+	return node, nil
 }
 
 // GPULogger is the GPU agent's logger inside the launcher: its warnings

@@ -138,18 +138,25 @@ func launcherJob(args []string) (name string, module bool) {
 			return a, true
 		}
 		if isPython(path.Base(a)) {
-			name, mod, tail := pythonTarget(args[i+1:])
-			switch {
-			case mod && isTorchrunModule(name):
-				return launcherJob(tail)
-			case name != "" && name != "-":
-				return name, mod
-			}
-			return "python", false
+			return pythonJob(args[i+1:])
 		}
 		return a, false
 	}
 	return "", false
+}
+
+// pythonJob finds what a Python interpreter in a launcher's arguments
+// runs, looking through python -m torch.distributed.run; "python" when
+// it runs no script or module.
+func pythonJob(args []string) (name string, module bool) {
+	name, mod, tail := pythonTarget(args)
+	switch {
+	case mod && isTorchrunModule(name):
+		return launcherJob(tail)
+	case name != "" && name != "-":
+		return name, mod
+	}
+	return "python", false
 }
 
 // JobKey is what identifies a job across its launches, for --resume
@@ -164,42 +171,65 @@ func JobKey(argv []string) string {
 		return ""
 	}
 	prog := path.Base(argv[0])
-	script := func(name string) string { return "script " + path.Clean(name) }
+	var key string
 	switch {
 	case isPython(prog):
-		name, module, tail := pythonTarget(argv[1:])
-		switch {
-		case module && isTorchrunModule(name):
-			if n, mod := launcherJob(tail); n != "" && n != "python" {
-				if mod {
-					return "module " + n
-				}
-				return script(n)
-			}
-		case module:
-			return "module " + name
-		case name != "" && name != "-":
-			return script(name)
-		}
+		key = pythonKey(argv[1:])
 	case isLauncher(prog):
-		if n, mod := launcherJob(argv[1:]); n != "" && n != "python" {
-			if mod {
-				return "module " + n
-			}
-			return script(n)
-		}
+		key = launchedKey(argv[1:])
 	case isShell(prog):
-		for _, a := range argv[1:] {
-			if a == "-c" || (strings.HasPrefix(a, "-") && strings.Contains(a, "c")) {
-				break // inline commands: the text is the job
-			}
-			if !strings.HasPrefix(a, "-") {
-				return script(a)
-			}
-		}
+		key = shellKey(argv[1:])
+	}
+	if key != "" {
+		return key
 	}
 	return "command " + strings.Join(argv, " ")
 }
+
+// pythonKey is JobKey's key for a Python interpreter's arguments: the
+// script or module, or, under python -m torch.distributed.run, what that
+// runs; "" when there is none (python -c).
+func pythonKey(args []string) string {
+	name, module, tail := pythonTarget(args)
+	switch {
+	case module && isTorchrunModule(name):
+		return launchedKey(tail)
+	case module:
+		return "module " + name
+	case name != "" && name != "-":
+		return scriptKey(name)
+	}
+	return ""
+}
+
+// launchedKey is JobKey's key for a distributed launcher's arguments:
+// the script or module it runs; "" when there is none.
+func launchedKey(args []string) string {
+	n, mod := launcherJob(args)
+	switch {
+	case n == "" || n == "python":
+		return ""
+	case mod:
+		return "module " + n
+	}
+	return scriptKey(n)
+}
+
+// shellKey is JobKey's key for a shell's arguments: the script it runs;
+// "" for inline commands (sh -c), whose text is the job.
+func shellKey(args []string) string {
+	for _, a := range args {
+		if a == "-c" || (strings.HasPrefix(a, "-") && strings.Contains(a, "c")) {
+			return ""
+		}
+		if !strings.HasPrefix(a, "-") {
+			return scriptKey(a)
+		}
+	}
+	return ""
+}
+
+func scriptKey(name string) string { return "script " + path.Clean(name) }
 
 func lastDotted(m string) string {
 	if i := strings.LastIndexByte(m, '.'); i >= 0 {
@@ -280,19 +310,8 @@ type Torchrun struct {
 // ParseTorchrun reads the job options of a torchrun command line.
 func ParseTorchrun(argv []string) Torchrun {
 	t := Torchrun{NodeRank: -1}
-	if len(argv) == 0 {
-		return t
-	}
-	args := argv[1:]
-	switch prog := path.Base(argv[0]); {
-	case prog == "torchrun":
-	case isPython(prog):
-		name, module, tail := pythonTarget(args)
-		if !module || !isTorchrunModule(name) {
-			return t
-		}
-		args = tail
-	default:
+	args, ok := torchrunArgs(argv)
+	if !ok {
 		return t
 	}
 	t.Found = true
@@ -306,24 +325,47 @@ func ParseTorchrun(argv []string) Torchrun {
 			val = args[i+1]
 			i++
 		}
-		switch strings.ReplaceAll(key, "_", "-") {
-		case "--nnodes":
-			hi := val
-			if _, after, ok := strings.Cut(val, ":"); ok {
-				hi = after
-			}
-			t.NNodes, _ = strconv.Atoi(hi)
-		case "--node-rank":
-			if n, err := strconv.Atoi(val); err == nil {
-				t.NodeRank = n
-			}
-		case "--rdzv-id":
-			if val != "none" {
-				t.RdzvID = val
-			}
-		}
+		t.set(strings.ReplaceAll(key, "_", "-"), val)
 	}
 	return t
+}
+
+// torchrunArgs returns torchrun's own arguments when argv runs torchrun,
+// as a program or as python -m torch.distributed.run.
+func torchrunArgs(argv []string) ([]string, bool) {
+	if len(argv) == 0 {
+		return nil, false
+	}
+	args := argv[1:]
+	switch prog := path.Base(argv[0]); {
+	case prog == "torchrun":
+		return args, true
+	case isPython(prog):
+		name, module, tail := pythonTarget(args)
+		return tail, module && isTorchrunModule(name)
+	}
+	return nil, false
+}
+
+// set records one of torchrun's options (key spelled with dashes) that
+// says something about the job; it ignores the others.
+func (t *Torchrun) set(key, val string) {
+	switch key {
+	case "--nnodes":
+		hi := val
+		if _, after, ok := strings.Cut(val, ":"); ok {
+			hi = after
+		}
+		t.NNodes, _ = strconv.Atoi(hi)
+	case "--node-rank":
+		if n, err := strconv.Atoi(val); err == nil {
+			t.NodeRank = n
+		}
+	case "--rdzv-id":
+		if val != "none" {
+			t.RdzvID = val
+		}
+	}
 }
 
 // Job says where this launcher stands in a job that may span nodes.
@@ -373,64 +415,16 @@ func ResolveJob(in JobInputs) (Job, error) {
 		env = func(string) string { return "" }
 	}
 	tr := ParseTorchrun(in.Command)
-	j := Job{NodeRank: -1, LocalRank: -1}
-	pickInt := func(dst *int, vals ...string) {
-		for _, v := range vals {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-				*dst = n
-				return
-			}
-		}
-	}
-	itoa := func(n int) string {
-		if n < 0 {
-			return ""
-		}
-		return strconv.Itoa(n)
-	}
-	slurmTasks := env("SLURM_NTASKS_PER_NODE") != "" && env("SLURM_NTASKS_PER_NODE") != "1"
-	pickInt(&j.NodeRank, itoa(in.NodeRankFlag), env("NODE_RANK"), env("GROUP_RANK"), itoa(tr.NodeRank), env("SLURM_NODEID"))
-	if j.NodeRank < 0 {
-		j.NodeRank = 0
-	}
-	localFromSlurm := ""
-	if slurmTasks {
-		localFromSlurm = env("SLURM_LOCALID")
-	}
-	pickInt(&j.LocalRank, itoa(in.LocalRankFlag), env("LOCAL_RANK"), localFromSlurm)
-	j.NNodes = -1
-	nnodesFromWorld := ""
-	if w, err1 := strconv.Atoi(env("WORLD_SIZE")); err1 == nil {
-		if lw, err2 := strconv.Atoi(env("LOCAL_WORLD_SIZE")); err2 == nil && lw > 0 {
-			nnodesFromWorld = strconv.Itoa(w / lw)
-		}
-	}
-	nnodesFlag := ""
-	if in.NNodesFlag > 0 {
-		nnodesFlag = strconv.Itoa(in.NNodesFlag)
-	}
-	trNodes := ""
-	if tr.NNodes > 0 {
-		trNodes = strconv.Itoa(tr.NNodes)
-	}
-	pickInt(&j.NNodes, nnodesFlag, trNodes, env("SLURM_NNODES"), nnodesFromWorld)
-	if j.NNodes < 1 {
-		j.NNodes = 1
+	j := Job{
+		NodeRank:  max(0, firstCount(-1, rankArg(in.NodeRankFlag), env("NODE_RANK"), env("GROUP_RANK"), rankArg(tr.NodeRank), env("SLURM_NODEID"))),
+		LocalRank: localRank(in.LocalRankFlag, env),
+		NNodes:    max(1, nodeCount(in.NNodesFlag, tr, env)),
 	}
 	world, _ := strconv.Atoi(env("WORLD_SIZE"))
 	many := j.NNodes > 1 || j.NodeRank > 0 || j.LocalRank > 0 || (j.LocalRank >= 0 && world > 1)
 	j.ID = in.JobIDFlag
 	if j.ID == "" && many {
-		slurm := env("SLURM_JOB_ID")
-		if slurm != "" && env("SLURM_STEP_ID") != "" {
-			slurm += "." + env("SLURM_STEP_ID")
-		}
-		for _, v := range []string{env("TORCHELASTIC_RUN_ID"), tr.RdzvID, slurm} {
-			if v != "" && v != "none" {
-				j.ID = v
-				break
-			}
-		}
+		j.ID = envJobID(tr, env)
 	}
 	if j.ID != "" && !jobIDShape.MatchString(j.ID) {
 		return Job{}, errs.Errorf(errs.Invalid, "job id %q must be 1 to 200 letters, digits and _ . : @ + / -", j.ID)
@@ -441,6 +435,75 @@ func ResolveJob(in JobInputs) (Job, error) {
 			j.NodeRank, j.NNodes, j.LocalRank)
 	}
 	return j, nil
+}
+
+// firstCount returns the first of vals that is a whole number, 0 or more,
+// else def: the sources of a rank or count, in order of precedence.
+func firstCount(def int, vals ...string) int {
+	for _, v := range vals {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return def
+}
+
+// rankArg is a rank flag's value for firstCount: "" when it is not set
+// (negative).
+func rankArg(n int) string {
+	if n < 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// countArg is a count flag's value for firstCount: "" when it is not set
+// (0 or negative).
+func countArg(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// localRank is --local-rank, else LOCAL_RANK, else SLURM_LOCALID when
+// SLURM runs one task per GPU (with one task per node, SLURM_LOCALID is
+// always 0 and says nothing), else -1.
+func localRank(flag int, env func(string) string) int {
+	fromSlurm := ""
+	if tasks := env("SLURM_NTASKS_PER_NODE"); tasks != "" && tasks != "1" {
+		fromSlurm = env("SLURM_LOCALID")
+	}
+	return firstCount(-1, rankArg(flag), env("LOCAL_RANK"), fromSlurm)
+}
+
+// nodeCount is --nnodes, else torchrun's --nnodes, SLURM_NNODES,
+// WORLD_SIZE/LOCAL_WORLD_SIZE, else -1. A flag's 0 means not set.
+func nodeCount(flag int, tr Torchrun, env func(string) string) int {
+	fromWorld := ""
+	if w, err1 := strconv.Atoi(env("WORLD_SIZE")); err1 == nil {
+		if lw, err2 := strconv.Atoi(env("LOCAL_WORLD_SIZE")); err2 == nil && lw > 0 {
+			fromWorld = strconv.Itoa(w / lw)
+		}
+	}
+	return firstCount(-1, countArg(flag), countArg(tr.NNodes), env("SLURM_NNODES"), fromWorld)
+}
+
+// envJobID is the job id the environment gives a launcher of a job on
+// several launchers: TORCHELASTIC_RUN_ID, torchrun's --rdzv-id, else
+// SLURM_JOB_ID (with SLURM_STEP_ID, so that the steps of one allocation
+// are runs of their own); "" when none does.
+func envJobID(tr Torchrun, env func(string) string) string {
+	slurm := env("SLURM_JOB_ID")
+	if slurm != "" && env("SLURM_STEP_ID") != "" {
+		slurm += "." + env("SLURM_STEP_ID")
+	}
+	for _, v := range []string{env("TORCHELASTIC_RUN_ID"), tr.RdzvID, slurm} {
+		if v != "" && v != "none" {
+			return v
+		}
+	}
+	return ""
 }
 
 // rankPrefix matches torchrun's default log line prefix ("[default3]:"

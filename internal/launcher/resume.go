@@ -141,32 +141,15 @@ func (l *launcher) resolveResume(ctx context.Context) (*resumePoint, error) {
 	}
 	rp := &resumePoint{step: -1, loggedStep: -1}
 	if o.ResumeFrom == ResumeLatest {
-		evs, err := runevents.ListAll(ctx, o.Events.ListEvents, runevents.Query{RunID: id, Kinds: []runevents.Kind{runevents.KindCheckpointSave}})
+		path, step, err := l.latestCheckpoint(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("list the checkpoints of run %s: %w", id, err)
+			return nil, err
 		}
-		// Newest first; the first whose .metadata is on the volume (a
-		// recorded save may have been deleted since, by ckpt gc).
-		for len(evs) > 0 {
-			best, ok := runevents.LatestComplete(evs)
-			if !ok {
-				break
-			}
-			done, err := o.Checkpoints.CheckpointComplete(ctx, best.Checkpoint.Path)
-			if err != nil {
-				return nil, fmt.Errorf("check checkpoint %s: %w", best.Checkpoint.Path, err)
-			}
-			if done {
-				rp.path, rp.step = best.Checkpoint.Path, best.Step
-				break
-			}
-			l.say("checkpoint %s (step %d) is recorded complete but is no longer on the volume; trying the one before", best.Checkpoint.Path, best.Step)
-			evs = dropSeq(evs, best.Seq)
-		}
-		if rp.path == "" {
+		if path == "" {
 			l.say("run %s has no complete checkpoint to resume from: the job starts from the beginning", id)
 			return nil, nil
 		}
+		rp.path, rp.step = path, step
 	} else {
 		p := strings.TrimRight(o.ResumeFrom, "/")
 		done, err := o.Checkpoints.CheckpointComplete(ctx, p)
@@ -178,13 +161,7 @@ func (l *launcher) resolveResume(ctx context.Context) (*resumePoint, error) {
 		}
 		rp.path, rp.step = p, trailingStep(p)
 	}
-	for _, m := range l.run.Data.Metrics {
-		// The GPU sampler's metrics and the progress reports (sextant/progress/, re-reported for the
-		// steps computed again) are not the job's logging.
-		if !strings.HasPrefix(m.Key, "system/") && !strings.HasPrefix(m.Key, "sextant/progress/") {
-			rp.loggedStep = max(rp.loggedStep, m.Step)
-		}
-	}
+	rp.loggedStep = l.lastLoggedStep()
 	msg := fmt.Sprintf("resumed from %s", rp.path)
 	if rp.step >= 0 {
 		msg += fmt.Sprintf(" (step %d)", rp.step)
@@ -199,6 +176,49 @@ func (l *launcher) resolveResume(ctx context.Context) (*resumePoint, error) {
 	}
 	l.say("%s", msg)
 	return rp, nil
+}
+
+// latestCheckpoint returns the path and step of the run's newest
+// checkpoint recorded complete that is still complete on the volume
+// (ckpt gc may have deleted a recorded one since), or "" when there is
+// none.
+func (l *launcher) latestCheckpoint(ctx context.Context, runID string) (string, int64, error) {
+	evs, err := runevents.ListAll(ctx, l.opts.Events.ListEvents, runevents.Query{RunID: runID, Kinds: []runevents.Kind{runevents.KindCheckpointSave}})
+	if err != nil {
+		return "", 0, fmt.Errorf("list the checkpoints of run %s: %w", runID, err)
+	}
+	// Newest first; the first whose .metadata is on the volume.
+	for len(evs) > 0 {
+		best, ok := runevents.LatestComplete(evs)
+		if !ok {
+			break
+		}
+		done, err := l.opts.Checkpoints.CheckpointComplete(ctx, best.Checkpoint.Path)
+		if err != nil {
+			return "", 0, fmt.Errorf("check checkpoint %s: %w", best.Checkpoint.Path, err)
+		}
+		if done {
+			return best.Checkpoint.Path, best.Step, nil
+		}
+		l.say("checkpoint %s (step %d) is recorded complete but is no longer on the volume; trying the one before", best.Checkpoint.Path, best.Step)
+		evs = dropSeq(evs, best.Seq)
+	}
+	return "", 0, nil
+}
+
+// lastLoggedStep is the highest step of the run's own metrics (not the
+// system/ ones the launcher samples, nor the progress reports'
+// sextant/progress/ ones, which the replayed steps report again), or -1:
+// the resumed job skips the steps up to it, which the killed attempt
+// logged already, so that the replayed steps are not logged twice.
+func (l *launcher) lastLoggedStep() int64 {
+	step := int64(-1)
+	for _, m := range l.run.Data.Metrics {
+		if !strings.HasPrefix(m.Key, "system/") && !strings.HasPrefix(m.Key, "sextant/progress/") {
+			step = max(step, m.Step)
+		}
+	}
+	return step
 }
 
 func dropSeq(evs []runevents.Event, seq int64) []runevents.Event {

@@ -56,76 +56,112 @@ func (l *launcher) ensureExperiment(ctx context.Context, name string) (string, e
 // a multi-node job finding the run its node 0 created), or new.
 func (l *launcher) setup(ctx context.Context) error {
 	o := &l.opts
-	tr := o.Tracker
-	running := tracking.StatusRunning
 	if o.ResumeFrom != "" && o.Resume == "" && o.Job.ID == "" {
-		// The run this command ran in last, in the experiment.
-		expID, err := l.ensureExperiment(ctx, o.Experiment)
-		if err != nil {
+		if err := l.findRunToResume(ctx); err != nil {
 			return err
-		}
-		l.expID, l.expName = expID, o.Experiment
-		run, why, err := l.findSameJobRun(ctx)
-		if err != nil {
-			return err
-		}
-		switch {
-		case run != nil:
-			l.say("resuming run %s (%s): %s", run.Info.RunID, run.Info.RunName, why)
-			o.Resume = run.Info.RunID
-		case o.ResumeFrom == ResumeLatest:
-			return errs.Errorf(errs.NotFound, "no run to resume: experiment %s has no run of %s; name the run with --run-id (or MLFLOW_RUN_ID)", o.Experiment, describeKey(JobKey(o.Command)))
 		}
 	}
 	if o.Resume != "" {
-		run, err := tr.GetRun(ctx, o.Resume)
-		if err != nil {
-			return fmt.Errorf("resume run %s: %w", o.Resume, err)
-		}
-		if run.Info.LifecycleStage == tracking.Deleted {
-			return errs.Errorf(errs.Invalid, "run %s is deleted: restore it before resuming it", o.Resume)
-		}
-		u := tracking.RunUpdate{Status: &running}
-		if o.RunName != "" {
-			u.Name = &o.RunName
-		}
-		if err := tr.UpdateRun(ctx, run.Info.RunID, u); err != nil {
-			return fmt.Errorf("resume run %s: %w", o.Resume, err)
-		}
-		exp, err := tr.GetExperiment(ctx, run.Info.ExperimentID)
-		if err != nil {
-			return fmt.Errorf("resume run %s: %w", o.Resume, err)
-		}
-		if o.Experiment != "" && o.ExperimentExplicit && o.Experiment != exp.Name {
-			l.say("run %s is in experiment %s, not %s: resuming it there", run.Info.RunID, exp.Name, o.Experiment)
-		}
-		l.run, l.expID, l.expName = run, exp.ID, exp.Name
-		if o.RunName != "" {
-			l.run.Info.RunName = o.RunName
-		}
-		return nil
+		return l.resumeRun(ctx)
 	}
 	expID, err := l.ensureExperiment(ctx, o.Experiment)
 	if err != nil {
 		return err
 	}
 	l.expID, l.expName = expID, o.Experiment
-	if o.Job.ID == "" {
+	switch {
+	case o.Job.ID == "":
+		l.run, err = l.createRun(ctx)
+		return err
+	case o.Job.Creator():
+		return l.createJobRun(ctx)
+	}
+	return l.joinJobRun(ctx)
+}
+
+// findRunToResume sets Resume to the run this command ran in last, in the
+// experiment, for a --resume given no run: a user resuming a script
+// means its last run. None is an error for ResumeLatest (there is no
+// checkpoint to take) but not for a checkpoint path, which then starts a
+// new run from that checkpoint.
+func (l *launcher) findRunToResume(ctx context.Context) error {
+	o := &l.opts
+	expID, err := l.ensureExperiment(ctx, o.Experiment)
+	if err != nil {
+		return err
+	}
+	l.expID, l.expName = expID, o.Experiment
+	run, why, err := l.findSameJobRun(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case run != nil:
+		l.say("resuming run %s (%s): %s", run.Info.RunID, run.Info.RunName, why)
+		o.Resume = run.Info.RunID
+	case o.ResumeFrom == ResumeLatest:
+		return errs.Errorf(errs.NotFound, "no run to resume: experiment %s has no run of %s; name the run with --run-id (or MLFLOW_RUN_ID)", o.Experiment, describeKey(JobKey(o.Command)))
+	}
+	return nil
+}
+
+// resumeRun marks the run Resume names RUNNING again (renamed when
+// RunName is set) and takes its experiment, whatever Experiment says: a
+// run stays in the experiment it was created in.
+func (l *launcher) resumeRun(ctx context.Context) error {
+	o := &l.opts
+	tr := o.Tracker
+	run, err := tr.GetRun(ctx, o.Resume)
+	if err != nil {
+		return fmt.Errorf("resume run %s: %w", o.Resume, err)
+	}
+	if run.Info.LifecycleStage == tracking.Deleted {
+		return errs.Errorf(errs.Invalid, "run %s is deleted: restore it before resuming it", o.Resume)
+	}
+	running := tracking.StatusRunning
+	u := tracking.RunUpdate{Status: &running}
+	if o.RunName != "" {
+		u.Name = &o.RunName
+	}
+	if err := tr.UpdateRun(ctx, run.Info.RunID, u); err != nil {
+		return fmt.Errorf("resume run %s: %w", o.Resume, err)
+	}
+	exp, err := tr.GetExperiment(ctx, run.Info.ExperimentID)
+	if err != nil {
+		return fmt.Errorf("resume run %s: %w", o.Resume, err)
+	}
+	if o.Experiment != "" && o.ExperimentExplicit && o.Experiment != exp.Name {
+		l.say("run %s is in experiment %s, not %s: resuming it there", run.Info.RunID, exp.Name, o.Experiment)
+	}
+	l.run, l.expID, l.expName = run, exp.ID, exp.Name
+	if o.RunName != "" {
+		l.run.Info.RunName = o.RunName
+	}
+	return nil
+}
+
+// createJobRun creates the run of a multi-node job, as its node 0. A
+// restarted node 0 of the same job resumes the run it made, so that the
+// other nodes, which find the run by job id, stay in it.
+func (l *launcher) createJobRun(ctx context.Context) error {
+	run, err := l.findJobRun(ctx)
+	if err != nil {
+		return err
+	}
+	if run == nil {
 		l.run, err = l.createRun(ctx)
 		return err
 	}
-	if o.Job.Creator() {
-		// A restarted node 0 of the same job resumes the run it made.
-		if run, err := l.findJobRun(ctx); err != nil {
-			return err
-		} else if run != nil {
-			l.run = run
-			return tr.UpdateRun(ctx, run.Info.RunID, tracking.RunUpdate{Status: &running})
-		}
-		l.run, err = l.createRun(ctx)
-		return err
-	}
-	// Another node: wait for node 0's run.
+	l.run = run
+	running := tracking.StatusRunning
+	return l.opts.Tracker.UpdateRun(ctx, run.Info.RunID, tracking.RunUpdate{Status: &running})
+}
+
+// joinJobRun waits, for at most JoinTimeout, for node 0 of the job to
+// create the run, checking each second: the nodes of a job start in any
+// order.
+func (l *launcher) joinJobRun(ctx context.Context) error {
+	o := &l.opts
 	deadline := time.Now().Add(o.JoinTimeout)
 	said := false
 	for {
@@ -253,10 +289,7 @@ func (l *launcher) finish(ctx context.Context, out outcome) (tracking.RunStatus,
 	multi := o.Job.ID != ""
 	prefix := ""
 	if multi {
-		prefix = TagNodePrefix + strconv.Itoa(o.Job.NodeRank) + "."
-		if o.Job.LocalRank >= 0 {
-			prefix += "rank" + strconv.Itoa(o.Job.LocalRank) + "."
-		}
+		prefix = nodeTagPrefix(o.Job)
 		tags = append(tags, tracking.Tag{Key: prefix + "exit_code", Value: strconv.Itoa(out.code)})
 		if sig != 0 {
 			tags = append(tags, tracking.Tag{Key: prefix + "signal", Value: signalName(sig)})

@@ -98,23 +98,13 @@ func (s *shipper) run(ctx context.Context) {
 	for {
 		n, oldest := s.q.pending()
 		if n == 0 {
-			if s.q.isClosed() {
-				return
-			}
-			select {
-			case <-s.q.changed:
-			case <-ctx.Done():
+			if s.q.isClosed() || !s.waitChanged(ctx) {
 				return
 			}
 			continue
 		}
 		if wait := s.sendIn(n, time.Since(oldest)); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-s.q.changed:
-				timer.Stop()
-			case <-ctx.Done():
+			if !s.waitFor(ctx, timer, wait) {
 				return
 			}
 			continue
@@ -129,40 +119,77 @@ func (s *shipper) run(ctx context.Context) {
 		if len(lines) == 0 {
 			continue
 		}
-		backoff := 100 * time.Millisecond
-		for {
-			_, err := s.sink.AppendLogs(ctx, s.runID, runlogs.Batch{Source: s.source, FirstSeq: first, Lines: lines})
-			if err == nil {
-				s.q.ack()
-				s.delivered.Add(int64(len(lines)))
-				if down {
-					s.warn("the server is reachable again; sending the output kept meanwhile")
-					down = false
-				}
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			// A full disk on the server (507) is kept and retried too:
-			// the server writes again once space is freed.
-			if !errs.Transient(err) && errs.CodeOf(err) != errs.Internal && errs.CodeOf(err) != errs.InsufficientStorage {
-				s.warn("the server refused the output (%s); it is still shown here but no longer stored", errs.MessageOf(err))
-				s.q.disable()
-				break
-			}
-			if !down {
-				s.warn("cannot send output to the server (%v); keeping it (in memory, then on disk) and retrying", err)
-				down = true
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, 2*time.Second)
+		if !s.send(ctx, first, lines, &down) {
+			return
 		}
+	}
+}
+
+// waitChanged waits for the queue to change; false when ctx ended first.
+func (s *shipper) waitChanged(ctx context.Context) bool {
+	select {
+	case <-s.q.changed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// waitFor waits, on timer, for d or until the queue changes (a change may
+// fill the batch, or close the queue: then the batch goes at once);
+// false when ctx ended first.
+func (s *shipper) waitFor(ctx context.Context, timer *time.Timer, d time.Duration) bool {
+	timer.Reset(d)
+	select {
+	case <-timer.C:
+	case <-s.q.changed:
+		timer.Stop()
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// send delivers one batch, the lines from sequence number first, and
+// acknowledges it in the queue. A transient failure is retried, with
+// backoff up to 2 s, until the batch gets through or ctx ends (then send
+// returns false); a refusal for good disables the queue. down tracks
+// whether the server is unreachable, so that the user is told once when
+// it goes and once when it comes back, not at each retry.
+func (s *shipper) send(ctx context.Context, first int64, lines []runlogs.Line, down *bool) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		_, err := s.sink.AppendLogs(ctx, s.runID, runlogs.Batch{Source: s.source, FirstSeq: first, Lines: lines})
+		if err == nil {
+			s.q.ack()
+			s.delivered.Add(int64(len(lines)))
+			if *down {
+				s.warn("the server is reachable again; sending the output kept meanwhile")
+				*down = false
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		// A full disk on the server (507) is kept and retried too:
+		// the server writes again once space is freed.
+		if !errs.Transient(err) && errs.CodeOf(err) != errs.Internal && errs.CodeOf(err) != errs.InsufficientStorage {
+			s.warn("the server refused the output (%s); it is still shown here but no longer stored", errs.MessageOf(err))
+			s.q.disable()
+			return true
+		}
+		if !*down {
+			s.warn("cannot send output to the server (%v); keeping it (in memory, then on disk) and retrying", err)
+			*down = true
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }

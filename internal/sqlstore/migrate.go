@@ -25,6 +25,7 @@ var components = []struct {
 	{"runlogs", runlogMigrations},
 	{"gpu", gpuMigrations},
 	{"workspace", workspaceMigrations},
+	{"nodetokens", nodeTokenMigrations},
 	{"volumes", volumeMigrations},
 	{"events", eventMigrations},
 }

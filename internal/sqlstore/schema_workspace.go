@@ -109,6 +109,14 @@ END;
 `,
 }
 
+// nodeTokenMigrations make tokens node tokens (workspace/nodes.go): the
+// GPU nodes a token may report for, one name a line (names hold no
+// control characters), empty for a user's token. A component of its own, after
+// workspace's, so that workspace's migrations stay as they shipped.
+var nodeTokenMigrations = []string{
+	`ALTER TABLE tokens ADD COLUMN nodes TEXT NOT NULL DEFAULT '';`,
+}
+
 // workspaceCommentPurgePG is workspace migration 2 on PostgreSQL, whose
 // triggers call functions.
 const workspaceCommentPurgePG = `

@@ -103,17 +103,41 @@ func (s *WorkspaceStore) UpdateUser(ctx context.Context, id int64, u workspace.U
 // CreateToken implements workspace.Store.
 func (s *WorkspaceStore) CreateToken(ctx context.Context, t *workspace.Token, hash []byte) error {
 	return s.w.do(ctx, func(tx *wtx) error {
-		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_time, expires_time, last_used_time, revoked_time) VALUES (?, ?, ?, ?, ?, 0, 0) RETURNING token_id`,
-			t.UserID, t.Name, hash, t.CreatedMs, t.ExpiresMs).Scan(&t.ID), "create token")
+		return sqlError(tx.QueryRowContext(ctx, `INSERT INTO tokens (user_id, name, hash, created_time, expires_time, last_used_time, revoked_time, nodes) VALUES (?, ?, ?, ?, ?, 0, 0, ?) RETURNING token_id`,
+			t.UserID, t.Name, hash, t.CreatedMs, t.ExpiresMs, strings.Join(t.Nodes, "\n")).Scan(&t.ID), "create token")
 	})
 }
 
-const tokenCols = `token_id, user_id, name, created_time, expires_time, last_used_time, revoked_time`
+const tokenCols = `token_id, user_id, name, created_time, expires_time, last_used_time, revoked_time, nodes`
 
 func scanToken(sc interface{ Scan(...any) error }) (*workspace.Token, error) {
 	t := &workspace.Token{}
-	err := sc.Scan(&t.ID, &t.UserID, &t.Name, &t.CreatedMs, &t.ExpiresMs, &t.LastUsedMs, &t.RevokedMs)
+	var nodes string
+	err := sc.Scan(&t.ID, &t.UserID, &t.Name, &t.CreatedMs, &t.ExpiresMs, &t.LastUsedMs, &t.RevokedMs, &nodes)
+	if nodes != "" {
+		t.Nodes = strings.Split(nodes, "\n")
+	}
 	return t, err
+}
+
+// NodeTokenNodes implements workspace.Store.
+func (s *WorkspaceStore) NodeTokenNodes(ctx context.Context, nowMs int64) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	err := s.queryEach(ctx, `SELECT nodes FROM tokens WHERE nodes <> '' AND revoked_time = 0 AND (expires_time = 0 OR expires_time > ?)`, []any{nowMs}, func(rows *sql.Rows) error {
+		var nodes string
+		if err := rows.Scan(&nodes); err != nil {
+			return err
+		}
+		for _, n := range strings.Split(nodes, "\n") {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // LookupToken implements workspace.Store.
@@ -280,7 +304,7 @@ func (s *WorkspaceStore) GetFolder(ctx context.Context, path string) (*workspace
 	err := s.rdb.QueryRowContext(ctx, `SELECT folder_id, path, owner_id, created_time FROM folders WHERE path = ?`, path).
 		Scan(&f.ID, &f.Path, &f.OwnerID, &f.CreatedMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errs.Errorf(errs.NotFound, "folder %s does not exist", path)
+		return nil, workspace.FolderNotFound(path)
 	}
 	return f, sqlError(err, "get folder")
 }

@@ -1,24 +1,29 @@
 package volumes
 
-import "github.com/sextant/sextant/internal/errs"
+import (
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/workspace"
+)
 
 // The errors every volume store gives for missing and non-empty objects,
-// worded here so that each backend answers alike.
+// worded here so that each backend answers alike. The missing ones are
+// worded by the permission policy (workspace.NotFoundError), which answers
+// a securable the caller may not see exactly as a missing one.
 
 // CatalogNotFound is the error for a catalog name that names none.
 func CatalogNotFound(name string) error {
-	return errs.Errorf(errs.NotFound, "catalog %s does not exist", name)
+	return workspace.NotFoundError(workspace.Resource{Kind: workspace.ResourceCatalog, Key: name})
 }
 
 // SchemaNotFound is the error for a schema a catalog does not have.
 func SchemaNotFound(catalog, name string) error {
-	return errs.Errorf(errs.NotFound, "schema %s.%s does not exist", catalog, name)
+	return workspace.NotFoundError(workspace.Resource{Kind: workspace.ResourceSchema, Key: catalog + "." + name})
 }
 
 // VolumeNotFound is the error for a volume (its full name or id) that
 // names none.
 func VolumeNotFound(name string) error {
-	return errs.Errorf(errs.NotFound, "volume %s does not exist", name)
+	return workspace.NotFoundError(workspace.Resource{Kind: workspace.ResourceVolume, Key: name})
 }
 
 // CatalogNotEmpty is the error for deleting a catalog that holds schemas.

@@ -151,14 +151,18 @@ type node struct {
 	res     workspace.Resource
 	ownerID int64
 	parent  *node
+	// catalog and schema are the securable a catalog or schema node is,
+	// for visible.
+	catalog *Catalog
+	schema  *Schema
 }
 
 func catalogNode(c *Catalog) *node {
-	return &node{res: workspace.Resource{Kind: workspace.ResourceCatalog, Key: c.Name}, ownerID: c.OwnerID}
+	return &node{res: workspace.Resource{Kind: workspace.ResourceCatalog, Key: c.Name}, ownerID: c.OwnerID, catalog: c}
 }
 
 func schemaNode(c *Catalog, sc *Schema) *node {
-	return &node{res: workspace.Resource{Kind: workspace.ResourceSchema, Key: sc.FullName()}, ownerID: sc.OwnerID, parent: catalogNode(c)}
+	return &node{res: workspace.Resource{Kind: workspace.ResourceSchema, Key: sc.FullName()}, ownerID: sc.OwnerID, parent: catalogNode(c), schema: sc}
 }
 
 func volumeNode(c *Catalog, sc *Schema, v *Volume) *node {
@@ -167,7 +171,7 @@ func volumeNode(c *Catalog, sc *Schema, v *Volume) *node {
 
 // chains returns, for each node, the grants on it and on each securable
 // above it, nearest first, with the owner of each holding CAN_MANAGE: the
-// chain workspace.Effective and Decide take. One query serves all nodes.
+// chain workspace.Effective takes. One query serves all nodes.
 func (s *Service) chains(ctx context.Context, nodes []*node) ([][][]workspace.Grant, error) {
 	seen := map[workspace.Resource]bool{}
 	var rs []workspace.Resource
@@ -196,24 +200,55 @@ func (s *Service) chains(ctx context.Context, nodes []*node) ([][][]workspace.Gr
 	return out, nil
 }
 
-// authorize is the package's one access decision: nil when the subject
-// holds need on n (granted there or above, or as an owner), a
-// PermissionDenied error naming what is missing otherwise.
+// authorize asks the permission policy (workspace.PermitVisible) whether
+// the subject may do what needs need on n, given their level there
+// (granted there or above, or as an owner) and whether they see it: nil,
+// an error naming what is missing, or, for a securable they may not see,
+// the error of a missing one.
 func (s *Service) authorize(ctx context.Context, sub *workspace.Subject, n *node, need workspace.Level) error {
-	if isAdmin(sub) {
-		return nil
-	}
-	c, err := s.chains(ctx, []*node{n})
+	ls, err := s.levels(ctx, sub, []*node{n})
 	if err != nil {
 		return err
 	}
-	return workspace.Decide(sub, n.res, c[0], need)
+	op := securableOp(need)
+	if ls[0] >= op.Level() || visible(ls[0]) {
+		return workspace.Permit(ctx, sub, op, n.res, ls[0])
+	}
+	seen, err := s.seen(ctx, sub, n)
+	if err != nil {
+		return err
+	}
+	return workspace.PermitVisible(ctx, sub, op, n.res, ls[0], seen)
+}
+
+// seen reports whether the subject sees a catalog or schema without
+// CAN_READ on it: it holds something they can read.
+func (s *Service) seen(ctx context.Context, sub *workspace.Subject, n *node) (bool, error) {
+	switch {
+	case n.catalog != nil:
+		return s.catalogVisible(ctx, sub, n.catalog)
+	case n.schema != nil && n.parent != nil && n.parent.catalog != nil:
+		vis, err := s.visibleSchemas(ctx, sub, n.parent.catalog, []*Schema{n.schema})
+		return len(vis) > 0, err
+	}
+	return false, nil
+}
+
+// securableOp is the policy's operation on a securable that needs l.
+func securableOp(l workspace.Level) workspace.Operation {
+	switch {
+	case l <= workspace.CanRead:
+		return workspace.OpReadSecurable
+	case l == workspace.CanEdit:
+		return workspace.OpEditSecurable
+	}
+	return workspace.OpManageSecurable
 }
 
 // levels returns the subject's level on each node (for listings).
 func (s *Service) levels(ctx context.Context, sub *workspace.Subject, nodes []*node) ([]workspace.Level, error) {
 	out := make([]workspace.Level, len(nodes))
-	if isAdmin(sub) {
+	if sub.IsActiveAdmin() {
 		for i := range out {
 			out[i] = workspace.CanManage
 		}
@@ -229,45 +264,48 @@ func (s *Service) levels(ctx context.Context, sub *workspace.Subject, nodes []*n
 	return out, nil
 }
 
-func isAdmin(sub *workspace.Subject) bool {
-	return sub != nil && sub.User != nil && sub.User.Admin && !sub.User.Disabled
-}
+// visible reports whether a level lets the subject see a securable.
+func visible(l workspace.Level) bool { return l >= workspace.OpReadSecurable.Level() }
 
-// CheckResource implements workspace.ResourceChecker, for the permission
-// API on catalogs, schemas and volumes.
-func (s *Service) CheckResource(ctx context.Context, sub *workspace.Subject, r workspace.Resource, need workspace.Level) error {
+// ResourceLevel implements workspace.ResourceChecker, for the permission
+// API on catalogs, schemas and volumes: errs.NotFound when r names none.
+func (s *Service) ResourceLevel(ctx context.Context, sub *workspace.Subject, r workspace.Resource) (workspace.Level, error) {
 	var n *node
 	switch r.Kind {
 	case workspace.ResourceCatalog:
 		c, err := s.catalog(ctx, r.Key)
 		if err != nil {
-			return err
+			return workspace.NoAccess, err
 		}
 		n = catalogNode(c)
 	case workspace.ResourceSchema:
 		names, err := SplitFullName("schema", r.Key, 2)
 		if err != nil {
-			return err
+			return workspace.NoAccess, err
 		}
 		c, sc, err := s.schema(ctx, names[0], names[1])
 		if err != nil {
-			return err
+			return workspace.NoAccess, err
 		}
 		n = schemaNode(c, sc)
 	case workspace.ResourceVolume:
 		names, err := SplitFullName("volume", r.Key, 3)
 		if err != nil {
-			return err
+			return workspace.NoAccess, err
 		}
 		c, sc, v, err := s.volume(ctx, names[0], names[1], names[2])
 		if err != nil {
-			return err
+			return workspace.NoAccess, err
 		}
 		n = volumeNode(c, sc, v)
 	default:
-		return errs.Errorf(errs.Invalid, "%s is not a catalog, schema or volume", r)
+		return workspace.NoAccess, errs.Errorf(errs.Invalid, "%s is not a catalog, schema or volume", r)
 	}
-	return s.authorize(ctx, sub, n, need)
+	ls, err := s.levels(ctx, sub, []*node{n})
+	if err != nil {
+		return workspace.NoAccess, err
+	}
+	return ls[0], nil
 }
 
 // ---- lookups ----
@@ -346,8 +384,8 @@ func (s *Service) CreateCatalog(ctx context.Context, sub *workspace.Subject, nam
 	if err != nil {
 		return nil, err
 	}
-	if !isAdmin(sub) {
-		return nil, errs.E(errs.PermissionDenied, "only administrators create catalogs; ask one to create it, or to grant you CAN_EDIT on an existing catalog to create schemas in it")
+	if err := workspace.Permit(ctx, sub, workspace.OpCreateCatalog, workspace.Resource{}, workspace.NoAccess); err != nil {
+		return nil, err
 	}
 	id, email := owner(sub)
 	c := &Catalog{Name: name, Comment: comment, OwnerID: id, Owner: email, CreatedMs: s.nowMs(), UpdatedMs: s.nowMs()}
@@ -396,7 +434,7 @@ func (s *Service) ListCatalogs(ctx context.Context, sub *workspace.Subject) ([]*
 // catalogVisible reports whether the subject can read the catalog or
 // something in it.
 func (s *Service) catalogVisible(ctx context.Context, sub *workspace.Subject, c *Catalog) (bool, error) {
-	if isAdmin(sub) {
+	if sub.IsActiveAdmin() {
 		return true, nil
 	}
 	schemas, err := s.store.ListSchemas(ctx, c.Name)
@@ -422,7 +460,7 @@ func (s *Service) catalogVisible(ctx context.Context, sub *workspace.Subject, c 
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(ls, func(l workspace.Level) bool { return l >= workspace.CanRead }), nil
+	return slices.ContainsFunc(ls, visible), nil
 }
 
 // DeleteCatalog deletes a catalog (CAN_MANAGE on it). A catalog that holds
@@ -506,7 +544,7 @@ func (s *Service) ListSchemas(ctx context.Context, sub *workspace.Subject, catal
 }
 
 func (s *Service) visibleSchemas(ctx context.Context, sub *workspace.Subject, c *Catalog, schemas []*Schema) ([]*Schema, error) {
-	if isAdmin(sub) || len(schemas) == 0 {
+	if sub.IsActiveAdmin() || len(schemas) == 0 {
 		return schemas, nil
 	}
 	vols, err := s.store.ListVolumes(ctx, c.Name, "")
@@ -531,7 +569,7 @@ func (s *Service) visibleSchemas(ctx context.Context, sub *workspace.Subject, c 
 	}
 	ok := make([]bool, len(schemas))
 	for i, l := range ls {
-		if l >= workspace.CanRead {
+		if visible(l) {
 			ok[owners[i]] = true
 		}
 	}
@@ -633,7 +671,7 @@ func (s *Service) ListVolumes(ctx context.Context, sub *workspace.Subject, catal
 	}
 	var out []*Volume
 	for i, v := range vols {
-		if ls[i] >= workspace.CanRead {
+		if visible(ls[i]) {
 			out = append(out, v)
 		}
 	}

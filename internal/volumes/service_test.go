@@ -123,15 +123,15 @@ func TestPermissions(t *testing.T) {
 	wantCode(t, "non-admin creates a catalog", err, errs.PermissionDenied)
 	e.world(t)
 	_, err = e.svc.CreateSchema(ctx, e.users["bob"], "main", "bobs", "")
-	wantCode(t, "bob creates a schema without CAN_EDIT on the catalog", err, errs.PermissionDenied)
+	wantCode(t, "bob creates a schema without CAN_EDIT on the catalog", err, errs.NotFound)
 	_, err = e.svc.CreateVolume(ctx, e.users["bob"], "main", "team", "v", "")
-	wantCode(t, "bob creates a volume without CAN_EDIT on the schema", err, errs.PermissionDenied)
+	wantCode(t, "bob creates a volume without CAN_EDIT on the schema", err, errs.NotFound)
 
 	const f = "/Volumes/main/team/ckpt/a.txt"
 	must(t, "owner writes", e.put(t, "alice", f, "hello", true))
 	_, err = e.read(t, "bob", f, 0, -1)
-	wantCode(t, "bob reads without a grant", err, errs.PermissionDenied)
-	if !strings.Contains(errs.MessageOf(err), "CAN_READ is required on volume main.team.ckpt") {
+	wantCode(t, "bob reads without a grant", err, errs.NotFound)
+	if !strings.Contains(errs.MessageOf(err), "volume main.team.ckpt does not exist") {
 		t.Fatalf("message: %s", errs.MessageOf(err))
 	}
 	vol := workspace.Resource{Kind: workspace.ResourceVolume, Key: "main.team.ckpt"}
@@ -147,7 +147,7 @@ func TestPermissions(t *testing.T) {
 	wantCode(t, "carol deletes the volume", e.svc.DeleteVolume(ctx, e.users["carol"], "main", "team", "ckpt"), errs.PermissionDenied)
 	// Groups: group:users reaches everyone.
 	_, err = e.read(t, "dave", f, 0, -1)
-	wantCode(t, "dave reads", err, errs.PermissionDenied)
+	wantCode(t, "dave reads", err, errs.NotFound)
 	must(t, "grant every user", e.ws.SetPermission(ctx, e.users["admin"], workspace.Resource{Kind: workspace.ResourceCatalog, Key: "main"}, "group:users", workspace.CanRead))
 	if _, err := e.read(t, "dave", f, 0, -1); err != nil {
 		t.Fatalf("dave reads through group:users on the catalog: %v", err)
@@ -201,9 +201,9 @@ func TestListingsShowWhatYouCanRead(t *testing.T) {
 		t.Fatalf("alice sees %d volumes", len(vols))
 	}
 	_, err = e.svc.ListSchemas(ctx, e.users["dave"], "main")
-	wantCode(t, "dave lists schemas", err, errs.PermissionDenied)
+	wantCode(t, "dave lists schemas", err, errs.NotFound)
 	_, err = e.svc.GetCatalog(ctx, e.users["bob"], "private")
-	wantCode(t, "bob gets a private catalog", err, errs.PermissionDenied)
+	wantCode(t, "bob gets a private catalog", err, errs.NotFound)
 	_, err = e.svc.GetCatalog(ctx, e.users["bob"], "nope")
 	wantCode(t, "missing catalog", err, errs.NotFound)
 }
@@ -598,7 +598,7 @@ func TestUpdate(t *testing.T) {
 	str := func(s string) *string { return &s }
 
 	_, err := e.svc.UpdateVolume(ctx, e.users["bob"], "main", "team", "ckpt", volumes.Update{Comment: str("x")})
-	wantCode(t, "bob updates without CAN_MANAGE", err, errs.PermissionDenied)
+	wantCode(t, "bob updates without CAN_MANAGE", err, errs.NotFound)
 	_, err = e.svc.UpdateCatalog(ctx, e.users["alice"], "main", volumes.Update{Comment: str("x")})
 	wantCode(t, "alice updates the catalog with CAN_EDIT only", err, errs.PermissionDenied)
 	v, err := e.svc.UpdateVolume(ctx, e.users["alice"], "main", "team", "ckpt", volumes.Update{Comment: str("checkpoints of run 42")})

@@ -88,18 +88,22 @@ type Token struct {
 	LastUsedMs int64  `json:"last_used_time,omitempty"`
 	RevokedMs  int64  `json:"revoked_time,omitempty"`
 	Token      string `json:"token,omitempty"`
+	// Nodes are a node token's GPU nodes; absent for a user's token.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // ToToken returns t's wire shape, without the secret.
 func ToToken(t *workspace.Token) Token {
-	return Token{ID: t.ID, Name: t.Name, CreatedMs: t.CreatedMs, ExpiresMs: t.ExpiresMs, LastUsedMs: t.LastUsedMs, RevokedMs: t.RevokedMs}
+	return Token{ID: t.ID, Name: t.Name, CreatedMs: t.CreatedMs, ExpiresMs: t.ExpiresMs, LastUsedMs: t.LastUsedMs, RevokedMs: t.RevokedMs, Nodes: t.Nodes}
 }
 
 // CreateTokenRequest is the body of POST /tokens; a lifetime of 0 lives
-// until revoked.
+// until revoked. Nodes (administrators only) makes a node token: it may
+// only post the GPU samples of those nodes.
 type CreateTokenRequest struct {
-	Name            string `json:"name"`
-	LifetimeSeconds Int    `json:"lifetime_seconds,omitzero"`
+	Name            string   `json:"name"`
+	LifetimeSeconds Int      `json:"lifetime_seconds,omitzero"`
+	Nodes           []string `json:"nodes,omitempty"`
 }
 
 // TokenResponse answers the creation of a token.

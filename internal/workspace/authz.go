@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +73,7 @@ func (s *Service) ExperimentLevel(ctx context.Context, sub *Subject, id string) 
 	if sub == nil || sub.User == nil {
 		return NoAccess, nil
 	}
-	if sub.User.Admin && !sub.User.Disabled {
+	if sub.IsActiveAdmin() {
 		return CanManage, nil
 	}
 	key := permKey{sub.User.ID, id}
@@ -99,11 +100,11 @@ func (s *Service) ExperimentLevel(ctx context.Context, sub *Subject, id string) 
 // answer from the subject's grants in one pass, for searches over many
 // experiments.
 func (s *Service) ReadableExperimentIDs(ctx context.Context, sub *Subject) (ids []string, all bool, err error) {
+	if sub.IsActiveAdmin() {
+		return nil, true, nil
+	}
 	if sub == nil || sub.User == nil || sub.User.Disabled {
 		return nil, false, nil
-	}
-	if sub.User.Admin {
-		return nil, true, nil
 	}
 	ps := []Principal{{PrincipalUser, sub.User.ID}, {PrincipalGroup, AllUsersGroup}}
 	for _, g := range sub.Groups {
@@ -116,7 +117,7 @@ func (s *Service) ReadableExperimentIDs(ctx context.Context, sub *Subject) (ids 
 	readableFolders := map[string]bool{}
 	readableExps := map[string]bool{}
 	for _, g := range grants {
-		if g.Level < CanRead {
+		if g.Level < OpReadExperiment.Level() {
 			continue
 		}
 		if g.Resource.Kind == ResourceFolder {
@@ -148,41 +149,30 @@ func (s *Service) ReadableExperimentIDs(ctx context.Context, sub *Subject) (ids 
 	return ids, false, nil
 }
 
-// CheckExperiment returns nil when the subject has need on the experiment.
+// CheckExperiment returns nil when the subject has need on the
+// experiment: the policy's OpReadExperiment, OpEditExperiment or
+// OpManageExperiment (see Authorize).
 func (s *Service) CheckExperiment(ctx context.Context, sub *Subject, id string, need Level) error {
-	l, err := s.ExperimentLevel(ctx, sub, id)
-	if err != nil {
-		return err
-	}
-	if l >= need {
-		return nil
-	}
-	return denied(sub, need, Resource{ResourceExperiment, id})
+	return s.Authorize(ctx, sub, OperationFor(need), Resource{ResourceExperiment, id})
 }
 
-func denied(sub *Subject, need Level, r Resource) error {
-	who := "anonymous"
-	if sub != nil && sub.User != nil {
-		who = sub.User.Email
-	}
-	return errs.Errorf(errs.PermissionDenied, "%s is required on %s; %s does not have it", need, r, who)
-}
-
-// CheckFolder returns nil when the subject has need on the folder.
+// CheckFolder returns nil when the subject has need on the folder: the
+// policy's OpReadFolder or OpCreateInFolder (see Authorize).
 func (s *Service) CheckFolder(ctx context.Context, sub *Subject, path string, need Level) error {
-	r := Resource{ResourceFolder, path}
-	chain, err := s.chainFor(ctx, r)
-	if err != nil {
-		return err
+	op := OpCreateInFolder
+	if need <= CanRead {
+		op = OpReadFolder
 	}
-	return Decide(sub, r, chain, need)
+	return s.Authorize(ctx, sub, op, Resource{ResourceFolder, path})
 }
 
 // ---- folders ----
 
 // Mkdirs creates a folder and any missing parents, as `mkdir -p`. The
 // subject needs CAN_EDIT on the nearest existing ancestor; the creator
-// gets nothing extra (permissions are inherited from that ancestor).
+// gets nothing extra (permissions are inherited from that ancestor). A
+// folder the subject may not read counts as missing (see ErrUnreadable),
+// so that the answer is the same whether it exists or not.
 func (s *Service) Mkdirs(ctx context.Context, sub *Subject, path string) (*Folder, error) {
 	p, err := NormalizePath(path)
 	if err != nil {
@@ -191,33 +181,40 @@ func (s *Service) Mkdirs(ctx context.Context, sub *Subject, path string) (*Folde
 	if p == "/" {
 		return nil, errs.E(errs.Invalid, "the root folder cannot be created")
 	}
-	if f, err := s.store.GetFolder(ctx, p); err == nil {
-		return f, s.CheckFolder(ctx, sub, p, CanRead)
-	} else if !errs.Is(err, errs.NotFound) {
-		return nil, err
-	}
-	if err := s.checkNoExperimentAt(ctx, append([]string{p}, Ancestors(p)...)); err != nil {
-		return nil, err
-	}
-	// Find the nearest existing ancestor and check it.
+	// Find the nearest existing ancestor the subject sees, and check it.
 	var missing []string
 	existing := "/"
 	for _, q := range append([]string{p}, Ancestors(p)...) {
 		if q == "/" {
 			break
 		}
-		if _, err := s.store.GetFolder(ctx, q); err == nil {
-			existing = q
-			break
-		} else if !errs.Is(err, errs.NotFound) {
+		f, err := s.store.GetFolder(ctx, q)
+		if err != nil && !errs.Is(err, errs.NotFound) {
 			return nil, err
+		}
+		if err == nil {
+			err = s.Authorize(ctx, sub, OpReadFolder, Resource{ResourceFolder, q})
+			if err == nil && q == p {
+				return f, nil
+			}
+			if err == nil || !errors.Is(err, ErrUnreadable) {
+				existing = q
+				break
+			}
 		}
 		missing = append(missing, q)
 	}
-	if existing == "/" && !(sub != nil && sub.User != nil && sub.User.Admin) {
-		return nil, errs.Errorf(errs.PermissionDenied, "only administrators create top-level folders; use /Users/<you>/... or /Shared/...")
+	if existing == "/" {
+		if err := s.Authorize(ctx, sub, OpCreateTopFolder, Resource{}); err != nil {
+			return nil, err
+		}
+	} else if err := s.Authorize(ctx, sub, OpCreateInFolder, Resource{ResourceFolder, existing}); err != nil {
+		return nil, err
 	}
-	if err := s.CheckFolder(ctx, sub, existing, CanEdit); err != nil {
+	// A folder and an experiment never share a path (folders_implicit.go);
+	// checked once the caller may create here, so that the answer says
+	// nothing of experiments it may not see.
+	if err := s.checkNoExperimentAt(ctx, append([]string{p}, Ancestors(p)...)); err != nil {
 		return nil, err
 	}
 	owner := int64(0)
@@ -260,14 +257,15 @@ func (s *Service) PrepareExperimentName(ctx context.Context, sub *Subject, name 
 	if parent == "/" || parent == UsersRoot {
 		return "", errs.Errorf(errs.Invalid, "experiment %q must be inside a folder such as /Users/<you>/ or /Shared/", p)
 	}
+	missing := errs.Errorf(errs.NotFound, "folder %s does not exist; create it first (POST /api/2.0/sextant/workspace/mkdirs)", parent)
 	if _, err := s.store.GetFolder(ctx, parent); err != nil {
 		if errs.Is(err, errs.NotFound) {
-			return "", errs.Errorf(errs.NotFound, "folder %s does not exist; create it first (POST /api/2.0/sextant/workspace/mkdirs)", parent)
+			return "", missing
 		}
 		return "", err
 	}
-	if err := s.CheckFolder(ctx, sub, parent, CanEdit); err != nil {
-		return "", err
+	if err := s.Authorize(ctx, sub, OpCreateInFolder, Resource{ResourceFolder, parent}); err != nil {
+		return "", AsMissing(err, missing)
 	}
 	return p, nil
 }
@@ -303,10 +301,21 @@ func (s *Service) ExperimentCreated(ctx context.Context, sub *Subject, id string
 func (s *Service) ExperimentRenamed(ctx context.Context, sub *Subject, id, from, to string) {
 	s.forgetExperiment(id)
 	action := "experiment.rename"
-	if Parent(CanonicalName(from)) != Parent(CanonicalName(to)) {
+	if RenameOperation(from, to) == OpMoveExperiment {
 		action = "experiment.move"
 	}
 	s.audit(ctx, sub, action, "experiment:"+id, from+" -> "+to)
+}
+
+// RenameOperation returns the policy's operation for renaming an
+// experiment from one name to another: OpMoveExperiment when the folder
+// changes (the experiment then inherits another folder's grants),
+// OpRenameExperiment otherwise.
+func RenameOperation(from, to string) Operation {
+	if Parent(CanonicalName(from)) != Parent(CanonicalName(to)) {
+		return OpMoveExperiment
+	}
+	return OpRenameExperiment
 }
 
 // DefaultExperimentID is the id of the Default experiment, where clients
@@ -318,18 +327,6 @@ const DefaultExperimentID = "0"
 func IsDefaultExperiment(id string) bool {
 	n, err := strconv.ParseInt(id, 10, 64)
 	return err == nil && n == 0
-}
-
-// CheckDefaultChange refuses a change to the Default experiment (its name,
-// its lifecycle, its permissions) by anyone but an administrator: every
-// user logs there with CAN_EDIT, and a user who could move it into their
-// folder or revoke the others would take it from everyone. what names the
-// change for the message.
-func CheckDefaultChange(sub *Subject, id, what string) error {
-	if !IsDefaultExperiment(id) {
-		return nil
-	}
-	return requireAdmin(sub, what+" the Default experiment (id 0), which every user logs to")
 }
 
 func (s *Service) forgetExperiment(id string) {
@@ -374,7 +371,7 @@ func ParseResource(s string) (Resource, error) {
 
 // Permissions lists the grants on a resource (CAN_READ needed).
 func (s *Service) Permissions(ctx context.Context, sub *Subject, r Resource) ([]Grant, error) {
-	if err := s.check(ctx, sub, r, CanRead); err != nil {
+	if err := s.checkGrants(ctx, sub, r, OpReadPermissions); err != nil {
 		return nil, err
 	}
 	grants, err := s.store.Grants(ctx, []Resource{r})
@@ -384,32 +381,21 @@ func (s *Service) Permissions(ctx context.Context, sub *Subject, r Resource) ([]
 	return grants[r], nil
 }
 
-func (s *Service) check(ctx context.Context, sub *Subject, r Resource, need Level) error {
-	switch r.Kind {
-	case ResourceExperiment:
-		return s.CheckExperiment(ctx, sub, r.Key, need)
-	case ResourceCatalog, ResourceSchema, ResourceVolume:
-		if s.opts.Resources == nil {
-			return errs.Errorf(errs.Invalid, "%s: this server keeps no catalogs, schemas or volumes", r)
+// checkGrants checks op on r for the permissions API: r must exist.
+func (s *Service) checkGrants(ctx context.Context, sub *Subject, r Resource, op Operation) error {
+	if r.Kind == ResourceFolder {
+		if _, err := s.store.GetFolder(ctx, r.Key); err != nil {
+			return err
 		}
-		return s.opts.Resources.CheckResource(ctx, sub, r, need)
 	}
-	if _, err := s.store.GetFolder(ctx, r.Key); err != nil {
-		return err
-	}
-	return s.CheckFolder(ctx, sub, r.Key, need)
+	return s.Authorize(ctx, sub, op, r)
 }
 
 // SetPermission grants level on r to a user (by email) or a group (by
 // "group:<name>"), or removes the grant with NoAccess. The subject needs
 // CAN_MANAGE on r. The change is audited.
 func (s *Service) SetPermission(ctx context.Context, sub *Subject, r Resource, principal string, level Level) error {
-	if r.Kind == ResourceExperiment {
-		if err := CheckDefaultChange(sub, r.Key, "change the permissions of"); err != nil {
-			return err
-		}
-	}
-	if err := s.check(ctx, sub, r, CanManage); err != nil {
+	if err := s.checkGrants(ctx, sub, r, OpSetPermissions); err != nil {
 		return err
 	}
 	p, err := s.resolvePrincipal(ctx, principal)
@@ -450,7 +436,7 @@ func (s *Service) resolvePrincipal(ctx context.Context, name string) (Principal,
 
 // CreateGroup creates a group (admins only).
 func (s *Service) CreateGroup(ctx context.Context, sub *Subject, name string) error {
-	if err := requireAdmin(sub, "create groups"); err != nil {
+	if err := s.Authorize(ctx, sub, OpCreateGroup, Resource{}); err != nil {
 		return err
 	}
 	if name == "" || name == "users" || strings.ContainsAny(name, ":/") || utf8.RuneCountInString(name) > 100 {
@@ -465,7 +451,7 @@ func (s *Service) CreateGroup(ctx context.Context, sub *Subject, name string) er
 
 // SetGroupMember adds or removes a user from a group (admins only).
 func (s *Service) SetGroupMember(ctx context.Context, sub *Subject, group, email string, member bool) error {
-	if err := requireAdmin(sub, "change groups"); err != nil {
+	if err := s.Authorize(ctx, sub, OpChangeGroup, Resource{}); err != nil {
 		return err
 	}
 	gid, err := s.store.GetGroupByName(ctx, group)
@@ -497,9 +483,23 @@ func (s *Service) SetGroupMember(ctx context.Context, sub *Subject, group, email
 	return nil
 }
 
-// ListGroups lists groups and their members.
+// ListGroups lists groups and their members: every group for an
+// administrator, the subject's own groups for anyone else (the others'
+// names and members are not theirs to see).
 func (s *Service) ListGroups(ctx context.Context, sub *Subject) ([]Group, error) {
-	return s.store.ListGroups(ctx)
+	all, err := s.store.ListGroups(ctx)
+	if err != nil || sub.IsActiveAdmin() {
+		return all, err
+	}
+	var mine []Group
+	if sub != nil && sub.User != nil && !sub.User.Disabled {
+		for _, g := range all {
+			if slices.Contains(sub.Groups, g.ID) {
+				mine = append(mine, g)
+			}
+		}
+	}
+	return mine, nil
 }
 
 // ---- comments ----
@@ -530,7 +530,7 @@ func (s *Service) CommentTargetExperiment(ctx context.Context, t CommentTarget) 
 		}
 		exp, err := s.store.RunExperiment(ctx, id)
 		if errs.Is(err, errs.NotFound) {
-			return "", errs.Errorf(errs.NotFound, "No run with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
+			return "", CommentTargetNotFound(t)
 		}
 		return exp, err
 	}
@@ -538,11 +538,18 @@ func (s *Service) CommentTargetExperiment(ctx context.Context, t CommentTarget) 
 		return "", errs.Errorf(errs.Invalid, "Invalid value %q for parameter 'target_id': not an experiment id", errs.Truncate(id, 80))
 	}
 	if _, err := s.store.ExperimentPath(ctx, id); errs.Is(err, errs.NotFound) {
-		return "", errs.Errorf(errs.NotFound, "No experiment with id %q (parameter 'target_id') exists", errs.Truncate(id, 80))
+		return "", CommentTargetNotFound(t)
 	} else if err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// CommentTargetNotFound is the error for a comment target (a run or an
+// experiment) that does not exist, and for one the subject may not read
+// (see AsMissing).
+func CommentTargetNotFound(t CommentTarget) error {
+	return errs.Errorf(errs.NotFound, "No %s with id %q (parameter 'target_id') exists", t.Kind, errs.Truncate(t.ID, 80))
 }
 
 // AddComment adds a comment on a run or experiment that exists, for every

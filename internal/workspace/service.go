@@ -47,12 +47,13 @@ type Options struct {
 	PasswordCheckWait time.Duration
 }
 
-// ResourceChecker decides access to resources kept outside the workspace:
-// catalogs, schemas and volumes. CheckResource returns nil when the subject
-// has at least need on r, errs.NotFound when r does not exist, and
-// errs.PermissionDenied otherwise. It is safe for concurrent use.
+// ResourceChecker finds the subject's level on resources kept outside the
+// workspace: catalogs, schemas and volumes. ResourceLevel returns
+// errs.NotFound when r does not exist (for administrators too); the
+// policy (Authorize) decides with the level. It is safe for concurrent
+// use.
 type ResourceChecker interface {
-	CheckResource(ctx context.Context, sub *Subject, r Resource, need Level) error
+	ResourceLevel(ctx context.Context, sub *Subject, r Resource) (Level, error)
 }
 
 // Service is the workspace: authentication, authorization, users, folders,
@@ -69,6 +70,7 @@ type Service struct {
 	subjects  map[int64]cached[*Subject]
 	perms     map[permKey]cached[Level]
 	expPaths  map[string]cached[string]
+	claims    nodeClaims // nodes.go
 	dummyHash []byte
 	signin    *signIns
 	// compare is bcrypt.CompareHashAndPassword; tests replace it.
@@ -276,19 +278,16 @@ func validatePassword(pw string) error {
 	return nil
 }
 
-// requireAdmin refuses non-admins.
-func requireAdmin(actor *Subject, what string) error {
-	if actor == nil || actor.User == nil || !actor.User.Admin || actor.User.Disabled {
-		return errs.Errorf(errs.PermissionDenied, "only administrators may %s", what)
-	}
-	return nil
+// requireAdmin asks the policy for one of the administrators' operations.
+func requireAdmin(actor *Subject, op Operation) error {
+	return Permit(context.Background(), actor, op, Resource{}, NoAccess)
 }
 
 // CreateUser creates a user with a home folder they manage. actor must be
 // an admin; nil means a bootstrap from the command line.
 func (s *Service) CreateUser(ctx context.Context, actor *Subject, email, password string, admin bool) (*User, error) {
 	if actor != nil {
-		if err := requireAdmin(actor, "create users"); err != nil {
+		if err := requireAdmin(actor, OpCreateUser); err != nil {
 			return nil, err
 		}
 	}
@@ -323,7 +322,7 @@ func (s *Service) CreateUser(ctx context.Context, actor *Subject, email, passwor
 
 // ListUsers lists users (admins only).
 func (s *Service) ListUsers(ctx context.Context, actor *Subject) ([]*User, error) {
-	if err := requireAdmin(actor, "list users"); err != nil {
+	if err := requireAdmin(actor, OpListUsers); err != nil {
 		return nil, err
 	}
 	return s.store.ListUsers(ctx)
@@ -332,7 +331,7 @@ func (s *Service) ListUsers(ctx context.Context, actor *Subject) ([]*User, error
 // UpdateUser disables or enables a user, or grants or removes admin
 // (admins only). Disabling ends the user's sessions.
 func (s *Service) UpdateUser(ctx context.Context, actor *Subject, email string, u UserUpdate) (*User, error) {
-	if err := requireAdmin(actor, "change users"); err != nil {
+	if err := requireAdmin(actor, OpChangeUser); err != nil {
 		return nil, err
 	}
 	email, err := NormalizeEmail(email)
@@ -383,7 +382,7 @@ func (s *Service) SetPassword(ctx context.Context, actor *Subject, email, oldPas
 	}
 	self := actor != nil && actor.User.ID == target.ID
 	if !self {
-		if err := requireAdmin(actor, "change other users' passwords"); err != nil {
+		if err := requireAdmin(actor, OpSetOthersPassword); err != nil {
 			return err
 		}
 	} else if bcrypt.CompareHashAndPassword([]byte(hash), []byte(oldPassword)) != nil {
@@ -549,7 +548,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (*Subjec
 	if err != nil {
 		return nil, err
 	}
-	return active(sub)
+	return active(scoped(sub, t))
 }
 
 // ---- passwords and sessions ----
@@ -733,7 +732,7 @@ func (s *Service) audit(ctx context.Context, actor *Subject, action, target, det
 
 // AuditLog returns audit events after afterID (admins only).
 func (s *Service) AuditLog(ctx context.Context, actor *Subject, afterID int64, limit int) ([]*AuditEvent, error) {
-	if err := requireAdmin(actor, "read the audit log"); err != nil {
+	if err := requireAdmin(actor, OpReadAudit); err != nil {
 		return nil, err
 	}
 	if limit <= 0 || limit > 1000 {

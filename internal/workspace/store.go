@@ -21,6 +21,9 @@ type Store interface {
 	ListTokens(ctx context.Context, userID int64) ([]*Token, error)
 	RevokeToken(ctx context.Context, userID, tokenID int64, nowMs int64) error
 	TouchToken(ctx context.Context, tokenID int64, nowMs int64) error
+	// NodeTokenNodes returns the nodes named by the node tokens that are
+	// live at nowMs (not revoked, not expired), each once.
+	NodeTokenNodes(ctx context.Context, nowMs int64) ([]string, error)
 
 	// Browser sessions; hash is the SHA-256 of the cookie value.
 	CreateSession(ctx context.Context, s *Session, hash []byte) error
@@ -88,6 +91,9 @@ type Token struct {
 	LastUsedMs  int64
 	RevokedMs   int64 // 0: live
 	SecretShown string
+	// Nodes, when not empty, makes this a node token: it may only report
+	// the GPU samples of these nodes (see Subject.Nodes).
+	Nodes []string
 }
 
 // Session is a browser session.

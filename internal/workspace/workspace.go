@@ -2,14 +2,12 @@
 // credentials (passwords, personal access tokens, browser sessions),
 // groups, the folder tree (/Users/<email>, /Shared) in which experiments
 // are named by path, the permissions on folders and experiments, comments
-// and the audit log. Decide is the one function that answers "may this user
-// do this to that".
+// and the audit log. The permission policy (policy.go: Authorize and
+// Permit) is the one place that answers "may this user do this to that".
 package workspace
 
 import (
 	"strings"
-
-	"github.com/sextant/sextant/internal/errs"
 )
 
 // Level is a permission level. The numbers are persisted and ordered: a
@@ -134,6 +132,10 @@ type Grant struct {
 type Subject struct {
 	User   *User
 	Groups []int64
+	// Nodes, when not nil, says that the request came with a node token
+	// (nodes.go): it may report the GPU samples of these nodes and do
+	// nothing else, whoever created it.
+	Nodes []string
 }
 
 // has reports whether a grant's principal is the subject.
@@ -160,11 +162,11 @@ func (s *Subject) has(p Principal) bool {
 // the highest level wins. Admins have CanManage everywhere; disabled users
 // have nothing.
 func Effective(s *Subject, chain [][]Grant) Level {
-	if s == nil || s.User == nil || s.User.Disabled {
-		return NoAccess
-	}
-	if s.User.Admin {
+	if s.IsActiveAdmin() {
 		return CanManage
+	}
+	if s == nil || s.User == nil || s.User.Disabled || s.Nodes != nil {
+		return NoAccess
 	}
 	best := NoAccess
 	for _, grants := range chain {
@@ -175,18 +177,4 @@ func Effective(s *Subject, chain [][]Grant) Level {
 		}
 	}
 	return best
-}
-
-// Decide is the one decision function: it returns nil when the subject
-// has at least need on the resource (whose grants, and its ancestors', are
-// chain), and a PermissionDenied error saying what was missing otherwise.
-func Decide(s *Subject, r Resource, chain [][]Grant, need Level) error {
-	if got := Effective(s, chain); got >= need {
-		return nil
-	}
-	who := "anonymous"
-	if s != nil && s.User != nil {
-		who = s.User.Email
-	}
-	return errs.Errorf(errs.PermissionDenied, "%s is required on %s; %s does not have it", need, r, who)
 }

@@ -97,12 +97,13 @@ def test_refused_in_someone_elses_home(server, people, client, monkeypatch):
     with mlflow.start_run() as run:
         mlflow.log_metric("secret", 42.0)
     as_user(monkeypatch, "bob@example.com", people["bob@example.com"])
+    # What bob may not read answers as missing (docs/auth.md, Enumeration).
     with pytest.raises(MlflowException) as e:
         mlflow.set_experiment("/Users/alice@example.com/bobs-attempt")
-    assert e.value.error_code == "PERMISSION_DENIED"
+    assert e.value.error_code == "RESOURCE_DOES_NOT_EXIST"
     with pytest.raises(MlflowException) as e:
         client.get_run(run.info.run_id)
-    assert e.value.error_code == "PERMISSION_DENIED"
+    assert e.value.error_code == "RESOURCE_DOES_NOT_EXIST"
     with pytest.raises(MlflowException):
         client.log_metric(run.info.run_id, "secret", 0.0)
     names = [x.name for x in client.search_experiments()]

@@ -405,7 +405,8 @@ def test_permissions_multi_user(start_server, sextant_bin, tmp_path):
 
     assert_json_error(requests.post(srv.url + UC + "/catalogs", json={"name": "mine"}, auth=alice, timeout=10), 403, "PERMISSION_DENIED", "administrators")
     assert requests.post(srv.url + UC + "/catalogs", json={"name": "main"}, auth=admin, timeout=10).status_code == 200
-    assert_json_error(requests.post(srv.url + UC + "/schemas", json={"catalog_name": "main", "name": "vision"}, auth=alice, timeout=10), 403)
+    # A catalog alice may not see answers as a missing one (docs/auth.md, Enumeration).
+    assert_json_error(requests.post(srv.url + UC + "/schemas", json={"catalog_name": "main", "name": "vision"}, auth=alice, timeout=10), 404, None, "catalog main does not exist")
     assert requests.put(perms, json={"resource": "catalog:main", "principal": alice[0], "level": "CAN_EDIT"}, auth=admin, timeout=10).status_code == 200
     vol = make_volume(srv, "main.vision.ckpt", auth=alice, catalog=False)
     url = srv.url + FS + vol + "/step_1/__0_x_0.distcp"
@@ -413,10 +414,10 @@ def test_permissions_multi_user(start_server, sextant_bin, tmp_path):
 
     assert_json_error(requests.get(url, timeout=10), 401, "UNAUTHENTICATED")
     r = requests.get(url, auth=bob, timeout=10)
-    assert_json_error(r, 403, "PERMISSION_DENIED", "CAN_READ is required on volume main.vision.ckpt", bob[0])
-    assert_json_error(requests.get(srv.url + DIRS + vol, auth=bob, timeout=10), 403)
+    assert_json_error(r, 404, None, "volume main.vision.ckpt does not exist")
+    assert_json_error(requests.get(srv.url + DIRS + vol, auth=bob, timeout=10), 404)
     assert requests.get(srv.url + UC + "/catalogs", auth=bob, timeout=10).json()["catalogs"] == []
-    assert_json_error(requests.put(perms, json={"resource": "volume:main.vision.ckpt", "principal": bob[0], "level": "CAN_READ"}, auth=bob, timeout=10), 403)
+    assert_json_error(requests.put(perms, json={"resource": "volume:main.vision.ckpt", "principal": bob[0], "level": "CAN_READ"}, auth=bob, timeout=10), 404)
     assert requests.put(perms, json={"resource": "volume:main.vision.ckpt", "principal": bob[0], "level": "CAN_READ"}, auth=alice, timeout=10).status_code == 200
     assert requests.get(url, auth=bob, timeout=10).content == b"shard"
     assert [c["name"] for c in requests.get(srv.url + UC + "/catalogs", auth=bob, timeout=10).json()["catalogs"]] == ["main"]
@@ -463,7 +464,7 @@ def test_permissions_multi_user(start_server, sextant_bin, tmp_path):
     # Deleting the volume (its owner) takes its files and grants along.
     assert requests.delete(srv.url + UC + "/volumes/main.vision.ckpt", auth=alice, timeout=10).status_code == 200
     make_volume(srv, "main.vision.ckpt", auth=alice, catalog=False)
-    assert_json_error(requests.get(srv.url + DIRS + vol, auth=bob, timeout=10), 403)
+    assert_json_error(requests.get(srv.url + DIRS + vol, auth=bob, timeout=10), 404)
     assert listing(srv, vol, auth=carol) == []  # the schema grant still reaches the new volume
 
 
@@ -538,7 +539,8 @@ def test_databricks_sdk_files(start_server, caplog):
     eve_tok = requests.post(srv.url + "/api/2.0/sextant/tokens", json={"name": "sdk"}, auth=("eve@example.com", "eve-password-1"),
                             timeout=10).json()["token"]["token"]
     eve = WorkspaceClient(config=Config(host=srv.url, token=eve_tok, auth_type="pat"))
-    with pytest.raises(PermissionDenied):
+    # A volume eve may not read answers as a missing one (docs/auth.md, Enumeration).
+    with pytest.raises(NotFound):
         eve.files.download(vol + "/run1/small.txt").contents.read()
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound):
         eve.files.upload(vol + "/run1/eve.txt", io.BytesIO(b"x"), overwrite=True)
