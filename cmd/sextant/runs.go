@@ -17,6 +17,7 @@ import (
 
 	"github.com/sextant/sextant/internal/client"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/progress"
 	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/tracking"
 )
@@ -340,12 +341,19 @@ func runDuration(i tracking.RunInfo, now time.Time) string {
 	return d.Round(time.Second).String()
 }
 
-// metricSummary shows the latest values of up to n metrics, system
-// metrics last, each key sorted.
+// auxMetric reports whether a metric is Sextant's rather than the job's:
+// the GPU sampler's system/ metrics and the progress reports'
+// sextant/progress/ metrics.
+func auxMetric(key string) bool {
+	return strings.HasPrefix(key, "system/") || strings.HasPrefix(key, progress.KeyPrefix)
+}
+
+// metricSummary shows the latest values of up to n metrics, system and
+// progress metrics last, each key sorted.
 func metricSummary(ms []tracking.Metric, n int) string {
 	ms = append([]tracking.Metric(nil), ms...)
 	sort.Slice(ms, func(a, b int) bool {
-		sa, sb := strings.HasPrefix(ms[a].Key, "system/"), strings.HasPrefix(ms[b].Key, "system/")
+		sa, sb := auxMetric(ms[a].Key), auxMetric(ms[b].Key)
 		if sa != sb {
 			return !sa
 		}

@@ -553,6 +553,14 @@ func routeCases() map[string]routeCase {
 		"GET /api/2.0/sextant/events/list": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", "/api/2.0/sextant/events/list?kind=checkpoint_save&run_id=" + f.run, nil
 		}},
+		// Progress follows the run's experiment.
+		"POST /api/2.0/sextant/progress": {editors, func(f fixture, _ string) (string, string, any) {
+			return "POST", "/api/2.0/sextant/progress", map[string]any{"run_id": f.run, "node": "n1", "reports": []any{
+				map[string]any{"rank": 0, "step": 1, "step_time_s": 0.5}}}
+		}},
+		"GET /api/2.0/sextant/progress": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/progress?run_id=" + f.run, nil
+		}},
 		// GPU-hours follow the run's experiment (a folder's count only
 		// what the caller can read: gpuhours_test.go).
 		"GET /api/2.0/sextant/gpu-hours": {readers, func(f fixture, _ string) (string, string, any) {

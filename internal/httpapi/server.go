@@ -291,6 +291,7 @@ func New(opts Options) *Server {
 	s.registerArtifactRoutes()
 	s.registerLogRoutes()
 	s.registerEventRoutes()
+	s.registerProgressRoutes()
 	s.registerWorkspaceRoutes()
 	s.registerGPURoutes()
 	s.registerGPUHoursRoutes()

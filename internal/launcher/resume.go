@@ -207,13 +207,14 @@ func (l *launcher) latestCheckpoint(ctx context.Context, runID string) (string, 
 }
 
 // lastLoggedStep is the highest step of the run's own metrics (not the
-// system/ ones the launcher samples), or -1: the resumed job skips the
-// steps up to it, which the killed attempt logged already, so that the
-// replayed steps are not logged twice.
+// system/ ones the launcher samples, nor the progress reports'
+// sextant/progress/ ones, which the replayed steps report again), or -1:
+// the resumed job skips the steps up to it, which the killed attempt
+// logged already, so that the replayed steps are not logged twice.
 func (l *launcher) lastLoggedStep() int64 {
 	step := int64(-1)
 	for _, m := range l.run.Data.Metrics {
-		if !strings.HasPrefix(m.Key, "system/") {
+		if !strings.HasPrefix(m.Key, "system/") && !strings.HasPrefix(m.Key, "sextant/progress/") {
 			step = max(step, m.Step)
 		}
 	}

@@ -61,6 +61,10 @@ const (
 	// KindStalled is a running job that stopped logging metrics and
 	// output: a span while it lasts.
 	KindStalled Kind = 21
+	// KindStraggler is a rank whose step time stays above the other ranks'
+	// median by the watcher's margin (from the run's progress reports): a
+	// span while it lasts, with Node, GPU and the attribute "rank".
+	KindStraggler Kind = 22
 	// KindNote is any other event a client reports (a message on the
 	// run's time line).
 	KindNote Kind = 30
@@ -77,6 +81,7 @@ var kindNames = map[Kind]string{
 	KindGPULost:        "gpu_lost",
 	KindIdle:           "idle",
 	KindStalled:        "stalled",
+	KindStraggler:      "straggler",
 	KindNote:           "note",
 }
 
@@ -100,7 +105,7 @@ func ParseKind(name string) (Kind, bool) {
 
 // Kinds returns every kind, in number order.
 func Kinds() []Kind {
-	return []Kind{KindCheckpointSave, KindCheckpointLoad, KindResume, KindAttempt, KindGPUXid, KindGPUThrottle, KindGPUECC, KindGPULost, KindIdle, KindStalled, KindNote}
+	return []Kind{KindCheckpointSave, KindCheckpointLoad, KindResume, KindAttempt, KindGPUXid, KindGPUThrottle, KindGPUECC, KindGPULost, KindIdle, KindStalled, KindStraggler, KindNote}
 }
 
 // IsGPU reports whether the kind is about a GPU's health.

@@ -109,11 +109,18 @@ type WatchOptions struct {
 	// Leader reports whether this replica runs the watcher now (it holds
 	// the lease, and renews it by being asked); nil means always.
 	Leader func(ctx context.Context) bool
-	// Notifier, Tags and GPUs are optional: no webhook, no run tag, no idle
-	// detection.
+	// StragglerMargin is how far above the other ranks' median step time a
+	// rank's must be to be slow (0.2: 20% above); 0 means 0.2.
+	StragglerMargin float64
+	// StragglerFor is how long a rank must stay slow before it is flagged
+	// as a straggler; 0 means 2 minutes, negative turns the check off.
+	StragglerFor time.Duration
+	// Notifier, Tags, GPUs and Progress are optional: no webhook, no run
+	// tag, no idle detection, no straggler detection.
 	Notifier Notifier
 	Tags     Tagger
 	GPUs     Utilization
+	Progress StepTimes
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// Logger receives the watcher's logs; nil discards them.
@@ -137,6 +144,9 @@ type Watcher struct {
 	// abandoned are the runs taken for abandoned, with the time of their
 	// last activity then, so that each is logged once.
 	abandoned map[string]int64
+	// suspects are, per run, the ranks found slow at every look since the
+	// time given (a leader that takes over starts counting again).
+	suspects map[string]map[int]int64
 }
 
 // NewWatcher returns a watcher that records its findings through events.
@@ -153,11 +163,17 @@ func NewWatcher(events *Service, activity Activity, opts WatchOptions) *Watcher 
 	if opts.Every <= 0 {
 		opts.Every = 30 * time.Second
 	}
+	if opts.StragglerMargin <= 0 {
+		opts.StragglerMargin = 0.2
+	}
+	if opts.StragglerFor == 0 {
+		opts.StragglerFor = 2 * time.Minute
+	}
 	if opts.AbandonedAfter == 0 {
 		opts.AbandonedAfter = max(24*time.Hour, 4*opts.StallFor)
 	}
 	w := &Watcher{events: events, activity: activity, opts: opts, now: opts.Now, log: opts.Logger,
-		flagged: map[string]RunActivity{}, abandoned: map[string]int64{}}
+		flagged: map[string]RunActivity{}, abandoned: map[string]int64{}, suspects: map[string]map[int]int64{}}
 	if w.now == nil {
 		w.now = time.Now
 	}
@@ -216,6 +232,11 @@ func (w *Watcher) Tick(ctx context.Context) error {
 			delete(w.abandoned, id)
 		}
 	}
+	for id := range w.suspects {
+		if !running[id] {
+			delete(w.suspects, id)
+		}
+	}
 	var gone []RunActivity
 	for id, r := range w.flagged {
 		if !running[id] {
@@ -228,6 +249,11 @@ func (w *Watcher) Tick(ctx context.Context) error {
 		for _, k := range []Kind{KindIdle, KindStalled} {
 			if open, err := w.openSpan(ctx, gone[i].RunID, k); err == nil && open != nil {
 				_ = w.close(ctx, &gone[i], open, now, open.Message+" (until the run ended)")
+			}
+		}
+		if open, err := w.events.All(ctx, Query{RunID: gone[i].RunID, Kinds: []Kind{KindStraggler}, OpenOnly: true}); err == nil {
+			for j := range open {
+				_ = w.close(ctx, &gone[i], &open[j], now, fmt.Sprintf("rank %s was a straggler until the run ended", open[j].Attrs["rank"]))
 			}
 		}
 		if w.opts.Tags != nil { // also when its launcher closed the span first
@@ -244,6 +270,11 @@ func (w *Watcher) Tick(ctx context.Context) error {
 		if w.opts.StallFor > 0 {
 			if err := w.checkStalled(ctx, r, now); err != nil {
 				w.log.Debug("stall check", "run_id", r.RunID, "err", err)
+			}
+		}
+		if w.opts.StragglerFor > 0 && w.opts.Progress != nil {
+			if err := w.checkStragglers(ctx, r, now); err != nil {
+				w.log.Debug("straggler check", "run_id", r.RunID, "err", err)
 			}
 		}
 	}
@@ -347,7 +378,7 @@ func (w *Watcher) open(ctx context.Context, r *RunActivity, ev Event) error {
 	w.mu.Lock()
 	w.flagged[r.RunID] = *r
 	w.mu.Unlock()
-	if w.opts.Tags != nil {
+	if w.opts.Tags != nil && alerting(ev.Kind) {
 		if err := w.opts.Tags.SetRunTag(ctx, r.RunID, TagAlert, ev.Message); err != nil {
 			w.log.Debug("set the alert tag", "run_id", r.RunID, "err", err)
 		}
@@ -364,7 +395,7 @@ func (w *Watcher) close(ctx context.Context, r *RunActivity, open *Event, endMs 
 	if _, err := w.events.Append(ctx, r.RunID, []Event{ev}); err != nil {
 		return err
 	}
-	if w.opts.Tags != nil {
+	if w.opts.Tags != nil && alerting(ev.Kind) {
 		if other, _ := w.openSpan(ctx, r.RunID, otherKind(ev.Kind)); other == nil {
 			if err := w.opts.Tags.DeleteRunTag(ctx, r.RunID, TagAlert); err != nil {
 				w.log.Debug("delete the alert tag", "run_id", r.RunID, "err", err)
@@ -376,6 +407,11 @@ func (w *Watcher) close(ctx context.Context, r *RunActivity, open *Event, endMs 
 	}
 	return nil
 }
+
+// alerting reports whether spans of kind k set the run's alert tag: idle
+// and stalled jobs, which hold machines and do nothing; a straggler is
+// told through its event and the notifier only.
+func alerting(k Kind) bool { return k == KindIdle || k == KindStalled }
 
 func otherKind(k Kind) Kind {
 	if k == KindIdle {

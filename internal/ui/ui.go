@@ -143,6 +143,7 @@ var pages = []string{
 	"/",
 	"/workspace/*",
 	"/experiments/:id",
+	"/experiments/:exp/models",
 	"/experiments/:exp/models/:model",
 	"/runs/:id",
 	"/compare",

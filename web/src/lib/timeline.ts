@@ -103,7 +103,8 @@ export function stepRange(points: StepPoint[], t0: number, t1: number): { start:
  * other keys in natural order, system metrics left out; at most n.
  */
 export function defaultMetricKeys(keys: readonly string[], n = 4): string[] {
-  const own = [...new Set(keys)].filter((k) => !k.startsWith('system/')).sort(naturalCompare);
+  // The job's own: not the GPU sampler's system/ nor the progress reports' sextant/progress/ metrics.
+  const own = [...new Set(keys)].filter((k) => !k.startsWith('system/') && !k.startsWith('sextant/progress/')).sort(naturalCompare);
   const loss = own.filter((k) => /(^|\/)loss$/.test(k));
   return [...loss, ...own.filter((k) => !loss.includes(k))].slice(0, n);
 }

@@ -353,7 +353,7 @@ export function experimentPage(p: Record<string, string>, q: URLSearchParams, sc
   function defaultColumns(): void {
     if (userChoseColumns) return;
     const cols: Column[] = DEFAULT_ATTRS.map((key) => ({ kind: 'attr' as Kind, key }));
-    [...keys.metric].filter((k) => !k.startsWith('system/')).sort().slice(0, 6).forEach((key) => cols.push({ kind: 'metric', key }));
+    [...keys.metric].filter((k) => !k.startsWith('system/') && !k.startsWith('sextant/progress/')).sort().slice(0, 6).forEach((key) => cols.push({ kind: 'metric', key }));
     [...keys.param].sort().slice(0, 4).forEach((key) => cols.push({ kind: 'param', key }));
     columns = cols;
   }

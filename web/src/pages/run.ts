@@ -1,6 +1,7 @@
 // The run page: overview (status, duration, who, source, the editable
-// description, params, tags, comments), metric charts, system metrics,
-// logs, artifacts, checkpoints and the GPU pane, as tabs.
+// description, params, tags, comments), metric charts, the time line,
+// per-rank progress, system metrics, logs, artifacts, checkpoints and the
+// GPU pane, as tabs.
 
 import { addComment, deleteComment, get, getExperiment, getRun, listComments, Run, runArtifacts, setTag, SX } from '../api';
 import { artifactsView } from '../components/artifacts';
@@ -8,6 +9,7 @@ import { BoardChart, ChartBoard, keyCharts } from '../components/board';
 import { ChartRun, linesOf } from '../components/chart';
 import { gpuPane } from '../components/gpupane';
 import { LogsView } from '../components/logs';
+import { progressView } from '../components/progress';
 import { gpuHealthList, Timeline } from '../components/timeline';
 import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
@@ -20,9 +22,9 @@ import { session } from '../session';
 import { checkpointsView } from './checkpoints';
 import { runModels } from './models';
 
-const TABS = ['overview', 'metrics', 'timeline', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
+const TABS = ['overview', 'metrics', 'timeline', 'progress', 'system', 'logs', 'artifacts', 'checkpoints', 'gpu'] as const;
 type Tab = (typeof TABS)[number];
-const LABELS: Record<Tab, string> = { overview: 'Overview', metrics: 'Metrics', timeline: 'Timeline', system: 'System metrics', logs: 'Logs', artifacts: 'Artifacts', checkpoints: 'Checkpoints', gpu: 'GPU' };
+const LABELS: Record<Tab, string> = { overview: 'Overview', metrics: 'Metrics', timeline: 'Timeline', progress: 'Progress', system: 'System metrics', logs: 'Logs', artifacts: 'Artifacts', checkpoints: 'Checkpoints', gpu: 'GPU' };
 
 function kvTable(rows: [string, string | Node][], empty: string): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
@@ -101,7 +103,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
         return overview(r, s);
       case 'metrics':
         return new ChartBoard(
-          { charts: keyCharts(metricKeys.filter((k) => !k.startsWith('system/')), (key) => ({ lines: linesOf(key, chartRun) })), live: isLive, storeKey: 'sextant.board.run', empty: 'This run has logged no metrics.' },
+          { charts: keyCharts(metricKeys.filter((k) => !k.startsWith('system/') && !k.startsWith('sextant/progress/')), (key) => ({ lines: linesOf(key, chartRun) })), live: isLive, storeKey: 'sextant.board.run', empty: 'This run has logged no metrics.' },
           s,
         ).el;
       case 'system':
@@ -120,6 +122,8 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
         ).el;
       case 'timeline':
         return new Timeline({ run: r, onOpenLog: openLog }, s).el;
+      case 'progress':
+        return progressView(r, s, isLive, config.runPollMs);
       case 'logs': {
         const line = logLine;
         logLine = 0;

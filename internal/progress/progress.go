@@ -1,0 +1,394 @@
+// Package progress holds the per-rank progress of training runs: what a
+// training loop reports once a step (the step, its time, the time it
+// waited for data, the samples and tokens it processed), per rank.
+//
+// Reports are stored as metrics of the run under reserved keys, through
+// the tracking service, so that history, sampling and charts work as for
+// any metric:
+//
+//	sextant/progress/rank_<r>/step_time_s   seconds of the step, data wait included
+//	sextant/progress/rank_<r>/data_wait_s   seconds of it spent waiting for the batch
+//	sextant/progress/rank_<r>/samples       samples the step processed
+//	sextant/progress/rank_<r>/tokens        tokens the step processed
+//
+// at the training step, stamped with the report's time. Where a rank runs
+// is kept in the run tags sextant.progress.rank_<r>.node and .gpu. The
+// Service also reads the step times back per rank (Series, for the run
+// page) and for the watcher's straggler check (RecentStepTimes implements
+// runevents.StepTimes). It imports no HTTP or SQL package.
+package progress
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/runevents"
+	"github.com/sextant/sextant/internal/tracking"
+)
+
+// KeyPrefix starts every progress metric key.
+const KeyPrefix = "sextant/progress/"
+
+// The fields of a report, as the last segment of its metric keys.
+const (
+	FieldStepTime = "step_time_s"
+	FieldDataWait = "data_wait_s"
+	FieldSamples  = "samples"
+	FieldTokens   = "tokens"
+)
+
+// Limits of a report.
+const (
+	// MaxRank is the highest rank accepted.
+	MaxRank = 1 << 20
+	// MaxStep is the highest step accepted (JavaScript's exact integers).
+	MaxStep = 1 << 53
+	// MaxReports caps the reports of one request.
+	MaxReports = 1000
+	// MaxSeconds caps step and data-wait times: a day.
+	MaxSeconds = 86400
+	// MaxNodeBytes caps a node name.
+	MaxNodeBytes = 256
+)
+
+// Key returns the metric key of field for rank.
+func Key(rank int, field string) string {
+	return KeyPrefix + "rank_" + strconv.Itoa(rank) + "/" + field
+}
+
+// ParseKey returns the rank and field of a progress metric key, or false.
+func ParseKey(key string) (rank int, field string, ok bool) {
+	rest, ok := strings.CutPrefix(key, KeyPrefix+"rank_")
+	if !ok {
+		return 0, "", false
+	}
+	r, f, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(r)
+	if err != nil || n < 0 || n > MaxRank || strconv.Itoa(n) != r {
+		return 0, "", false
+	}
+	return n, f, true
+}
+
+// NodeTag and GPUTag return the run tags that say where rank runs.
+func NodeTag(rank int) string { return "sextant.progress.rank_" + strconv.Itoa(rank) + ".node" }
+
+// GPUTag returns the run tag holding rank's GPU index.
+func GPUTag(rank int) string { return "sextant.progress.rank_" + strconv.Itoa(rank) + ".gpu" }
+
+// Report is one step of one rank. Optional values are negative when not
+// reported.
+type Report struct {
+	Rank int
+	// GPU is the index of the rank's GPU on its node; -1 when unknown.
+	GPU  int
+	Step int64
+	// TimeMs is when the step ended, in Unix milliseconds; 0 means when
+	// the server received it.
+	TimeMs int64
+	// StepTimeS is the step's wall time, in seconds; required.
+	StepTimeS float64
+	// DataWaitS is the part of it spent waiting for data; negative when
+	// not reported.
+	DataWaitS float64
+	// Samples and Tokens are what the step processed; negative when not
+	// reported.
+	Samples, Tokens float64
+}
+
+// Batch is what one request carries: reports of one node.
+type Batch struct {
+	RunID string
+	// Node is the host the ranks run on; empty when unknown.
+	Node    string
+	Reports []Report
+}
+
+// Tracker is what the Service needs of the tracking service; *tracking.Service
+// implements it.
+type Tracker interface {
+	LogBatch(ctx context.Context, runID string, b tracking.Batch) error
+	GetRun(ctx context.Context, id string) (*tracking.Run, error)
+	MetricHistoryBulkInterval(ctx context.Context, q tracking.BulkIntervalQuery) ([]tracking.RunSeries, error)
+}
+
+// Service ingests progress reports and reads them back. It is safe for
+// concurrent use; the only state it keeps is which ranks' places it has
+// written (to write the tags once), so replicas answer alike.
+type Service struct {
+	tr  Tracker
+	now func() time.Time
+
+	mu     sync.Mutex
+	placed map[string]string // run/rank -> node/gpu written as tags
+}
+
+// NewService returns a Service over tr; now nil means time.Now.
+func NewService(tr Tracker, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{tr: tr, now: now, placed: map[string]string{}}
+}
+
+func invalidf(format string, args ...any) error { return errs.Errorf(errs.Invalid, format, args...) }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// validate checks b and returns it with defaults filled in.
+func validate(b Batch, nowMs int64) (Batch, error) {
+	if err := tracking.ValidateRunID(b.RunID); err != nil {
+		return b, err
+	}
+	switch {
+	case len(b.Reports) == 0:
+		return b, invalidf("Missing value for required parameter 'reports'")
+	case len(b.Reports) > MaxReports:
+		return b, errs.Errorf(errs.LimitExceeded, "limit exceeded: a progress request can carry at most %d reports, got %d", MaxReports, len(b.Reports))
+	case len(b.Node) > MaxNodeBytes || !utf8.ValidString(b.Node) || strings.IndexFunc(b.Node, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		return b, invalidf("node must be at most %d printable bytes", MaxNodeBytes)
+	}
+	out := make([]Report, len(b.Reports))
+	for i, r := range b.Reports {
+		at := func(format string, args ...any) error {
+			return invalidf("reports[%d]: "+format, append([]any{i}, args...)...)
+		}
+		switch {
+		case r.Rank < 0 || r.Rank > MaxRank:
+			return b, at("rank %d is out of range: give 0 to %d (RANK of torchrun)", r.Rank, MaxRank)
+		case r.GPU < -1 || r.GPU > 1<<16:
+			return b, at("gpu %d is out of range (-1 for unknown)", r.GPU)
+		case r.Step < 0 || r.Step > MaxStep:
+			return b, at("step %d is out of range: give 0 to %d", r.Step, int64(MaxStep))
+		case r.TimeMs < 0 || r.TimeMs > MaxStep:
+			return b, at("time_ms %d is not a time: give milliseconds since the Unix epoch", r.TimeMs)
+		case !finite(r.StepTimeS) || r.StepTimeS < 0 || r.StepTimeS > MaxSeconds:
+			return b, at("step_time_s %v must be 0 to %d seconds", r.StepTimeS, MaxSeconds)
+		case !finite(r.DataWaitS) || r.DataWaitS > MaxSeconds:
+			return b, at("data_wait_s %v must be 0 to %d seconds", r.DataWaitS, MaxSeconds)
+		case !finite(r.Samples) || !finite(r.Tokens):
+			return b, at("samples and tokens must be finite numbers")
+		}
+		if r.TimeMs == 0 {
+			r.TimeMs = nowMs
+		}
+		out[i] = r
+	}
+	b.Reports = out
+	return b, nil
+}
+
+// Ingest validates b and stores its reports as metrics of the run (and,
+// the first time a rank is seen on a node and GPU, the rank's place as
+// run tags). A bad report refuses the whole request with errs.Invalid
+// naming it. Reports of more points than one metrics batch holds are
+// stored in several; a request sent again stores nothing twice.
+func (s *Service) Ingest(ctx context.Context, b Batch) error {
+	b, err := validate(b, s.now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	ms := make([]tracking.Metric, 0, 4*len(b.Reports))
+	add := func(r *Report, field string, v float64) {
+		ms = append(ms, tracking.Metric{Key: Key(r.Rank, field), Point: metrics.Point{Step: r.Step, TimestampMs: r.TimeMs, Value: v}})
+	}
+	var tags []tracking.Tag
+	var placed []string
+	for i := range b.Reports {
+		r := &b.Reports[i]
+		add(r, FieldStepTime, r.StepTimeS)
+		if r.DataWaitS >= 0 {
+			add(r, FieldDataWait, r.DataWaitS)
+		}
+		if r.Samples >= 0 {
+			add(r, FieldSamples, r.Samples)
+		}
+		if r.Tokens >= 0 {
+			add(r, FieldTokens, r.Tokens)
+		}
+		if b.Node == "" && r.GPU < 0 {
+			continue
+		}
+		k, v := b.RunID+"/"+strconv.Itoa(r.Rank), b.Node+"/"+strconv.Itoa(r.GPU)
+		s.mu.Lock()
+		known := s.placed[k] == v
+		s.mu.Unlock()
+		if !known && !containsString(placed, k) {
+			placed = append(placed, k, v)
+			if b.Node != "" {
+				tags = append(tags, tracking.Tag{Key: NodeTag(r.Rank), Value: b.Node})
+			}
+			if r.GPU >= 0 {
+				tags = append(tags, tracking.Tag{Key: GPUTag(r.Rank), Value: strconv.Itoa(r.GPU)})
+			}
+		}
+	}
+	// One metrics batch holds at most 1000 metrics: 250 reports of four.
+	const perBatch = 1000
+	for len(ms) > 0 || len(tags) > 0 {
+		n := min(len(ms), perBatch-min(len(tags), 100))
+		t := min(len(tags), 100)
+		if err := s.tr.LogBatch(ctx, b.RunID, tracking.Batch{Metrics: ms[:n], Tags: tags[:t]}); err != nil {
+			return err
+		}
+		ms, tags = ms[n:], tags[t:]
+	}
+	if len(placed) > 0 {
+		s.mu.Lock()
+		if len(s.placed) > 100_000 { // a bound, not a cache policy: forgetting costs a tag write
+			clear(s.placed)
+		}
+		for i := 0; i < len(placed); i += 2 {
+			s.placed[placed[i]] = placed[i+1]
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func containsString(kv []string, k string) bool {
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i] == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Rank is one rank of a run as Series returns it.
+type Rank struct {
+	Rank int
+	// Node and GPU say where it runs: "" and -1 when unknown.
+	Node string
+	GPU  int
+	// StepTimes and DataWaits are its step_time_s and data_wait_s series,
+	// downsampled (the first and last step kept), in step order.
+	StepTimes, DataWaits []metrics.Point
+}
+
+// ranks returns the run's ranks that reported progress, in rank order,
+// with their places and the latest point of their step time.
+func (s *Service) ranks(ctx context.Context, runID string) ([]Rank, map[int]metrics.Point, error) {
+	run, err := s.tr.GetRun(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	latest := map[int]metrics.Point{}
+	for _, m := range run.Data.Metrics {
+		if rk, f, ok := ParseKey(m.Key); ok && f == FieldStepTime {
+			latest[rk] = m.Point
+		}
+	}
+	tags := map[string]string{}
+	for _, t := range run.Data.Tags {
+		if strings.HasPrefix(t.Key, "sextant.progress.rank_") {
+			tags[t.Key] = t.Value
+		}
+	}
+	out := make([]Rank, 0, len(latest))
+	for rk := range latest {
+		r := Rank{Rank: rk, Node: tags[NodeTag(rk)], GPU: -1}
+		if g, err := strconv.Atoi(tags[GPUTag(rk)]); err == nil && g >= 0 {
+			r.GPU = g
+		}
+		out = append(out, r)
+	}
+	sortRanks(out)
+	return out, latest, nil
+}
+
+func sortRanks(rs []Rank) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].Rank < rs[j-1].Rank; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+// MaxSeriesPoints caps the points per rank and series that Series returns.
+const MaxSeriesPoints = 2500
+
+// Series returns each rank's step and data-wait times, each series
+// downsampled to at most maxPoints points (0 means 500), ranks in order.
+func (s *Service) Series(ctx context.Context, runID string, maxPoints int) ([]Rank, error) {
+	if err := tracking.ValidateRunID(runID); err != nil {
+		return nil, err
+	}
+	switch {
+	case maxPoints == 0:
+		maxPoints = 500
+	case maxPoints < 2 || maxPoints > MaxSeriesPoints:
+		return nil, invalidf("max_points must be between 2 and %d, got %d", MaxSeriesPoints, maxPoints)
+	}
+	ranks, _, err := s.ranks(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	read := func(key string) ([]metrics.Point, error) {
+		rs, err := s.tr.MetricHistoryBulkInterval(ctx, tracking.BulkIntervalQuery{RunIDs: []string{runID}, Key: key, MaxResults: maxPoints})
+		if err != nil || len(rs) == 0 {
+			return nil, err
+		}
+		out := make([]metrics.Point, len(rs[0].Points))
+		for i, p := range rs[0].Points {
+			out[i] = p.Point
+		}
+		return out, nil
+	}
+	for i := range ranks {
+		r := &ranks[i]
+		if r.StepTimes, err = read(Key(r.Rank, FieldStepTime)); err != nil {
+			return nil, err
+		}
+		if r.DataWaits, err = read(Key(r.Rank, FieldDataWait)); err != nil && errs.CodeOf(err) != errs.NotFound {
+			return nil, err
+		}
+	}
+	return ranks, nil
+}
+
+// recentSteps is how many of a rank's newest steps RecentStepTimes reads.
+const recentSteps = 256
+
+var _ runevents.StepTimes = (*Service)(nil)
+
+// RecentStepTimes implements runevents.StepTimes: each rank's step times
+// reported at sinceMs or later, among its newest 256 steps.
+func (s *Service) RecentStepTimes(ctx context.Context, runID string, sinceMs int64) ([]runevents.RankStepTimes, error) {
+	ranks, latest, err := s.ranks(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runevents.RankStepTimes, 0, len(ranks))
+	for _, r := range ranks {
+		last := latest[r.Rank]
+		rt := runevents.RankStepTimes{Rank: r.Rank, Node: r.Node, GPU: r.GPU}
+		if last.TimestampMs >= sinceMs {
+			lo, hi := max(0, last.Step-recentSteps+1), last.Step
+			rs, err := s.tr.MetricHistoryBulkInterval(ctx, tracking.BulkIntervalQuery{RunIDs: []string{runID}, Key: Key(r.Rank, FieldStepTime),
+				StartStep: &lo, EndStep: &hi, MaxResults: recentSteps})
+			if err != nil {
+				return nil, err
+			}
+			for _, sr := range rs {
+				for _, p := range sr.Points {
+					if p.TimestampMs >= sinceMs {
+						rt.Seconds = append(rt.Seconds, p.Value)
+					}
+				}
+			}
+		}
+		out = append(out, rt)
+	}
+	return out, nil
+}

@@ -1,0 +1,290 @@
+"""Per-rank training progress, reported once a step (standard library only).
+
+A training loop calls :meth:`Progress.step` once a step; the step's time,
+the time it waited for its batch, the samples and tokens it processed go to
+the run in the background, batched about once a second by a daemon thread.
+A call never waits for the server: it appends to a bounded queue (the
+oldest reports are dropped when the server cannot keep up) and returns. What
+is queued is sent when the process exits.
+
+    from sextant.progress import Progress
+
+    progress = Progress()                 # the run, rank and node from the environment
+    for batch in loader:
+        progress.data_ready()             # optional: the time before this counts as waiting for data
+        loss = train_step(batch)
+        progress.step(samples=len(batch))  # the step's time is the time since the previous call
+
+The run is ``MLFLOW_RUN_ID`` (``sextant run`` sets it), else mlflow's
+active run; the server is ``MLFLOW_TRACKING_URI`` with the mlflow client's
+credentials (:class:`sextant.client.Client`); the rank is ``RANK`` (set by
+torchrun), the node ``SEXTANT_NODE`` or the host name, and the GPU the
+current CUDA device when torch has initialised CUDA. Without a run the
+calls do nothing. The server stores the reports as metrics of the run,
+``sextant/progress/rank_<r>/step_time_s`` and so on (docs/run.md).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import weakref
+from typing import Any
+
+__all__ = ["Progress", "step", "data_ready", "flush"]
+
+_log = logging.getLogger("sextant.progress")
+
+_MAX_QUEUE = 100_000
+_BATCH = 1000  # reports per request (the server's limit)
+
+
+def _env_int(name: str) -> int | None:
+    v = os.environ.get(name, "")
+    try:
+        return int(v)
+    except ValueError:
+        return None
+
+
+def _gpu_index() -> int | None:
+    """The current CUDA device's index on the node, when torch has
+    initialised CUDA in this process (never initialises it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        dev = int(torch.cuda.current_device())
+    except Exception:
+        return None
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if dev < len(visible):
+        try:
+            return int(visible[dev])
+        except ValueError:
+            return dev  # UUIDs: the index within the visible ones
+    return dev
+
+
+def _mlflow_run_id() -> str | None:
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is None:
+        return None
+    try:
+        r = mlflow.active_run()
+    except Exception:
+        return None
+    return r.info.run_id if r is not None else None
+
+
+_live: "weakref.WeakSet[Progress]" = weakref.WeakSet()
+
+
+class Progress:
+    """Reports the steps of one rank of a run.
+
+    ``run_id``, ``rank``, ``node`` and ``gpu`` default to what the
+    environment says (see the module's documentation); ``interval`` is the
+    time between two sends, in seconds; ``client`` is a
+    :class:`sextant.client.Client` (default: one from the environment).
+    """
+
+    def __init__(self, *, run_id: str | None = None, rank: int | None = None, node: str | None = None,
+                 gpu: int | None = None, interval: float = 1.0, client: Any = None, max_queue: int = _MAX_QUEUE) -> None:
+        self.run_id = run_id or os.environ.get("MLFLOW_RUN_ID") or _mlflow_run_id()
+        r = rank if rank is not None else _env_int("RANK")
+        self.rank = r if r is not None and r >= 0 else 0
+        self.node = node if node is not None else (os.environ.get("SEXTANT_NODE") or socket.gethostname())
+        self._gpu = gpu
+        self.interval = interval
+        self._client = client
+        self._queue: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_queue)
+        self._max = max_queue
+        #: Reports dropped because the queue was full (the server too slow or gone).
+        self.dropped = 0
+        #: Reports the server accepted.
+        self.sent = 0
+        self._failed = False
+        self._last = time.perf_counter()
+        self._ready: float | None = None
+        self._step = -1
+        self._wake = threading.Event()
+        self._lock = threading.Lock()  # one sender at a time
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._closed = False
+        _live.add(self)
+        if self.run_id:
+            self._start()  # here, not in the first step(): starting a thread can take a while on a busy machine
+
+    @property
+    def enabled(self) -> bool:
+        """Whether reports go anywhere: a run is known and the server has not refused them."""
+        return bool(self.run_id) and not self._failed
+
+    def data_ready(self) -> None:
+        """Marks the moment this step's batch arrived: the time since the
+        previous :meth:`step` counts as waiting for data."""
+        self._ready = time.perf_counter()
+
+    def reset(self) -> None:
+        """Starts timing the next step now (after a pause, an evaluation, a checkpoint)."""
+        self._last = time.perf_counter()
+        self._ready = None
+
+    def step(self, step: int | None = None, *, step_time_s: float | None = None, data_wait_s: float | None = None,
+             samples: float | None = None, tokens: float | None = None) -> None:
+        """Reports one step of this rank. ``step`` defaults to the previous
+        one plus one (0 first); ``step_time_s`` to the time since the
+        previous call (the first: since the Progress was made or reset);
+        ``data_wait_s`` to the time from the previous call to
+        :meth:`data_ready`, when it was called. Never blocks on the server."""
+        now = time.perf_counter()
+        if not self.run_id or self._failed:
+            self._last, self._ready = now, None
+            return
+        if step is None:
+            step = self._step + 1
+        self._step = step
+        if step_time_s is None:
+            step_time_s = now - self._last
+        if data_wait_s is None and self._ready is not None:
+            data_wait_s = max(0.0, self._ready - self._last)
+        self._last, self._ready = now, None
+        rep: dict[str, Any] = {"rank": self.rank, "step": int(step), "time_ms": int(time.time() * 1000),
+                               "step_time_s": float(step_time_s)}
+        if data_wait_s is not None:
+            rep["data_wait_s"] = float(data_wait_s)
+        if samples is not None:
+            rep["samples"] = float(samples)
+        if tokens is not None:
+            rep["tokens"] = float(tokens)
+        if self._gpu is None:
+            g = _gpu_index()  # in the training thread: CUDA's current device is per thread
+            self._gpu = g if g is not None else -1
+        if self._gpu >= 0:
+            rep["gpu"] = self._gpu
+        q = self._queue
+        if len(q) >= self._max:
+            self.dropped += 1
+        q.append(rep)
+        if self._thread is None or self._pid != os.getpid():
+            self._start()
+        elif len(q) >= _BATCH:
+            self._wake.set()
+
+    def _start(self) -> None:
+        if self._pid != os.getpid():  # a forked child: the parent's thread is not here
+            self._pid = os.getpid()
+            self._lock = threading.Lock()
+            self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sextant-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            self._send()
+
+    def _send(self, deadline: float | None = None) -> None:
+        # At exit, a sender stuck on a dead server must not hold the job up.
+        if not self._lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            return
+        try:
+            while self._queue and not self._failed:
+                batch = []
+                try:
+                    while len(batch) < _BATCH:
+                        batch.append(self._queue.popleft())
+                except IndexError:
+                    pass
+                if not self._post(batch, deadline):
+                    # Put them back for the next try, oldest first, as room allows.
+                    for rep in reversed(batch):
+                        if len(self._queue) >= self._max:
+                            self.dropped += 1
+                            break
+                        self._queue.appendleft(rep)
+                    return
+        finally:
+            self._lock.release()
+
+    def _post(self, batch: list[dict[str, Any]], deadline: float | None) -> bool:
+        from .client import Client, InvalidRequest, NotFound, PermissionDenied, SextantError
+
+        if self._client is None:
+            self._client = Client(retries=0)
+        c = self._client
+        if deadline is not None:
+            c = c.with_retries(retry_seconds=max(0.1, deadline - time.monotonic()), max_backoff=1.0)
+        try:
+            c._json("POST", "/api/2.0/sextant/progress", {"run_id": self.run_id, "node": self.node, "reports": batch})
+        except (InvalidRequest, NotFound, PermissionDenied) as e:
+            # Refused for good (a deleted run, no permission, an old server): stop reporting.
+            self._failed = True
+            _log.warning("sextant: progress reports stopped: %s", e)
+            return True
+        except (SextantError, OSError) as e:
+            _log.debug("sextant: progress reports wait for the server: %s", e)
+            return False
+        self.sent += len(batch)
+        return True
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Sends what is queued now, trying for at most ``timeout`` seconds."""
+        if self.run_id and self._queue:
+            self._send(deadline=time.monotonic() + timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Sends what is queued and stops the sender thread."""
+        self._closed = True
+        self._wake.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread() and self._pid == os.getpid():
+            t.join(timeout)
+        self.flush(timeout)
+
+
+@atexit.register
+def _flush_all() -> None:
+    for p in list(_live):
+        try:
+            p.close(timeout=5.0)
+        except Exception:  # never fail the job's exit
+            pass
+
+
+_default: Progress | None = None
+
+
+def _get() -> Progress:
+    global _default
+    if _default is None:
+        _default = Progress()
+    return _default
+
+
+def step(step: int | None = None, *, step_time_s: float | None = None, data_wait_s: float | None = None,
+         samples: float | None = None, tokens: float | None = None) -> None:
+    """:meth:`Progress.step` of this process's default Progress (made at the first call)."""
+    _get().step(step, step_time_s=step_time_s, data_wait_s=data_wait_s, samples=samples, tokens=tokens)
+
+
+def data_ready() -> None:
+    """:meth:`Progress.data_ready` of this process's default Progress."""
+    _get().data_ready()
+
+
+def flush(timeout: float = 5.0) -> None:
+    """Sends what this process's default Progress has queued."""
+    if _default is not None:
+        _default.flush(timeout)

@@ -1,0 +1,194 @@
+"""Per-rank progress and stragglers (issue 45, docs/run.md "Per-rank
+progress and stragglers"), with real torch (CPU, gloo) and a real server:
+a 2-rank torchrun job under `sextant run` (progress_job.py) whose rank 1
+steps 5x slower is flagged as the straggler, naming its rank and node;
+progress calls cost a small fraction of a step; the Lightning callback and
+the Transformers callback report every step.
+
+Needs the ML environment (requirements-ml.txt) and PYTHONPATH=python."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+import requests
+
+from sextant_e2e import REPO_ROOT, free_port, report_measurement
+
+pytestmark = pytest.mark.ml
+
+JOB = str(Path(__file__).with_name("progress_job.py"))
+MARGIN = 0.5
+SEXTANT_SERVER_FLAGS = {"straggler_margin": str(MARGIN), "straggler_for": "2s", "watch_every": "500ms"}
+
+
+def tail(p: Path, n: int = 80) -> str:
+    try:
+        return "\n".join(p.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "<no log>"
+
+
+def progress_of(srv, run_id: str) -> list[dict]:
+    r = requests.get(srv.url + "/api/2.0/sextant/progress", params={"run_id": run_id}, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["ranks"]
+
+
+def events_of(srv, run_id: str, kind: str) -> list[dict]:
+    r = requests.get(srv.url + "/api/2.0/sextant/events/list", params={"run_id": run_id, "kind": kind}, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json().get("events", [])
+
+
+def test_straggler_flagged_with_rank_and_node(server, sextant_bin, tmp_path):
+    out = tmp_path
+    env = dict(os.environ, MLFLOW_TRACKING_URI=server.url, PYTHONPATH=str(REPO_ROOT / "python"), PYTHONUNBUFFERED="1",
+               SEXTANT_HTTP_TIMEOUT="15", OMP_NUM_THREADS="1")
+    for k in ("MLFLOW_RUN_ID", "RANK", "SEXTANT_NODE"):
+        env.pop(k, None)
+    cmd = [sextant_bin, "run", "--gpu-source", "none", "--experiment", "/Shared/progress", "--run-name", "straggler",
+           "--", sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), JOB, "--out", str(out)]
+    with open(out / "launcher.log", "wb") as log:
+        p = subprocess.run(cmd, env=env, cwd=str(out), stdout=log, stderr=log, stdin=subprocess.DEVNULL, timeout=300)
+    assert p.returncode == 0, tail(out / "launcher.log")
+    run = mlflow.MlflowClient(server.url).search_runs(
+        [mlflow.MlflowClient(server.url).get_experiment_by_name("/Shared/progress").experiment_id],
+        filter_string="attributes.run_name = 'straggler'")[0]
+    run_id = run.info.run_id
+
+    # What the job measured: rank 1 clearly slower, progress calls cheap.
+    cost = [json.loads((out / f"cost{r}.json").read_text()) for r in (0, 1)]
+    fast, slow = cost[0]["median_step_s"], cost[1]["median_step_s"]
+    assert slow > (1 + MARGIN) * 1.5 * fast, cost  # the test's premise, measured: well past the margin
+    for c in cost:
+        assert c["dropped"] == 0 and c["sent"] == c["calls"], c
+        # A typical call costs under 1% of the fast rank's step (the issue's budget), measured on this
+        # machine; the mean, which a busy machine's scheduling hiccups inflate, stays well under a step.
+        assert c["median_call_s"] < 0.01 * fast, c
+        assert c["mean_call_s"] < 0.1 * c["median_step_s"], c
+    report_measurement("progress_call_cost", {"median_call_us": [round(c["median_call_s"] * 1e6, 1) for c in cost],
+                                              "mean_call_us": [round(c["mean_call_s"] * 1e6, 1) for c in cost],
+                                              "max_call_us": [round(c["max_call_s"] * 1e6, 1) for c in cost],
+                                              "median_step_ms": [round(c["median_step_s"] * 1e3, 2) for c in cost]})
+
+    # The server holds each rank's series, with its node, and they agree with the job's measurements.
+    ranks = progress_of(server, run_id)
+    assert [r["rank"] for r in ranks] == [0, 1]
+    host = socket.gethostname()
+    for r, c in zip(ranks, cost):
+        assert r["node"] == host
+        assert len(r["step_time_s"]) == c["calls"]
+        assert len(r["data_wait_s"]) == c["calls"]
+    med = [statistics.median(pt[2] for pt in r["step_time_s"]) for r in ranks]
+    assert med[1] > (1 + MARGIN) * med[0], med
+    hist = mlflow.MlflowClient(server.url).get_metric_history(run_id, "sextant/progress/rank_1/samples")
+    assert len(hist) == cost[1]["calls"] and all(m.value == 8 for m in hist)
+
+    # Rank 1, and only rank 1, was flagged, with its node; the span closes at the watcher's first
+    # look after the run ended (every 500 ms here).
+    deadline = time.monotonic() + 30
+    while True:
+        evs = events_of(server, run_id, "straggler")
+        if (evs and not any(e.get("open") for e in evs)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert evs, f"no straggler event; server log:\n{tail(server.log_path)}"
+    assert {e["attrs"]["rank"] for e in evs} == {"1"}, evs
+    ev = evs[-1]
+    assert ev["node"] == host and ev["severity"] == "warning", ev
+    assert "rank 1 (node " + host in ev["message"], ev
+    assert float(ev["attrs"]["step_time_s"]) > (1 + MARGIN) * float(ev["attrs"]["others_median_s"]), ev
+    assert not ev.get("open"), ev
+    # A straggler is not an idle or stalled job: no alert tag.
+    assert "sextant.alert" not in mlflow.MlflowClient(server.url).get_run(run_id).data.tags
+
+
+def _tiny_lightning_module():
+    import lightning as L
+    import torch
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.lin(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Tiny()
+
+
+def test_lightning_callback_reports_progress(client, server, tmp_path):
+    import lightning as L
+    import torch
+
+    from sextant.lightning import SextantProgress
+
+    torch.manual_seed(0)
+    x = torch.randn(40, 4)
+    ds = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+    loader = torch.utils.data.DataLoader(ds, batch_size=8)
+    mlflow.set_experiment("/Shared/progress-lightning")
+    cb = SextantProgress(tokens_per_sample=16)
+    with mlflow.start_run() as run:
+        trainer = L.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
+                            callbacks=[cb])
+        trainer.fit(_tiny_lightning_module(), loader)
+    assert cb.progress is not None and cb.progress.run_id == run.info.run_id
+    ranks = progress_of(server, run.info.run_id)
+    assert [r["rank"] for r in ranks] == [0]
+    steps = [int(pt[0]) for pt in ranks[0]["step_time_s"]]
+    assert steps == list(range(1, 11)), steps  # 5 batches x 2 epochs, after each optimizer step
+    assert all(pt[2] >= 0 for pt in ranks[0]["step_time_s"] + ranks[0]["data_wait_s"])
+    toks = client.get_metric_history(run.info.run_id, "sextant/progress/rank_0/tokens")
+    assert sorted(m.value for m in toks) == [128.0] * 10
+
+
+def test_transformers_callback_reports_progress(client, server, tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from sextant.transformers import SextantProgressCallback
+    from test_transformers import synthetic_dataset, tiny_bert
+
+    mlflow.set_experiment("/Shared/progress-transformers")
+    cb = SextantProgressCallback()
+    with mlflow.start_run() as run:
+        targs = TrainingArguments(output_dir=str(tmp_path / "out"), report_to="none", max_steps=6, per_device_train_batch_size=4,
+                                  gradient_accumulation_steps=2, use_cpu=True, seed=0, disable_tqdm=True,
+                                  dataloader_num_workers=0, save_strategy="no")
+        Trainer(model=tiny_bert(), args=targs, train_dataset=synthetic_dataset(), callbacks=[cb]).train()
+    ranks = progress_of(server, run.info.run_id)
+    assert [r["rank"] for r in ranks] == [0]
+    assert [int(pt[0]) for pt in ranks[0]["step_time_s"]] == [1, 2, 3, 4, 5, 6]
+    assert all(pt[2] > 0 for pt in ranks[0]["step_time_s"])
+    samples = client.get_metric_history(run.info.run_id, "sextant/progress/rank_0/samples")
+    assert sorted(m.value for m in samples) == [8.0] * 6
+
+
+def test_progress_without_run_is_a_no_op(monkeypatch):
+    from sextant.progress import Progress
+
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    p = Progress()
+    assert not p.enabled
+    t0 = time.perf_counter()
+    for i in range(1000):
+        p.step(i)
+    assert time.perf_counter() - t0 < 1.0
+    assert p._thread is None and p.sent == 0
