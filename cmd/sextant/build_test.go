@@ -45,7 +45,7 @@ func TestBuildPrintsNothing(t *testing.T) {
 // never an HTTP server or client, SQL, the S3 SDK or Prometheus (their
 // adapters are sqlstore, blob/s3 and httpapi).
 func TestDomainImportsNoAdapters(t *testing.T) {
-	domain := []string{"tracking", "tracking/search", "metrics", "runlogs", "runevents", "gpu", "volumes", "workspace", "artifacts", "blob", "errs", "gpuhours"}
+	domain := []string{"tracking", "tracking/search", "metrics", "runlogs", "runevents", "gpu", "volumes", "workspace", "artifacts", "blob", "errs", "gpuhours", "progress"}
 	args := []string{"list", "-deps"}
 	for _, d := range domain {
 		args = append(args, "github.com/sextant/sextant/internal/"+d)
