@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -264,13 +262,6 @@ func (s *TrackingStore) DeleteExperimentTag(ctx context.Context, id, key string)
 	})
 }
 
-// experimentToken is the page token of experiments/search: an offset plus
-// a fingerprint of the query it belongs to.
-type experimentToken struct {
-	Offset int    `json:"offset"`
-	Query  string `json:"q,omitempty"`
-}
-
 // SearchExperiments implements tracking.ExperimentStore.
 func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.ExperimentQuery) (tracking.ExperimentPage, error) {
 	var where []string
@@ -331,27 +322,16 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 		order = append(order, "e.experiment_id ASC")
 	}
 	fingerprint := queryFingerprint(fmt.Sprint(q.ViewType, q.Filter, q.OrderBy, len(q.OnlyIDs)))
-	offset := 0
-	if q.PageToken != "" {
-		var tok experimentToken
-		b, err := base64.StdEncoding.DecodeString(q.PageToken)
-		if err == nil {
-			err = json.Unmarshal(b, &tok)
-		}
-		if err != nil || tok.Offset < 0 {
-			return tracking.ExperimentPage{}, tracking.BadPageToken(q.PageToken, "")
-		}
-		if tok.Query != "" && tok.Query != fingerprint {
-			return tracking.ExperimentPage{}, tracking.PageTokenOfOtherSearch("filter, order_by or view_type")
-		}
-		offset = tok.Offset
+	pg, err := experimentPaging.page(q.PageToken, fingerprint, q.MaxResults)
+	if err != nil {
+		return tracking.ExperimentPage{}, err
 	}
 	sqlText := `SELECT ` + prefixCols("e.", experimentCols) + ` FROM experiments e`
 	if len(where) > 0 {
 		sqlText += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	sqlText += ` ORDER BY ` + strings.Join(order, ", ") + ` LIMIT ? OFFSET ?`
-	args = append(args, q.MaxResults+1, offset)
+	args = append(args, pg.limitArgs()...)
 	rows, err := s.rdb.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return tracking.ExperimentPage{}, sqlError(err, "search experiments")
@@ -368,11 +348,9 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 	if err := rows.Err(); err != nil {
 		return tracking.ExperimentPage{}, sqlError(err, "search experiments")
 	}
-	if len(page.Experiments) > q.MaxResults {
-		page.Experiments = page.Experiments[:q.MaxResults]
-		b, _ := json.Marshal(experimentToken{Offset: offset + q.MaxResults, Query: fingerprint})
-		page.NextPageToken = base64.StdEncoding.EncodeToString(b)
-	}
+	var n int
+	n, page.NextPageToken = pg.cut(len(page.Experiments))
+	page.Experiments = page.Experiments[:n]
 	if err := s.loadExperimentTags(ctx, page.Experiments); err != nil {
 		return tracking.ExperimentPage{}, err
 	}

@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -276,12 +274,6 @@ func recordModelMetrics(tx *wtx, runID string, slices []*slice) error {
 	return nil
 }
 
-// loggedModelToken is the page token of logged-models/search.
-type loggedModelToken struct {
-	Offset int    `json:"offset"`
-	Query  string `json:"q"`
-}
-
 var loggedModelAttrCols = map[string]string{
 	search.AttrName: "lm.name", search.AttrModelID: "lm.model_id", search.AttrModelType: "lm.model_type",
 	search.AttrSourceRunID: "lm.source_run_id", search.AttrCreationTimestamp: "lm.creation_time",
@@ -394,24 +386,13 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 	}
 	order = append(order, "lm.creation_time DESC", "lm.model_id ASC")
 	fingerprint := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.Filter, q.Datasets, q.OrderBy))
-	offset := 0
-	if q.PageToken != "" {
-		var tok loggedModelToken
-		b, err := base64.RawURLEncoding.DecodeString(q.PageToken)
-		if err == nil {
-			err = json.Unmarshal(b, &tok)
-		}
-		if err != nil || tok.Offset < 0 {
-			return tracking.LoggedModelPage{}, tracking.BadPageToken(q.PageToken, "")
-		}
-		if tok.Query != fingerprint {
-			return tracking.LoggedModelPage{}, tracking.PageTokenOfOtherSearch("experiment_ids, filter, datasets or order_by")
-		}
-		offset = tok.Offset
+	pg, err := loggedModelPaging.page(q.PageToken, fingerprint, q.MaxResults)
+	if err != nil {
+		return tracking.LoggedModelPage{}, err
 	}
 	sqlText := `SELECT ` + loggedModelCols + ` FROM logged_models lm WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY ` + strings.Join(order, ", ") + ` LIMIT ? OFFSET ?`
-	all := append(append(args, orderArgs...), q.MaxResults+1, offset)
+	all := append(append(args, orderArgs...), pg.limitArgs()...)
 	var page tracking.LoggedModelPage
 	var pks []int64
 	if err := s.queryEach(ctx, sqlText, all, func(rows *sql.Rows) error {
@@ -425,11 +406,9 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 	}); err != nil {
 		return tracking.LoggedModelPage{}, err
 	}
-	if len(page.Models) > q.MaxResults {
-		page.Models, pks = page.Models[:q.MaxResults], pks[:q.MaxResults]
-		b, _ := json.Marshal(loggedModelToken{Offset: offset + q.MaxResults, Query: fingerprint})
-		page.NextPageToken = base64.RawURLEncoding.EncodeToString(b)
-	}
+	var n int
+	n, page.NextPageToken = pg.cut(len(page.Models))
+	page.Models, pks = page.Models[:n], pks[:n]
 	if err := s.loadLoggedModelData(ctx, pks, page.Models); err != nil {
 		return tracking.LoggedModelPage{}, err
 	}
