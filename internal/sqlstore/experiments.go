@@ -209,6 +209,22 @@ func (s *TrackingStore) SetExperimentLifecycle(ctx context.Context, id string, s
 	})
 }
 
+// checkExperimentActive checks inside tx that experiment n (id as the
+// client wrote it) exists and is active. lock ends the SELECT: tx.share()
+// where what tx adds must keep the experiment from being deleted
+// meanwhile, or "".
+func (tx *wtx) checkExperimentActive(ctx context.Context, id string, n int64, lock string) error {
+	var stage string
+	err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+lock, n).Scan(&stage)
+	if errors.Is(err, sql.ErrNoRows) {
+		return tracking.ExperimentNotFound(id)
+	}
+	if err != nil {
+		return sqlError(err, "get experiment")
+	}
+	return tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage))
+}
+
 // SetExperimentTag implements tracking.ExperimentStore.
 func (s *TrackingStore) SetExperimentTag(ctx context.Context, id string, tag tracking.Tag) error {
 	n, err := parseExperimentID(id)
@@ -216,18 +232,10 @@ func (s *TrackingStore) SetExperimentTag(ctx context.Context, id string, tag tra
 		return err
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
-		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tracking.ExperimentNotFound(id)
-		}
-		if err != nil {
-			return sqlError(err, "get experiment")
-		}
-		if err := tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage)); err != nil {
+		if err := tx.checkExperimentActive(ctx, id, n, ""); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)
 			ON CONFLICT (experiment_id, key) DO UPDATE SET value = excluded.value`, n, tag.Key, tag.Value)
 		return sqlError(err, "set experiment tag")
 	})
@@ -240,15 +248,7 @@ func (s *TrackingStore) DeleteExperimentTag(ctx context.Context, id, key string)
 		return err
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
-		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tracking.ExperimentNotFound(id)
-		}
-		if err != nil {
-			return sqlError(err, "get experiment")
-		}
-		if err := tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage)); err != nil {
+		if err := tx.checkExperimentActive(ctx, id, n, ""); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM experiment_tags WHERE experiment_id = ? AND key = ?`, n, key)

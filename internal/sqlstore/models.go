@@ -22,19 +22,11 @@ func (s *TrackingStore) CreateLoggedModel(ctx context.Context, m *tracking.Logge
 		return err
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
-		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.share(), expID).Scan(&stage)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tracking.ExperimentNotFound(m.ExperimentID)
-		}
-		if err != nil {
-			return sqlError(err, "get experiment")
-		}
-		if err := tracking.CheckExperimentActive(m.ExperimentID, tracking.LifecycleStage(stage)); err != nil {
+		if err := tx.checkExperimentActive(ctx, m.ExperimentID, expID, tx.share()); err != nil {
 			return err
 		}
 		var pk int64
-		err = tx.QueryRowContext(ctx, `INSERT INTO logged_models
+		err := tx.QueryRowContext(ctx, `INSERT INTO logged_models
 			(model_id, experiment_id, name, model_type, source_run_id, artifact_uri, status, status_message, creation_time, last_updated_time, lifecycle_stage)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active') RETURNING model_pk`,
 			m.ID, expID, m.Name, m.ModelType, m.SourceRunID, m.ArtifactURI, int32(m.Status), m.StatusMessage, m.CreationTimeMs, m.LastUpdatedTimeMs).Scan(&pk)
