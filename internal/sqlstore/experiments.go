@@ -209,13 +209,13 @@ func (s *TrackingStore) SetExperimentLifecycle(ctx context.Context, id string, s
 	})
 }
 
-// checkExperimentActive checks inside tx that experiment n (id as the
+// checkExperimentActive checks inside t that experiment n (id as the
 // client wrote it) exists and is active. lock ends the SELECT: tx.share()
-// where what tx adds must keep the experiment from being deleted
+// where what t adds must keep the experiment from being deleted
 // meanwhile, or "".
-func (tx *wtx) checkExperimentActive(ctx context.Context, id string, n int64, lock string) error {
+func (t *wtx) checkExperimentActive(ctx context.Context, id string, n int64, lock string) error {
 	var stage string
-	err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+lock, n).Scan(&stage)
+	err := t.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+lock, n).Scan(&stage)
 	if errors.Is(err, sql.ErrNoRows) {
 		return tracking.ExperimentNotFound(id)
 	}
@@ -251,14 +251,8 @@ func (s *TrackingStore) DeleteExperimentTag(ctx context.Context, id, key string)
 		if err := tx.checkExperimentActive(ctx, id, n, ""); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM experiment_tags WHERE experiment_id = ? AND key = ?`, n, key)
-		if err != nil {
-			return sqlError(err, "delete experiment tag")
-		}
-		if k, _ := res.RowsAffected(); k == 0 {
-			return tracking.ExperimentTagNotFound(id, key)
-		}
-		return nil
+		return tx.deleteOne(ctx, "delete experiment tag", func() error { return tracking.ExperimentTagNotFound(id, key) },
+			`DELETE FROM experiment_tags WHERE experiment_id = ? AND key = ?`, n, key)
 	})
 }
 

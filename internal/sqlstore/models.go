@@ -195,12 +195,9 @@ func (s *TrackingStore) DeleteLoggedModelTag(ctx context.Context, id, key string
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM logged_model_tags WHERE model_pk = ? AND key = ?`, pk, key)
-		if err != nil {
-			return sqlError(err, "delete logged model tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.LoggedModelTagNotFound(id, key)
+		if err := tx.deleteOne(ctx, "delete logged model tag", func() error { return tracking.LoggedModelTagNotFound(id, key) },
+			`DELETE FROM logged_model_tags WHERE model_pk = ? AND key = ?`, pk, key); err != nil {
+			return err
 		}
 		return touchModel(tx, pk, nowMs)
 	})

@@ -246,14 +246,8 @@ func (s *TrackingStore) DeleteRegisteredModelTag(ctx context.Context, name, key 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM registered_model_tags WHERE rm_pk = ? AND key = ?`, pk, key)
-		if err != nil {
-			return sqlError(err, "delete registered model tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.RegisteredModelTagNotFound(name, key)
-		}
-		return nil
+		return tx.deleteOne(ctx, "delete registered model tag", func() error { return tracking.RegisteredModelTagNotFound(name, key) },
+			`DELETE FROM registered_model_tags WHERE rm_pk = ? AND key = ?`, pk, key)
 	})
 }
 
@@ -431,14 +425,8 @@ func (s *TrackingStore) DeleteModelVersionTag(ctx context.Context, name, version
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM model_version_tags WHERE rm_pk = ? AND version = ? AND key = ?`, pk, version, key)
-		if err != nil {
-			return sqlError(err, "delete model version tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.ModelVersionTagNotFound(name, version, key)
-		}
-		return nil
+		return tx.deleteOne(ctx, "delete model version tag", func() error { return tracking.ModelVersionTagNotFound(name, version, key) },
+			`DELETE FROM model_version_tags WHERE rm_pk = ? AND version = ? AND key = ?`, pk, version, key)
 	})
 }
 

@@ -324,12 +324,9 @@ func (s *TrackingStore) DeleteTag(ctx context.Context, runID, key string) error 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM tags WHERE run_pk = ? AND key = ?`, st.pk, key)
-		if err != nil {
-			return sqlError(err, "delete tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.RunTagNotFound(runID, key)
+		if err := tx.deleteOne(ctx, "delete tag", func() error { return tracking.RunTagNotFound(runID, key) },
+			`DELETE FROM tags WHERE run_pk = ? AND key = ?`, st.pk, key); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE runs SET tag_count = tag_count - 1 WHERE run_pk = ?`, st.pk)
 		return sqlError(err, "delete tag")
