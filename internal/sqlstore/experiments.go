@@ -107,27 +107,23 @@ func (s *TrackingStore) GetExperiment(ctx context.Context, id string) (*tracking
 	if err != nil {
 		return nil, err
 	}
-	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE experiment_id = ?`, n))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, tracking.ExperimentNotFound(id)
-	}
-	if err != nil {
-		return nil, sqlError(err, "get experiment")
-	}
-	if err := s.loadExperimentTags(ctx, []*tracking.Experiment{e}); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return s.getExperiment(ctx, "experiment_id", n, "get experiment", func() error { return tracking.ExperimentNotFound(id) })
 }
 
 // GetExperimentByName implements tracking.ExperimentStore.
 func (s *TrackingStore) GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error) {
-	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE name = ?`, name))
+	return s.getExperiment(ctx, "name", name, "get experiment by name", func() error { return tracking.ExperimentNameNotFound(name) })
+}
+
+// getExperiment reads the experiment whose column col is v, with its
+// tags: notFound() when there is none, a failure wrapped as what.
+func (s *TrackingStore) getExperiment(ctx context.Context, col string, v any, what string, notFound func() error) (*tracking.Experiment, error) {
+	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE `+col+` = ?`, v))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, tracking.ExperimentNameNotFound(name)
+		return nil, notFound()
 	}
 	if err != nil {
-		return nil, sqlError(err, "get experiment by name")
+		return nil, sqlError(err, what)
 	}
 	if err := s.loadExperimentTags(ctx, []*tracking.Experiment{e}); err != nil {
 		return nil, err
