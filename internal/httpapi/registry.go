@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -202,23 +203,35 @@ func registrySearchQuery(r *http.Request, limit int) (tracking.RegistrySearch, e
 	return tracking.RegistrySearch{Filter: q.str("filter"), OrderBy: q.list("order_by"), MaxResults: clampInt(max), PageToken: q.str("page_token")}, nil
 }
 
+// searchRegistry answers a registry search: its GET parameters are read
+// with registrySearchQuery, and the page comes back in its wire form
+// (never nil, so that an empty page is a JSON []) with the next page's
+// token.
+func searchRegistry[T, W any](r *http.Request, limit int, find func(context.Context, tracking.RegistrySearch) ([]T, string, error), toWire func(T) W) ([]W, string, error) {
+	q, err := registrySearchQuery(r, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	items, next, err := find(r.Context(), q)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]W, 0, len(items))
+	for _, it := range items {
+		out = append(out, toWire(it))
+	}
+	return out, next, nil
+}
+
 func (s *Server) searchRegisteredModels(w http.ResponseWriter, r *http.Request) error {
-	q, err := registrySearchQuery(r, s.tr.Limits().SearchMaxResults)
+	models, next, err := searchRegistry(r, s.tr.Limits().SearchMaxResults, s.tr.SearchRegisteredModels, toWireRegistered)
 	if err != nil {
 		return err
 	}
-	models, next, err := s.tr.SearchRegisteredModels(r.Context(), q)
-	if err != nil {
-		return err
-	}
-	resp := struct {
+	return writeJSON(w, struct {
 		RegisteredModels []wireRegisteredModel `json:"registered_models"`
 		NextPageToken    string                `json:"next_page_token,omitempty"`
-	}{RegisteredModels: []wireRegisteredModel{}, NextPageToken: next}
-	for _, m := range models {
-		resp.RegisteredModels = append(resp.RegisteredModels, toWireRegistered(m))
-	}
-	return writeJSON(w, resp)
+	}{models, next})
 }
 
 func (s *Server) getLatestVersions(w http.ResponseWriter, r *http.Request) error {
@@ -398,22 +411,14 @@ func (s *Server) deleteModelVersion(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) searchModelVersions(w http.ResponseWriter, r *http.Request) error {
-	q, err := registrySearchQuery(r, s.tr.Limits().SearchMaxResults)
+	versions, next, err := searchRegistry(r, s.tr.Limits().SearchMaxResults, s.tr.SearchModelVersions, toWireVersion)
 	if err != nil {
 		return err
 	}
-	versions, next, err := s.tr.SearchModelVersions(r.Context(), q)
-	if err != nil {
-		return err
-	}
-	resp := struct {
+	return writeJSON(w, struct {
 		ModelVersions []wireModelVersion `json:"model_versions"`
 		NextPageToken string             `json:"next_page_token,omitempty"`
-	}{ModelVersions: []wireModelVersion{}, NextPageToken: next}
-	for _, v := range versions {
-		resp.ModelVersions = append(resp.ModelVersions, toWireVersion(v))
-	}
-	return writeJSON(w, resp)
+	}{versions, next})
 }
 
 func (s *Server) getModelVersionDownloadURI(w http.ResponseWriter, r *http.Request) error {

@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -109,27 +107,23 @@ func (s *TrackingStore) GetExperiment(ctx context.Context, id string) (*tracking
 	if err != nil {
 		return nil, err
 	}
-	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE experiment_id = ?`, n))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, tracking.ExperimentNotFound(id)
-	}
-	if err != nil {
-		return nil, sqlError(err, "get experiment")
-	}
-	if err := s.loadExperimentTags(ctx, []*tracking.Experiment{e}); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return s.getExperiment(ctx, "experiment_id", n, "get experiment", func() error { return tracking.ExperimentNotFound(id) })
 }
 
 // GetExperimentByName implements tracking.ExperimentStore.
 func (s *TrackingStore) GetExperimentByName(ctx context.Context, name string) (*tracking.Experiment, error) {
-	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE name = ?`, name))
+	return s.getExperiment(ctx, "name", name, "get experiment by name", func() error { return tracking.ExperimentNameNotFound(name) })
+}
+
+// getExperiment reads the experiment whose column col is v, with its
+// tags: notFound() when there is none, a failure wrapped as what.
+func (s *TrackingStore) getExperiment(ctx context.Context, col string, v any, what string, notFound func() error) (*tracking.Experiment, error) {
+	e, err := scanExperiment(s.rdb.QueryRowContext(ctx, `SELECT `+experimentCols+` FROM experiments WHERE `+col+` = ?`, v))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, tracking.ExperimentNameNotFound(name)
+		return nil, notFound()
 	}
 	if err != nil {
-		return nil, sqlError(err, "get experiment by name")
+		return nil, sqlError(err, what)
 	}
 	if err := s.loadExperimentTags(ctx, []*tracking.Experiment{e}); err != nil {
 		return nil, err
@@ -211,6 +205,22 @@ func (s *TrackingStore) SetExperimentLifecycle(ctx context.Context, id string, s
 	})
 }
 
+// checkExperimentActive checks inside t that experiment n (id as the
+// client wrote it) exists and is active. lock ends the SELECT: tx.share()
+// where what t adds must keep the experiment from being deleted
+// meanwhile, or "".
+func (t *wtx) checkExperimentActive(ctx context.Context, id string, n int64, lock string) error {
+	var stage string
+	err := t.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+lock, n).Scan(&stage)
+	if errors.Is(err, sql.ErrNoRows) {
+		return tracking.ExperimentNotFound(id)
+	}
+	if err != nil {
+		return sqlError(err, "get experiment")
+	}
+	return tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage))
+}
+
 // SetExperimentTag implements tracking.ExperimentStore.
 func (s *TrackingStore) SetExperimentTag(ctx context.Context, id string, tag tracking.Tag) error {
 	n, err := parseExperimentID(id)
@@ -218,18 +228,10 @@ func (s *TrackingStore) SetExperimentTag(ctx context.Context, id string, tag tra
 		return err
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
-		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tracking.ExperimentNotFound(id)
-		}
-		if err != nil {
-			return sqlError(err, "get experiment")
-		}
-		if err := tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage)); err != nil {
+		if err := tx.checkExperimentActive(ctx, id, n, ""); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO experiment_tags (experiment_id, key, value) VALUES (?, ?, ?)
 			ON CONFLICT (experiment_id, key) DO UPDATE SET value = excluded.value`, n, tag.Key, tag.Value)
 		return sqlError(err, "set experiment tag")
 	})
@@ -242,33 +244,12 @@ func (s *TrackingStore) DeleteExperimentTag(ctx context.Context, id, key string)
 		return err
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
-		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`, n).Scan(&stage)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tracking.ExperimentNotFound(id)
-		}
-		if err != nil {
-			return sqlError(err, "get experiment")
-		}
-		if err := tracking.CheckExperimentActive(id, tracking.LifecycleStage(stage)); err != nil {
+		if err := tx.checkExperimentActive(ctx, id, n, ""); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM experiment_tags WHERE experiment_id = ? AND key = ?`, n, key)
-		if err != nil {
-			return sqlError(err, "delete experiment tag")
-		}
-		if k, _ := res.RowsAffected(); k == 0 {
-			return tracking.ExperimentTagNotFound(id, key)
-		}
-		return nil
+		return tx.deleteOne(ctx, "delete experiment tag", func() error { return tracking.ExperimentTagNotFound(id, key) },
+			`DELETE FROM experiment_tags WHERE experiment_id = ? AND key = ?`, n, key)
 	})
-}
-
-// experimentToken is the page token of experiments/search: an offset plus
-// a fingerprint of the query it belongs to.
-type experimentToken struct {
-	Offset int    `json:"offset"`
-	Query  string `json:"q,omitempty"`
 }
 
 // SearchExperiments implements tracking.ExperimentStore.
@@ -331,27 +312,16 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 		order = append(order, "e.experiment_id ASC")
 	}
 	fingerprint := queryFingerprint(fmt.Sprint(q.ViewType, q.Filter, q.OrderBy, len(q.OnlyIDs)))
-	offset := 0
-	if q.PageToken != "" {
-		var tok experimentToken
-		b, err := base64.StdEncoding.DecodeString(q.PageToken)
-		if err == nil {
-			err = json.Unmarshal(b, &tok)
-		}
-		if err != nil || tok.Offset < 0 {
-			return tracking.ExperimentPage{}, tracking.BadPageToken(q.PageToken, "")
-		}
-		if tok.Query != "" && tok.Query != fingerprint {
-			return tracking.ExperimentPage{}, tracking.PageTokenOfOtherSearch("filter, order_by or view_type")
-		}
-		offset = tok.Offset
+	pg, err := experimentPaging.page(q.PageToken, fingerprint, q.MaxResults)
+	if err != nil {
+		return tracking.ExperimentPage{}, err
 	}
 	sqlText := `SELECT ` + prefixCols("e.", experimentCols) + ` FROM experiments e`
 	if len(where) > 0 {
 		sqlText += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	sqlText += ` ORDER BY ` + strings.Join(order, ", ") + ` LIMIT ? OFFSET ?`
-	args = append(args, q.MaxResults+1, offset)
+	args = append(args, pg.limitArgs()...)
 	rows, err := s.rdb.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return tracking.ExperimentPage{}, sqlError(err, "search experiments")
@@ -368,11 +338,9 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 	if err := rows.Err(); err != nil {
 		return tracking.ExperimentPage{}, sqlError(err, "search experiments")
 	}
-	if len(page.Experiments) > q.MaxResults {
-		page.Experiments = page.Experiments[:q.MaxResults]
-		b, _ := json.Marshal(experimentToken{Offset: offset + q.MaxResults, Query: fingerprint})
-		page.NextPageToken = base64.StdEncoding.EncodeToString(b)
-	}
+	var n int
+	n, page.NextPageToken = pg.cut(len(page.Experiments))
+	page.Experiments = page.Experiments[:n]
 	if err := s.loadExperimentTags(ctx, page.Experiments); err != nil {
 		return tracking.ExperimentPage{}, err
 	}

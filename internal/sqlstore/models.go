@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -24,19 +22,11 @@ func (s *TrackingStore) CreateLoggedModel(ctx context.Context, m *tracking.Logge
 		return err
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
-		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.share(), expID).Scan(&stage)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tracking.ExperimentNotFound(m.ExperimentID)
-		}
-		if err != nil {
-			return sqlError(err, "get experiment")
-		}
-		if err := tracking.CheckExperimentActive(m.ExperimentID, tracking.LifecycleStage(stage)); err != nil {
+		if err := tx.checkExperimentActive(ctx, m.ExperimentID, expID, tx.share()); err != nil {
 			return err
 		}
 		var pk int64
-		err = tx.QueryRowContext(ctx, `INSERT INTO logged_models
+		err := tx.QueryRowContext(ctx, `INSERT INTO logged_models
 			(model_id, experiment_id, name, model_type, source_run_id, artifact_uri, status, status_message, creation_time, last_updated_time, lifecycle_stage)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active') RETURNING model_pk`,
 			m.ID, expID, m.Name, m.ModelType, m.SourceRunID, m.ArtifactURI, int32(m.Status), m.StatusMessage, m.CreationTimeMs, m.LastUpdatedTimeMs).Scan(&pk)
@@ -205,12 +195,9 @@ func (s *TrackingStore) DeleteLoggedModelTag(ctx context.Context, id, key string
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM logged_model_tags WHERE model_pk = ? AND key = ?`, pk, key)
-		if err != nil {
-			return sqlError(err, "delete logged model tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.LoggedModelTagNotFound(id, key)
+		if err := tx.deleteOne(ctx, "delete logged model tag", func() error { return tracking.LoggedModelTagNotFound(id, key) },
+			`DELETE FROM logged_model_tags WHERE model_pk = ? AND key = ?`, pk, key); err != nil {
+			return err
 		}
 		return touchModel(tx, pk, nowMs)
 	})
@@ -274,12 +261,6 @@ func recordModelMetrics(tx *wtx, runID string, slices []*slice) error {
 		}
 	}
 	return nil
-}
-
-// loggedModelToken is the page token of logged-models/search.
-type loggedModelToken struct {
-	Offset int    `json:"offset"`
-	Query  string `json:"q"`
 }
 
 var loggedModelAttrCols = map[string]string{
@@ -394,24 +375,13 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 	}
 	order = append(order, "lm.creation_time DESC", "lm.model_id ASC")
 	fingerprint := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.Filter, q.Datasets, q.OrderBy))
-	offset := 0
-	if q.PageToken != "" {
-		var tok loggedModelToken
-		b, err := base64.RawURLEncoding.DecodeString(q.PageToken)
-		if err == nil {
-			err = json.Unmarshal(b, &tok)
-		}
-		if err != nil || tok.Offset < 0 {
-			return tracking.LoggedModelPage{}, tracking.BadPageToken(q.PageToken, "")
-		}
-		if tok.Query != fingerprint {
-			return tracking.LoggedModelPage{}, tracking.PageTokenOfOtherSearch("experiment_ids, filter, datasets or order_by")
-		}
-		offset = tok.Offset
+	pg, err := loggedModelPaging.page(q.PageToken, fingerprint, q.MaxResults)
+	if err != nil {
+		return tracking.LoggedModelPage{}, err
 	}
 	sqlText := `SELECT ` + loggedModelCols + ` FROM logged_models lm WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY ` + strings.Join(order, ", ") + ` LIMIT ? OFFSET ?`
-	all := append(append(args, orderArgs...), q.MaxResults+1, offset)
+	all := append(append(args, orderArgs...), pg.limitArgs()...)
 	var page tracking.LoggedModelPage
 	var pks []int64
 	if err := s.queryEach(ctx, sqlText, all, func(rows *sql.Rows) error {
@@ -425,11 +395,9 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 	}); err != nil {
 		return tracking.LoggedModelPage{}, err
 	}
-	if len(page.Models) > q.MaxResults {
-		page.Models, pks = page.Models[:q.MaxResults], pks[:q.MaxResults]
-		b, _ := json.Marshal(loggedModelToken{Offset: offset + q.MaxResults, Query: fingerprint})
-		page.NextPageToken = base64.RawURLEncoding.EncodeToString(b)
-	}
+	var n int
+	n, page.NextPageToken = pg.cut(len(page.Models))
+	page.Models, pks = page.Models[:n], pks[:n]
 	if err := s.loadLoggedModelData(ctx, pks, page.Models); err != nil {
 		return tracking.LoggedModelPage{}, err
 	}

@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -248,14 +246,8 @@ func (s *TrackingStore) DeleteRegisteredModelTag(ctx context.Context, name, key 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM registered_model_tags WHERE rm_pk = ? AND key = ?`, pk, key)
-		if err != nil {
-			return sqlError(err, "delete registered model tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.RegisteredModelTagNotFound(name, key)
-		}
-		return nil
+		return tx.deleteOne(ctx, "delete registered model tag", func() error { return tracking.RegisteredModelTagNotFound(name, key) },
+			`DELETE FROM registered_model_tags WHERE rm_pk = ? AND key = ?`, pk, key)
 	})
 }
 
@@ -433,43 +425,9 @@ func (s *TrackingStore) DeleteModelVersionTag(ctx context.Context, name, version
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM model_version_tags WHERE rm_pk = ? AND version = ? AND key = ?`, pk, version, key)
-		if err != nil {
-			return sqlError(err, "delete model version tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.ModelVersionTagNotFound(name, version, key)
-		}
-		return nil
+		return tx.deleteOne(ctx, "delete model version tag", func() error { return tracking.ModelVersionTagNotFound(name, version, key) },
+			`DELETE FROM model_version_tags WHERE rm_pk = ? AND version = ? AND key = ?`, pk, version, key)
 	})
-}
-
-type offsetToken struct {
-	Offset int    `json:"offset"`
-	Query  string `json:"q"`
-}
-
-func decodeOffsetToken(tok, fingerprint string) (int, error) {
-	if tok == "" {
-		return 0, nil
-	}
-	var t offsetToken
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err == nil {
-		err = json.Unmarshal(b, &t)
-	}
-	if err != nil || t.Offset < 0 {
-		return 0, tracking.BadPageToken(tok, "")
-	}
-	if t.Query != fingerprint {
-		return 0, tracking.PageTokenOfOtherSearch("filter or order_by")
-	}
-	return t.Offset, nil
-}
-
-func encodeOffsetToken(offset int, fingerprint string) string {
-	b, _ := json.Marshal(offsetToken{Offset: offset, Query: fingerprint})
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // registryWhere renders registry filters. check is the search's rule of
@@ -523,90 +481,104 @@ func registryOrder(keys []search.OrderKey, cols map[string]string, def []string)
 	return append(order, def...)
 }
 
-// SearchRegisteredModels implements tracking.RegistryStore.
-func (s *TrackingStore) SearchRegisteredModels(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.RegisteredModel, string, error) {
-	cols := map[string]string{search.AttrName: "rm.name", search.AttrCreationTimestamp: "rm.creation_time", search.AttrLastUpdatedTimestamp: "rm.last_updated_time"}
-	numeric := map[string]bool{search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true}
-	where, args, err := registryWhere(q.Filter, search.CheckRegisteredModelClause, cols, numeric, "SELECT t.value FROM registered_model_tags t WHERE t.rm_pk = rm.rm_pk AND t.key = ?")
+// registrySearch is one of the model registry's two searches, registered
+// models and model versions: what each may filter and order by, and how
+// its rows are read. Both page by offset (registryPaging).
+type registrySearch[T any] struct {
+	// kind keeps the two searches' page tokens apart.
+	kind string
+	// check is the search's rule of what may be searched.
+	check func(search.Comparison) error
+	// cols maps the attributes that may be filtered and ordered by to
+	// their columns; numeric marks those compared as numbers.
+	cols    map[string]string
+	numeric map[string]bool
+	// tagSub selects a tag's value for the row (its key is the argument).
+	tagSub string
+	// from is the query up to its WHERE clause.
+	from string
+	// order follows the requested order: the default order and its tie
+	// breaks.
+	order []string
+	// scan reads a row of from's columns; load fills what the rows of
+	// the page do not hold (tags, aliases, versions).
+	scan func(sc interface{ Scan(...any) error }) (int64, T, error)
+	load func(s *db, ctx context.Context, pks []int64, items []T) error
+}
+
+var registeredModelSearch = registrySearch[*tracking.RegisteredModel]{
+	kind:  "rm",
+	check: search.CheckRegisteredModelClause,
+	cols: map[string]string{
+		search.AttrName: "rm.name", search.AttrCreationTimestamp: "rm.creation_time", search.AttrLastUpdatedTimestamp: "rm.last_updated_time",
+	},
+	numeric: map[string]bool{search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true},
+	tagSub:  "SELECT t.value FROM registered_model_tags t WHERE t.rm_pk = rm.rm_pk AND t.key = ?",
+	from:    `SELECT ` + registeredCols + ` FROM registered_models rm`,
+	order:   []string{"rm.name ASC"},
+	scan:    scanRegistered,
+	load:    (*db).loadRegisteredData,
+}
+
+var modelVersionSearch = registrySearch[*tracking.ModelVersion]{
+	kind:  "mv",
+	check: search.CheckModelVersionClause,
+	cols: map[string]string{
+		search.AttrName: "r.name", search.AttrRunID: "v.run_id", search.AttrSourcePath: "v.source",
+		search.AttrVersionNumber: "v.version", search.AttrModelID: "v.model_id",
+		search.AttrCreationTimestamp: "v.creation_time", search.AttrLastUpdatedTimestamp: "v.last_updated_time",
+	},
+	numeric: map[string]bool{search.AttrVersionNumber: true, search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true},
+	tagSub:  "SELECT t.value FROM model_version_tags t WHERE t.rm_pk = v.rm_pk AND t.version = v.version AND t.key = ?",
+	from:    `SELECT ` + versionCols + ` FROM model_versions v JOIN registered_models r ON r.rm_pk = v.rm_pk`,
+	order:   []string{"r.name ASC", "v.version DESC"},
+	scan:    scanVersion,
+	load:    (*db).loadVersionData,
+}
+
+// run returns one page of the search and the token of the next ("" when
+// it is the last).
+func (rs registrySearch[T]) run(ctx context.Context, s *db, q tracking.RegistryQuery) ([]T, string, error) {
+	where, args, err := registryWhere(q.Filter, rs.check, rs.cols, rs.numeric, rs.tagSub)
 	if err != nil {
 		return nil, "", err
 	}
-	fingerprint := queryFingerprint(fmt.Sprint("rm", q.Filter, q.OrderBy))
-	offset, err := decodeOffsetToken(q.PageToken, fingerprint)
+	pg, err := registryPaging.page(q.PageToken, queryFingerprint(fmt.Sprint(rs.kind, q.Filter, q.OrderBy)), q.MaxResults)
 	if err != nil {
 		return nil, "", err
 	}
-	sqlText := `SELECT ` + registeredCols + ` FROM registered_models rm`
+	sqlText := rs.from
 	if len(where) > 0 {
 		sqlText += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	sqlText += ` ORDER BY ` + strings.Join(registryOrder(q.OrderBy, cols, []string{"rm.name ASC"}), ", ") + ` LIMIT ? OFFSET ?`
-	var out []*tracking.RegisteredModel
+	sqlText += ` ORDER BY ` + strings.Join(registryOrder(q.OrderBy, rs.cols, rs.order), ", ") + ` LIMIT ? OFFSET ?`
+	var out []T
 	var pks []int64
-	if err := s.queryEach(ctx, sqlText, append(args, q.MaxResults+1, offset), func(rows *sql.Rows) error {
-		pk, m, err := scanRegistered(rows)
+	if err := s.queryEach(ctx, sqlText, append(args, pg.limitArgs()...), func(rows *sql.Rows) error {
+		pk, item, err := rs.scan(rows)
 		if err != nil {
 			return err
 		}
-		out = append(out, m)
+		out = append(out, item)
 		pks = append(pks, pk)
 		return nil
 	}); err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(out) > q.MaxResults {
-		out, pks = out[:q.MaxResults], pks[:q.MaxResults]
-		next = encodeOffsetToken(offset+q.MaxResults, fingerprint)
-	}
-	if err := s.loadRegisteredData(ctx, pks, out); err != nil {
+	n, next := pg.cut(len(out))
+	out, pks = out[:n], pks[:n]
+	if err := rs.load(s, ctx, pks, out); err != nil {
 		return nil, "", err
 	}
 	return out, next, nil
 }
 
+// SearchRegisteredModels implements tracking.RegistryStore.
+func (s *TrackingStore) SearchRegisteredModels(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.RegisteredModel, string, error) {
+	return registeredModelSearch.run(ctx, s.db, q)
+}
+
 // SearchModelVersions implements tracking.RegistryStore.
 func (s *TrackingStore) SearchModelVersions(ctx context.Context, q tracking.RegistryQuery) ([]*tracking.ModelVersion, string, error) {
-	cols := map[string]string{
-		search.AttrName: "r.name", search.AttrRunID: "v.run_id", search.AttrSourcePath: "v.source",
-		search.AttrVersionNumber: "v.version", search.AttrModelID: "v.model_id",
-		search.AttrCreationTimestamp: "v.creation_time", search.AttrLastUpdatedTimestamp: "v.last_updated_time",
-	}
-	numeric := map[string]bool{search.AttrVersionNumber: true, search.AttrCreationTimestamp: true, search.AttrLastUpdatedTimestamp: true}
-	where, args, err := registryWhere(q.Filter, search.CheckModelVersionClause, cols, numeric, "SELECT t.value FROM model_version_tags t WHERE t.rm_pk = v.rm_pk AND t.version = v.version AND t.key = ?")
-	if err != nil {
-		return nil, "", err
-	}
-	fingerprint := queryFingerprint(fmt.Sprint("mv", q.Filter, q.OrderBy))
-	offset, err := decodeOffsetToken(q.PageToken, fingerprint)
-	if err != nil {
-		return nil, "", err
-	}
-	sqlText := `SELECT ` + versionCols + ` FROM model_versions v JOIN registered_models r ON r.rm_pk = v.rm_pk`
-	if len(where) > 0 {
-		sqlText += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	sqlText += ` ORDER BY ` + strings.Join(registryOrder(q.OrderBy, cols, []string{"r.name ASC", "v.version DESC"}), ", ") + ` LIMIT ? OFFSET ?`
-	var out []*tracking.ModelVersion
-	var pks []int64
-	if err := s.queryEach(ctx, sqlText, append(args, q.MaxResults+1, offset), func(rows *sql.Rows) error {
-		pk, v, err := scanVersion(rows)
-		if err != nil {
-			return err
-		}
-		out = append(out, v)
-		pks = append(pks, pk)
-		return nil
-	}); err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > q.MaxResults {
-		out, pks = out[:q.MaxResults], pks[:q.MaxResults]
-		next = encodeOffsetToken(offset+q.MaxResults, fingerprint)
-	}
-	if err := s.loadVersionData(ctx, pks, out); err != nil {
-		return nil, "", err
-	}
-	return out, next, nil
+	return modelVersionSearch.run(ctx, s.db, q)
 }

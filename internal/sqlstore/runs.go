@@ -43,20 +43,12 @@ func (s *TrackingStore) CreateRun(ctx context.Context, r *tracking.Run) error {
 		return err
 	}
 	return s.w.do(ctx, func(tx *wtx) error {
-		var stage string
-		err := tx.QueryRowContext(ctx, `SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?`+tx.share(), expID).Scan(&stage)
-		if errors.Is(err, sql.ErrNoRows) {
-			return tracking.ExperimentNotFound(r.Info.ExperimentID)
-		}
-		if err != nil {
-			return sqlError(err, "get experiment")
-		}
-		if err := tracking.CheckExperimentActive(r.Info.ExperimentID, tracking.LifecycleStage(stage)); err != nil {
+		if err := tx.checkExperimentActive(ctx, r.Info.ExperimentID, expID, tx.share()); err != nil {
 			return err
 		}
 		i := r.Info
 		var pk int64
-		err = tx.QueryRowContext(ctx, `INSERT INTO runs
+		err := tx.QueryRowContext(ctx, `INSERT INTO runs
 			(run_id, experiment_id, name, user_id, status, start_time, end_time, artifact_uri, lifecycle_stage, tag_count)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING run_pk`,
 			i.RunID, expID, i.RunName, i.UserID, int32(i.Status), i.StartTimeMs, nullIfZero(i.EndTimeMs), i.ArtifactURI, string(i.LifecycleStage), len(r.Data.Tags)).Scan(&pk)
@@ -332,12 +324,9 @@ func (s *TrackingStore) DeleteTag(ctx context.Context, runID, key string) error 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM tags WHERE run_pk = ? AND key = ?`, st.pk, key)
-		if err != nil {
-			return sqlError(err, "delete tag")
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return tracking.RunTagNotFound(runID, key)
+		if err := tx.deleteOne(ctx, "delete tag", func() error { return tracking.RunTagNotFound(runID, key) },
+			`DELETE FROM tags WHERE run_pk = ? AND key = ?`, st.pk, key); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE runs SET tag_count = tag_count - 1 WHERE run_pk = ?`, st.pk)
 		return sqlError(err, "delete tag")

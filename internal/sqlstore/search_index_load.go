@@ -218,29 +218,27 @@ func readRunRows(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *b
 
 func readRunParams(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.params = map[int64][]tracking.Param{}
-	strs := interner{}
-	var key, value sql.RawBytes
-	return eachRow(ctx, q, `SELECT p.run_pk, p.key, p.value FROM `+sel.from+` CROSS JOIN params p ON p.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
-		var pk int64
-		if err := rows.Scan(&pk, &key, &value); err != nil {
-			return err
-		}
-		rs.params[pk] = append(rs.params[pk], tracking.Param{Key: strs.get(key), Value: strs.get(value)})
-		return b.add(paramOverhead + int64(len(key)+len(value)))
-	})
+	return readRunKVs(ctx, q, sel, "params", "p", rs.params, paramOverhead, b)
 }
 
 func readRunTags(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.tags = map[int64][]tracking.Tag{}
+	return readRunKVs(ctx, q, sel, "tags", "t", rs.tags, tagOverhead, b)
+}
+
+// readRunKVs reads the params or tags of the selected runs from table
+// (as alias) into byRun, counting overhead bytes a row besides its key and
+// value against b.
+func readRunKVs[T tracking.Param | tracking.Tag](ctx context.Context, q queryer, sel runSelect, table, alias string, byRun map[int64][]T, overhead int64, b *budgetUse) error {
 	strs := interner{}
 	var key, value sql.RawBytes
-	return eachRow(ctx, q, `SELECT t.run_pk, t.key, t.value FROM `+sel.from+` CROSS JOIN tags t ON t.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
+	return eachRow(ctx, q, `SELECT `+alias+`.run_pk, `+alias+`.key, `+alias+`.value FROM `+sel.from+` CROSS JOIN `+table+` `+alias+` ON `+alias+`.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
 		var pk int64
 		if err := rows.Scan(&pk, &key, &value); err != nil {
 			return err
 		}
-		rs.tags[pk] = append(rs.tags[pk], tracking.Tag{Key: strs.get(key), Value: strs.get(value)})
-		return b.add(tagOverhead + int64(len(key)+len(value)))
+		byRun[pk] = append(byRun[pk], T(tracking.Tag{Key: strs.get(key), Value: strs.get(value)}))
+		return b.add(overhead + int64(len(key)+len(value)))
 	})
 }
 

@@ -159,6 +159,20 @@ func (t *wtx) query(q string, args ...any) (*sql.Rows, error) {
 	return st.QueryContext(t.ctx, args...)
 }
 
+// deleteOne runs query, a DELETE of a row that must exist (a tag), in
+// the transaction: a failure is wrapped as what, and a DELETE that
+// removed nothing returns notFound().
+func (t *wtx) deleteOne(ctx context.Context, what string, notFound func() error, query string, args ...any) error {
+	res, err := t.ExecContext(ctx, query, args...)
+	if err != nil {
+		return sqlError(err, what)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return notFound()
+	}
+	return nil
+}
+
 // markCompaction asks for series compaction after this op commits.
 func (t *wtx) markCompaction(seriesID int64) { t.compact = append(t.compact, seriesID) }
 

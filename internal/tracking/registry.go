@@ -176,21 +176,31 @@ type RegistrySearch struct {
 	PageToken  string
 }
 
+// registryQuery parses a registry search with its search's grammar
+// (filter and order_by) and page size when max_results is not given.
+func (s *Service) registryQuery(q RegistrySearch, parseFilter func(string) (search.Filter, error), parseOrder func([]string) ([]search.OrderKey, error), defaultMax int) (RegistryQuery, error) {
+	f, err := parseFilter(q.Filter)
+	if err != nil {
+		return RegistryQuery{}, err
+	}
+	order, err := parseOrder(q.OrderBy)
+	if err != nil {
+		return RegistryQuery{}, err
+	}
+	max, err := s.maxResults(q.MaxResults, defaultMax)
+	if err != nil {
+		return RegistryQuery{}, err
+	}
+	return RegistryQuery{Filter: f, OrderBy: order, MaxResults: max, PageToken: q.PageToken}, nil
+}
+
 // SearchRegisteredModels returns one page of registered models.
 func (s *Service) SearchRegisteredModels(ctx context.Context, q RegistrySearch) ([]*RegisteredModel, string, error) {
-	f, err := search.ParseRegisteredModelFilter(q.Filter)
+	rq, err := s.registryQuery(q, search.ParseRegisteredModelFilter, search.ParseRegisteredModelOrderBy, 100)
 	if err != nil {
 		return nil, "", err
 	}
-	order, err := search.ParseRegisteredModelOrderBy(q.OrderBy)
-	if err != nil {
-		return nil, "", err
-	}
-	max, err := s.maxResults(q.MaxResults, 100)
-	if err != nil {
-		return nil, "", err
-	}
-	return s.store.SearchRegisteredModels(ctx, RegistryQuery{Filter: f, OrderBy: order, MaxResults: max, PageToken: q.PageToken})
+	return s.store.SearchRegisteredModels(ctx, rq)
 }
 
 // SetRegisteredModelTag upserts a tag on a registered model.
@@ -420,19 +430,11 @@ func (s *Service) DeleteModelVersion(ctx context.Context, name, version string) 
 
 // SearchModelVersions returns one page of model versions.
 func (s *Service) SearchModelVersions(ctx context.Context, q RegistrySearch) ([]*ModelVersion, string, error) {
-	f, err := search.ParseModelVersionFilter(q.Filter)
+	rq, err := s.registryQuery(q, search.ParseModelVersionFilter, search.ParseModelVersionOrderBy, 10000)
 	if err != nil {
 		return nil, "", err
 	}
-	order, err := search.ParseModelVersionOrderBy(q.OrderBy)
-	if err != nil {
-		return nil, "", err
-	}
-	max, err := s.maxResults(q.MaxResults, 10000)
-	if err != nil {
-		return nil, "", err
-	}
-	return s.store.SearchModelVersions(ctx, RegistryQuery{Filter: f, OrderBy: order, MaxResults: max, PageToken: q.PageToken})
+	return s.store.SearchModelVersions(ctx, rq)
 }
 
 // SetModelVersionTag upserts a tag on a version.

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/pyjson"
 )
 
 // Model-version sources are checked as MLflow 3.17.2's server checks them
@@ -597,7 +597,7 @@ func appendModelVersion(old, name, version string) string {
 	}
 	v := json.RawMessage(version)
 	if !isDigits(version) {
-		v = json.RawMessage(pyJSONString(version))
+		v = json.RawMessage(pyjson.Quote(version))
 	}
 	for _, e := range list {
 		if e.Name == name && string(e.Version) == string(v) {
@@ -612,48 +612,11 @@ func appendModelVersion(old, name, version string) string {
 			b.WriteString(", ")
 		}
 		b.WriteString(`{"name": `)
-		b.WriteString(pyJSONString(e.Name))
+		b.WriteString(pyjson.Quote(e.Name))
 		b.WriteString(`, "version": `)
 		b.Write(e.Version)
 		b.WriteByte('}')
 	}
 	b.WriteByte(']')
-	return b.String()
-}
-
-// pyJSONString quotes s as Python's json.dumps does by default: ASCII
-// only, with \uXXXX escapes (surrogate pairs beyond the BMP).
-func pyJSONString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			switch {
-			case r < 0x20 || (r >= 0x80 && r < 0x10000):
-				fmt.Fprintf(&b, `\u%04x`, r)
-			case r >= 0x10000:
-				hi, lo := utf16.EncodeRune(r)
-				fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
-			default:
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
 	return b.String()
 }

@@ -9,7 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf16"
+
+	"github.com/sextant/sextant/internal/pyjson"
 )
 
 // MLflow words a request field of the wrong type as
@@ -79,7 +80,7 @@ func appendPythonJSON(b *strings.Builder, v any) {
 	case bool:
 		b.WriteString(strconv.FormatBool(v))
 	case string:
-		appendPythonString(b, v)
+		pyjson.WriteQuote(b, v)
 	case json.Number:
 		b.WriteString(string(v))
 	case int64:
@@ -108,7 +109,7 @@ func appendPythonJSON(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			appendPythonString(b, k)
+			pyjson.WriteQuote(b, k)
 			b.WriteByte(':')
 			appendPythonJSON(b, v[k])
 		}
@@ -116,41 +117,6 @@ func appendPythonJSON(b *strings.Builder, v any) {
 	default:
 		fmt.Fprint(b, v)
 	}
-}
-
-// appendPythonString quotes s as json.dumps does by default: ASCII only,
-// \uXXXX escapes (surrogate pairs beyond the BMP).
-func appendPythonString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			switch {
-			case r < 0x20 || (r >= 0x80 && r < 0x10000):
-				fmt.Fprintf(b, `\u%04x`, r)
-			case r >= 0x10000:
-				hi, lo := utf16.EncodeRune(r)
-				fmt.Fprintf(b, `\u%04x\u%04x`, hi, lo)
-			default:
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
 }
 
 // typeError finds, in body, the value that a json.UnmarshalTypeError is

@@ -181,11 +181,11 @@ func encodeRun(dst []byte, r *tracking.Run) []byte {
 	}
 	if len(r.Data.Params) > 0 {
 		sep()
-		dst = appendParams(append(dst, `"params":`...), r.Data.Params)
+		dst = appendKVs(append(dst, `"params":`...), r.Data.Params)
 	}
 	if len(r.Data.Tags) > 0 {
 		sep()
-		dst = appendTags(append(dst, `"tags":`...), r.Data.Tags)
+		dst = appendKVs(append(dst, `"tags":`...), r.Data.Tags)
 	}
 	dst = append(dst, `},"inputs":{`...)
 	comma = false
@@ -199,7 +199,7 @@ func encodeRun(dst []byte, r *tracking.Run) []byte {
 			}
 			dst = append(dst, '{')
 			if len(d.Tags) > 0 {
-				dst = appendTags(append(dst, `"tags":`...), d.Tags)
+				dst = appendKVs(append(dst, `"tags":`...), d.Tags)
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `"dataset":{"name":`...)
@@ -250,28 +250,16 @@ func encodeRun(dst []byte, r *tracking.Run) []byte {
 	return append(dst, "}}"...)
 }
 
-// appendTags appends tags (or params) as a JSON list of {"key","value"}.
-func appendTags(dst []byte, kvs []tracking.Tag) []byte {
+// appendKVs appends tags or params as a JSON list of {"key","value"}.
+func appendKVs[T tracking.Tag | tracking.Param](dst []byte, kvs []T) []byte {
 	dst = append(dst, '[')
 	for k := range kvs {
 		if k > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendString(append(dst, `{"key":`...), kvs[k].Key)
-		dst = AppendString(append(dst, `,"value":`...), kvs[k].Value)
-		dst = append(dst, '}')
-	}
-	return append(dst, ']')
-}
-
-func appendParams(dst []byte, kvs []tracking.Param) []byte {
-	dst = append(dst, '[')
-	for k := range kvs {
-		if k > 0 {
-			dst = append(dst, ',')
-		}
-		dst = AppendString(append(dst, `{"key":`...), kvs[k].Key)
-		dst = AppendString(append(dst, `,"value":`...), kvs[k].Value)
+		kv := tracking.Tag(kvs[k])
+		dst = AppendString(append(dst, `{"key":`...), kv.Key)
+		dst = AppendString(append(dst, `,"value":`...), kv.Value)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
