@@ -40,7 +40,7 @@ func WriteQuote(b *strings.Builder, s string) {
 			b.WriteString(`\f`)
 		default:
 			switch {
-			case r < 0x20 || (r >= 0x80 && r < 0x10000):
+			case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0x10000):
 				fmt.Fprintf(b, `\u%04x`, r)
 			case r >= 0x10000:
 				hi, lo := utf16.EncodeRune(r)

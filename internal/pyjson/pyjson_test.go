@@ -21,4 +21,5 @@ func TestQuote(t *testing.T) {
 	f("é€", `"\u00e9\u20ac"`)
 	f("😀", `"\ud83d\ude00"`)
 	f("\xff", `"\ufffd"`)
+	f("a\x7fb ~", `"a\u007fb ~"`) // DEL is outside Python's printable ASCII: escaped
 }
