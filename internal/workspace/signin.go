@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -164,6 +165,7 @@ func retryIn(w *window, now time.Time) int {
 // every budget, or refuses it when the account's budget (from addr or
 // from everywhere) is spent.
 func (l *signIns) reserve(now time.Time, email, addr string) (*attempt, error) {
+	addr = addressKey(addr)
 	key := throttleKey(email)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -276,3 +278,19 @@ func (s *Service) checkPassword(ctx context.Context, email, password, remote str
 // keeps a core busy and more at once only lengthen each, but at least 2 so
 // that one slow check does not hold up every other sign-in.
 func defaultPasswordChecks() int { return max(2, runtime.GOMAXPROCS(0)) }
+
+// addressKey is the client an address stands for in the budgets and the
+// lanes: an IPv6 address counts by its /64, which is what one host is
+// usually given (as the connection cap counts it), so that a host cannot
+// spread its guesses over addresses of its own prefix.
+func addressKey(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	if a = a.Unmap(); a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}

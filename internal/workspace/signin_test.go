@@ -274,3 +274,20 @@ func TestPermissionChangeKeepsOthersVerified(t *testing.T) {
 		t.Fatalf("%d password checks after bob's new password, want 1 (his old one)", got)
 	}
 }
+
+// An IPv6 host is usually given a /64: its addresses share one budget, so
+// that it cannot lock an account by spreading guesses over them.
+func TestSignInIPv6PrefixSharesTheBudget(t *testing.T) {
+	ws := mustService(t, workspace.Options{})
+	for i := range 10 {
+		if err := login(ws, bob, "wrong-password", fmt.Sprintf("2001:db8:1:2::%x", i+1)); !errs.Is(err, errs.Unauthenticated) {
+			t.Fatalf("failure %d: %v", i, err)
+		}
+	}
+	if err := login(ws, bob, "wrong-password", "2001:db8:1:2:ffff::99"); !errs.Is(err, errs.Throttled) {
+		t.Fatalf("an 11th guess from another address of the same /64: %v, want Throttled", err)
+	}
+	if err := login(ws, bob, password, "2001:db8:1:3::1"); err != nil {
+		t.Fatalf("bob from another /64: %v", err)
+	}
+}
