@@ -58,6 +58,16 @@ func (s *Server) ingestGPUSamples(w http.ResponseWriter, r *http.Request) error 
 		if err := s.allowGPURun(r, b.RunID, workspace.CanEdit); err != nil {
 			return err
 		}
+		// A user reports for a node through a run they may edit: a run
+		// that does not exist (yet) edits nothing, so its samples are taken
+		// for the run only and never stand as the node's.
+		if !SubjectFromContext(r.Context()).IsActiveAdmin() {
+			if _, err := s.runExperiment(r.Context(), b.RunID); errs.Is(err, errs.NotFound) {
+				b.RunOnly = true
+			} else if err != nil {
+				return err
+			}
+		}
 	}
 	res, err := s.gpu.Ingest(r.Context(), b)
 	if err != nil {

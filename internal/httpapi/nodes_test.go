@@ -121,6 +121,14 @@ func TestNodeTokens(t *testing.T) {
 	if u := a.nodeUtil(admin, "gpu-09"); u != float64(55) {
 		t.Fatalf("gpu-09 shows util %v, want 55", u)
 	}
+	// Nor a run that does not exist: the samples are taken, for the run
+	// only, and never stand as the node's.
+	if res := a.as(outsider, "POST", samples, sampleBody("gpu-09", "0123456789abcdef0123456789abcdef", 3, now.Add(time.Second))); res.status != http.StatusOK {
+		t.Fatalf("outsider names a run that does not exist: %d %s", res.status, res.raw)
+	}
+	if u := a.nodeUtil(admin, "gpu-09"); u != float64(55) {
+		t.Fatalf("gpu-09 shows util %v after samples for no run, want 55", u)
+	}
 	// Not someone else's run.
 	if res := a.as(reader, "POST", samples, sampleBody("gpu-09", f.run, 1, now)); res.status != http.StatusForbidden {
 		t.Fatalf("reader posts for the owner's run: %d %s", res.status, res.raw)
