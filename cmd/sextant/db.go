@@ -99,29 +99,44 @@ func serverSecret(ctx context.Context, cfg Config, store *sqlstore.Store) ([]byt
 
 // redactDB hides the secrets of a database URL: the password after the
 // user name, and the query parameters that carry one (password,
-// sslpassword).
+// sslpassword). A password may hold characters a URL should have escaped
+// ('?', '@', '/'): the credentials end at the first '@' followed by a host
+// that ends the authority ('/', '?' or the end), wherever a '?' stands.
 func redactDB(s string) string {
-	if q := strings.IndexByte(s, '?'); q >= 0 {
-		params := strings.Split(s[q+1:], "&")
-		for i, p := range params {
-			k, _, ok := strings.Cut(p, "=")
-			if ok && (strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")) {
-				params[i] = k + "=****"
+	scheme := strings.Index(s, "://")
+	if scheme > 0 {
+		rest := s[scheme+3:]
+		for i := 0; i < len(rest); i++ {
+			if rest[i] != '@' {
+				continue
 			}
-		}
-		s = s[:q+1] + strings.Join(params, "&")
-	}
-	end := len(s)
-	if q := strings.IndexByte(s, '?'); q >= 0 {
-		end = q
-	}
-	if at := strings.LastIndex(s[:end], "@"); at > 0 {
-		if scheme := strings.Index(s, "://"); scheme > 0 && scheme < at {
-			creds := s[scheme+3 : at]
-			if user, _, ok := strings.Cut(creds, ":"); ok {
-				return s[:scheme+3] + user + ":****" + s[at:]
+			host := rest[i+1:]
+			end := strings.IndexAny(host, "/?@")
+			if end >= 0 && host[end] == '@' {
+				continue // not the host yet: the password holds an '@'
 			}
+			if user, _, ok := strings.Cut(rest[:i], ":"); ok {
+				return s[:scheme+3] + user + ":****" + redactParams(rest[i:])
+			}
+			break
 		}
 	}
-	return s
+	return redactParams(s)
+}
+
+// redactParams masks the values of the query parameters that carry a
+// password.
+func redactParams(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	params := strings.Split(s[q+1:], "&")
+	for i, p := range params {
+		k, _, ok := strings.Cut(p, "=")
+		if ok && (strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword")) {
+			params[i] = k + "=****"
+		}
+	}
+	return s[:q+1] + strings.Join(params, "&")
 }

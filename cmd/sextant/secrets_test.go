@@ -102,6 +102,11 @@ func TestRedactDB(t *testing.T) {
 	f("postgresql://u@db/x?sslpassword=k3y&sslmode=verify-full", "postgresql://u@db/x?sslpassword=****&sslmode=verify-full")
 	f("postgres://u:pw@db/x?application_name=a@b", "postgres://u:****@db/x?application_name=a@b")
 	f("/data/sextant.db", "/data/sextant.db")
+	// Characters a URL should have escaped, in the password.
+	f("postgres://u:pa?ss@db/x", "postgres://u:****@db/x")
+	f("postgres://u:a?b@c@db:5432/x?sslmode=require&password=z", "postgres://u:****@db:5432/x?sslmode=require&password=****")
+	f("postgres://u:p/w@db", "postgres://u:****@db")
+	f("postgres://u@db/x?password=s3cret", "postgres://u@db/x?password=****")
 	if mask("AKIAIOSFODNN7EXAMPLE") != "****" || mask("") != "" {
 		t.Errorf("mask shows characters: %q", mask("AKIAIOSFODNN7EXAMPLE"))
 	}
