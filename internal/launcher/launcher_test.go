@@ -326,6 +326,29 @@ func TestSignalForwarded(t *testing.T) {
 			t.Fatalf("result %+v", l.res)
 		}
 	})
+	// SIGUSR1 forwarded to the group (Lightning's requeue signal) before a
+	// Ctrl-C leaves the interrupt told as such.
+	t.Run("GroupInterruptAfterUSR1", func(t *testing.T) {
+		f := newFakeServer()
+		sigs, done, out := launchAsync(t, f, sh(`trap 'echo usr1' USR1; trap 'echo "got INT"; exit 1' INT; echo ready $$; while :; do sleep 0.05; done`), nil)
+		var pgid int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(out.String(), "ready "), "%d", &pgid); err != nil || pgid <= 1 {
+			t.Fatalf("no process group in %q: %v", out.String(), err)
+		}
+		sigs <- syscall.SIGUSR1
+		for deadline := patience(t); !strings.Contains(out.String(), "usr1"); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the job never got SIGUSR1: %q", out.String())
+			}
+		}
+		if err := syscall.Kill(-pgid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		l := <-done
+		if l.res.Status != tracking.StatusKilled || l.res.ExitCode != 1 || l.res.Signal != "SIGINT" {
+			t.Fatalf("result %+v, output %q, messages %q", l.res, out.String(), l.msgs.String())
+		}
+	})
 	t.Run("SIGUSR1PassedOn", func(t *testing.T) {
 		f := newFakeServer()
 		sigs, done, out := launchAsync(t, f, sh(`trap 'echo usr1; exit 5' USR1; echo ready; while :; do sleep 0.05; done`), nil)

@@ -77,11 +77,11 @@ var groupSignals = map[syscall.Signal]bool{syscall.SIGINT: true, syscall.SIGTERM
 // end is how the launcher learns that the job was interrupted. The kernel
 // records the first fatal signal a process gets as its exit status, so the
 // answer does not depend on who runs first. The sentinel is cat reading a
-// pipe of the launcher's: it also ends when the launcher does. Without cat
+// pipe of the launcher's: it also ends when the launcher does. Without sh
 // there is no sentinel, and an interrupt the launcher did not see is told
 // by the job's exit alone.
 func (c *child) startSentinel() {
-	cat, err := exec.LookPath("cat")
+	sh, err := exec.LookPath("sh")
 	if err != nil {
 		return
 	}
@@ -89,7 +89,10 @@ func (c *child) startSentinel() {
 	if err != nil {
 		return
 	}
-	s := exec.Command(cat)
+	// The launcher forwards SIGUSR1 and SIGUSR2 to the group (Lightning's
+	// requeue signal): ignored here, and ignored across the exec, they
+	// leave the sentinel waiting for an interrupt.
+	s := exec.Command(sh, "-c", `trap "" USR1 USR2; exec cat`)
 	s.Stdin = r
 	s.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: c.pgid}
 	err = s.Start() // fails when the group is gone already
