@@ -85,4 +85,4 @@ class SextantProgress(Callback):
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         if self.progress is not None:
-            self.progress.flush()
+            self.progress.close()  # a sweep's next fit() makes its own: its sender thread must not stay

@@ -178,7 +178,9 @@ class Progress:
         q.append(rep)
         if self._thread is None or self._pid != os.getpid():
             self._start()
-        elif len(q) >= _BATCH:
+        elif len(q) == _BATCH:
+            # Once, as a batch fills: a queue above it means the server is
+            # away, and the sender's own interval paces the retries.
             self._wake.set()
 
     def _start(self) -> None:
@@ -225,7 +227,9 @@ class Progress:
             self._client = Client(retries=0)
         c = self._client
         if deadline is not None:
-            c = c.with_retries(retry_seconds=max(0.1, deadline - time.monotonic()), max_backoff=1.0)
+            left = max(0.1, deadline - time.monotonic())
+            c = c.with_retries(retry_seconds=left, max_backoff=1.0)
+            c.timeout = left  # a server that accepts but never answers must not outlast the deadline
         try:
             c._json("POST", "/api/2.0/sextant/progress", {"run_id": self.run_id, "node": self.node, "reports": batch})
         except (InvalidRequest, NotFound, PermissionDenied) as e:

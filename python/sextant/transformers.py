@@ -59,4 +59,4 @@ class SextantProgressCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.progress is not None:
-            self.progress.flush()
+            self.progress.close()  # a sweep's next fit() makes its own: its sender thread must not stay
