@@ -77,6 +77,9 @@ type Attempt struct {
 	Priced bool
 	// Cost is GPUHours × Price.
 	Cost float64
+	// rank is the job's node rank the attempt ran as (from its event key,
+	// attempt:<rank>:<start>), "" when unknown.
+	rank string
 }
 
 // Usage is the GPU-hours and cost of a run, or a sum of runs.
@@ -98,7 +101,7 @@ func (u *Usage) Add(u2 Usage) {
 // prices).
 //
 // An open attempt (no end recorded) counts until the start of the next
-// attempt on its node, else until the run's end when the run has ended,
+// attempt in its place (the same node rank, on whichever node), else until the run's end when the run has ended,
 // else until nowMs when the run is running; an open attempt of an ended
 // run with no end time counts nothing. Negative spans count nothing.
 func Compute(r Run, p *Prices, nowMs int64) Usage {
@@ -107,7 +110,7 @@ func Compute(r Run, p *Prices, nowMs int64) Usage {
 		if e.Kind != runevents.KindAttempt {
 			continue
 		}
-		a := Attempt{Node: e.Node, StartMs: e.TimeMs, EndMs: e.EndMs, Open: e.Open, Model: e.Attrs[AttrModel], Status: e.Attrs[AttrStatus]}
+		a := Attempt{Node: e.Node, StartMs: e.TimeMs, EndMs: e.EndMs, Open: e.Open, Model: e.Attrs[AttrModel], Status: e.Attrs[AttrStatus], rank: attemptRank(e.Key)}
 		if n, err := strconv.Atoi(e.Attrs[AttrGPUs]); err == nil && n > 0 {
 			a.GPUs = n
 		}
@@ -142,6 +145,26 @@ func Compute(r Run, p *Prices, nowMs int64) Usage {
 	return u
 }
 
+// sameSlot reports whether b takes a's place in the job: the same node
+// rank, or where a rank is unknown the same node. A job resumed after a
+// lost node runs on another host, as the same rank.
+func sameSlot(a, b Attempt) bool {
+	if a.rank != "" && b.rank != "" {
+		return a.rank == b.rank
+	}
+	return a.Node == b.Node
+}
+
+// attemptRank is the node rank in an attempt event's key, "" if none.
+func attemptRank(key string) string {
+	rest, ok := strings.CutPrefix(key, "attempt:")
+	if !ok {
+		return ""
+	}
+	rank, _, _ := strings.Cut(rest, ":")
+	return rank
+}
+
 // openEnd is where the open attempt as[i] is counted to.
 func openEnd(as []Attempt, i int, r Run, nowMs int64) int64 {
 	a := as[i]
@@ -152,7 +175,7 @@ func openEnd(as []Attempt, i int, r Run, nowMs int64) int64 {
 		end = r.EndMs
 	}
 	for _, b := range as[i+1:] {
-		if b.Node == a.Node && b.StartMs >= a.StartMs {
+		if sameSlot(a, b) && b.StartMs >= a.StartMs {
 			end = min(end, b.StartMs)
 			break
 		}

@@ -15,6 +15,9 @@ func att(node string, start, end int64, open bool, gpus, model, status string) r
 		Attrs: map[string]string{gpuhours.AttrGPUs: gpus, gpuhours.AttrModel: model, gpuhours.AttrStatus: status}}
 }
 
+// keyed gives an attempt the key the launcher gives it.
+func keyed(e runevents.Event, key string) runevents.Event { e.Key = key; return e }
+
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 func TestCompute(t *testing.T) {
@@ -48,6 +51,10 @@ func TestCompute(t *testing.T) {
 			att("b", hour/2, 0, true, "1", h100, ""),
 			att("a", 2*hour, 0, true, "1", h100, ""),
 		}}, now: 3 * hour, hours: 2 + 2.5 + 1, each: []float64{2, 2.5, 1}},
+		"OpenEndsAtItsRanksNextAttemptElsewhere": {run: gpuhours.Run{EndMs: 2 * hour, Attempts: []runevents.Event{
+			keyed(att("lost", 0, 0, true, "1", h100, ""), "attempt:0:0"),
+			keyed(att("other", hour, 2*hour, false, "1", h100, "FINISHED"), "attempt:0:3600000"),
+		}}, now: 9 * hour, hours: 2, each: []float64{1, 1}},
 		"OpenEndsAtRunEnd": {run: gpuhours.Run{EndMs: 3 * hour, Attempts: []runevents.Event{
 			att("a", hour, 0, true, "3", h100, ""),
 		}}, now: 9 * hour, hours: 6, each: []float64{6}},

@@ -50,7 +50,7 @@ func (e *EventStore) Runs(ctx context.Context, q gpuhours.Query) ([]gpuhours.Run
 
 func (e *EventStore) attemptRuns(ctx context.Context, where string, args []any) ([]gpuhours.Run, error) {
 	rows, err := e.s.rdb.QueryContext(ctx, `SELECT r.run_id, r.experiment_id, r.status, COALESCE(r.end_time, 0),
-		ev.time_ms, ev.end_ms, ev.is_open, ev.node, ev.data
+		ev.key, ev.time_ms, ev.end_ms, ev.is_open, ev.node, ev.data
 		FROM runs r JOIN run_events ev ON ev.run_pk = r.run_pk
 		WHERE ev.kind = ? AND r.lifecycle_stage = 'active'`+where+`
 		ORDER BY r.run_pk, ev.time_ms`, append([]any{int64(runevents.KindAttempt)}, args...)...)
@@ -63,7 +63,7 @@ func (e *EventStore) attemptRuns(ctx context.Context, where string, args []any) 
 		var runID, data string
 		var exp, status, endMs, open int64
 		ev := runevents.Event{Kind: runevents.KindAttempt, GPU: -1, Step: -1}
-		if err := rows.Scan(&runID, &exp, &status, &endMs, &ev.TimeMs, &ev.EndMs, &open, &ev.Node, &data); err != nil {
+		if err := rows.Scan(&runID, &exp, &status, &endMs, &ev.Key, &ev.TimeMs, &ev.EndMs, &open, &ev.Node, &data); err != nil {
 			return nil, sqlError(err, "scan attempt")
 		}
 		ev.Open = open != 0
