@@ -44,11 +44,14 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if err != nil {
 		return l.startFailed(bg, d, res, err)
 	}
+	startMs := l.now().UnixMilli()
 	l.yieldIfFollowed(ch)
-	// The attempt opens as the job starts: its GPU-hours count from here.
-	att := l.startAttempt(bg, l.now().UnixMilli())
-	stopSampler := l.startSampler(bg, ch, att)
 	caps := l.startCapture(ch, d)
+	// The attempt opens as the job started (its GPU-hours count from
+	// there), once the output is captured: a slow server must not hold
+	// the job's output back.
+	att := l.startAttempt(bg, startMs)
+	stopSampler := l.startSampler(bg, ch, att)
 	out := l.waitJob(ch)
 	l.drainOutput(ch, caps, d.q)
 	stopSampler()
