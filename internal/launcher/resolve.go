@@ -73,21 +73,41 @@ func isTorchrunModule(m string) bool {
 }
 
 // pythonTarget finds what `python ARGS` runs: a script (module false), a
-// module (-m), or "" for -c and the REPL; tail is what follows it.
+// module (-m), or "" for -c and the REPL; tail is what follows it. Short
+// options may be clustered, as Python takes them (-um pkg, -uc CODE,
+// -Wignore).
 func pythonTarget(args []string) (name string, module bool, tail []string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case a == "-m" && i+1 < len(args):
-			return args[i+1], true, args[i+2:]
-		case strings.HasPrefix(a, "-m") && len(a) > 2:
-			return a[2:], true, args[i+1:]
-		case a == "-c" || strings.HasPrefix(a, "-c"):
-			return "", false, nil
-		case a == "-W" || a == "-X" || a == "--check-hash-based-pycs":
+		case a == "--check-hash-based-pycs":
 			i++ // takes a value
+			continue
 		case a == "-" || !strings.HasPrefix(a, "-"):
 			return a, false, args[i+1:]
+		case strings.HasPrefix(a, "--"):
+			continue
+		}
+	flags:
+		for j := 1; j < len(a); j++ {
+			rest := a[j+1:]
+			switch a[j] {
+			case 'm':
+				if rest != "" {
+					return rest, true, args[i+1:]
+				}
+				if i+1 < len(args) {
+					return args[i+1], true, args[i+2:]
+				}
+				return "", false, nil
+			case 'c':
+				return "", false, nil
+			case 'W', 'X':
+				if rest == "" {
+					i++ // the value is the next argument
+				}
+				break flags
+			}
 		}
 	}
 	return "", false, nil
