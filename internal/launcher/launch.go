@@ -45,7 +45,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return l.startFailed(bg, d, res, err)
 	}
 	startMs := l.now().UnixMilli()
-	l.yieldIfFollowed(ch)
+	defer l.yieldIfFollowed(ch)() // the priority comes back once the outcome is recorded
 	caps := l.startCapture(ch, d)
 	// The attempt opens as the job started (its GPU-hours count from
 	// there), once the output is captured: a slow server must not hold
@@ -213,10 +213,11 @@ func (l *launcher) startFailed(ctx context.Context, d *delivery, res Result, err
 // yieldIfFollowed lowers the launcher below the job (see yieldToJob)
 // when the job writes to files the launcher follows. Through pipes the
 // job would wait for a launcher that yields, so it does not.
-func (l *launcher) yieldIfFollowed(ch *child) {
+func (l *launcher) yieldIfFollowed(ch *child) (restore func()) {
 	if _, pipes := ch.stdout.(*pipeOutput); !pipes && l.opts.Nice > 0 {
-		l.yieldToJob(l.opts.Nice)
+		return l.yieldToJob(l.opts.Nice)
 	}
+	return func() {}
 }
 
 // captures reads the job's two output streams into the queue: a reader

@@ -372,12 +372,16 @@ func cutPrefix(s, p string) (string, bool) {
 // priority alone, the runtime's spare threads still took turns on the
 // job's core (docs/run.md has the figures). One core reads, tees and
 // splits output far faster than a job prints it; what the launcher has
-// not read yet waits in the job's output files.
-func (l *launcher) yieldToJob(nice int) {
+// not read yet waits in the job's output files. restore gives the threads
+// their priority back (GOMAXPROCS stays: the process is about to end, or
+// is a test).
+func (l *launcher) yieldToJob(nice int) (restore func()) {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(max(1, min(2, runtime.NumCPU()-1)))
 	}
-	if err := yieldCPU(nice); err != nil {
+	restore, err := yieldCPU(nice)
+	if err != nil {
 		l.say("could not lower the launcher's CPU priority: %v", err)
 	}
+	return restore
 }

@@ -17,18 +17,28 @@ import (
 // TestLauncherYieldsCPUToJob runs the launcher in a child test process
 // (it lowers the priority of its whole process) with Nice 3: the job keeps
 // the priority the launcher started with, every thread of the launcher is
-// 3 levels below and runs Go code on at most 2 cores, leaving one to the
-// job; with pipes the launcher does not yield.
+// 3 levels below while the job runs and runs Go code on at most 2 cores,
+// leaving one to the job, and (as root) has its priority back after the
+// run; with pipes the launcher does not yield.
 func TestLauncherYieldsCPUToJob(t *testing.T) {
 	if mode := os.Getenv("SEXTANT_TEST_YIELD"); mode != "" {
 		f := newFakeServer()
-		l := launch(t, f, []string{"awk", "{print $19}", "/proc/self/stat"}, func(o *launcher.Options) {
+		// The job prints its own nice, then its launcher's threads' (its
+		// parent's) while it runs; after the run the launcher's threads
+		// have their priority back.
+		job := `awk '{print $19}' /proc/self/stat; for s in /proc/$PPID/task/*/stat; do awk '{print "t", $19}' "$s"; done`
+		l := launch(t, f, []string{"sh", "-c", job}, func(o *launcher.Options) {
 			o.Nice, o.PipeOutput = 3, mode == "pipes"
 		})
 		if l.err != nil {
 			t.Fatal(l.err)
 		}
-		fmt.Printf("job=%s launcher=%s procs=%d\n", strings.TrimSpace(l.stdout.String()), strings.Join(threadNices(t), ","), runtime.GOMAXPROCS(0))
+		lines := strings.Split(strings.TrimSpace(l.stdout.String()), "\n")
+		var during []string
+		for _, ln := range lines[1:] {
+			during = append(during, strings.TrimPrefix(ln, "t "))
+		}
+		fmt.Printf("job=%s launcher=%s after=%s procs=%d\n", lines[0], strings.Join(during, ","), strings.Join(threadNices(t), ","), runtime.GOMAXPROCS(0))
 		return
 	}
 	base, procs := nice(t, "/proc/self/stat"), runtime.GOMAXPROCS(0)
@@ -39,7 +49,7 @@ func TestLauncherYieldsCPUToJob(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", mode, err, out)
 		}
-		m := regexp.MustCompile(`job=(-?\d+) launcher=([-\d,]+) procs=(\d+)`).FindSubmatch(out)
+		m := regexp.MustCompile(`job=(-?\d+) launcher=([-\d,]+) after=([-\d,]+) procs=(\d+)`).FindSubmatch(out)
 		if m == nil {
 			t.Fatalf("%s: no result in\n%s", mode, out)
 		}
@@ -50,7 +60,7 @@ func TestLauncherYieldsCPUToJob(t *testing.T) {
 		if mode == "pipes" {
 			want = base
 		}
-		if got, _ := strconv.Atoi(string(m[3])); got != wantProcs {
+		if got, _ := strconv.Atoi(string(m[4])); got != wantProcs {
 			t.Errorf("%s: the launcher ran Go code on %d cores, want %d", mode, got, wantProcs)
 		}
 		if job, _ := strconv.Atoi(string(m[1])); job != base {
@@ -58,8 +68,17 @@ func TestLauncherYieldsCPUToJob(t *testing.T) {
 		}
 		for n := range strings.SplitSeq(string(m[2]), ",") {
 			if got, _ := strconv.Atoi(n); got != want {
-				t.Errorf("%s: launcher threads at nice %s, want all %d", mode, m[2], want)
+				t.Errorf("%s: launcher threads at nice %s while the job ran, want all %d", mode, m[2], want)
 				break
+			}
+		}
+		// Root may raise a priority again: the launcher gives it back.
+		if os.Geteuid() == 0 {
+			for n := range strings.SplitSeq(string(m[3]), ",") {
+				if got, _ := strconv.Atoi(n); got != base {
+					t.Errorf("%s: launcher threads at nice %s after the run, want all %d back", mode, m[3], base)
+					break
+				}
 			}
 		}
 	}
