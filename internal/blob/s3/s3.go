@@ -256,7 +256,14 @@ func (s *Store) putMultipart(ctx context.Context, key string, body *blob.BodyRea
 	}
 
 	obj := s.object(key)
-	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, obj, minio.PutObjectOptions{ContentType: opts.ContentType})
+	// The upload is created under a context that ctx's cancellation does
+	// not end: cancelled while the request was on its way, the server may
+	// have created an upload whose ID the client never learnt, which no
+	// abort could then remove. A cancelled ctx then fails the first part,
+	// and the upload is aborted below.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	uploadID, err := s.core.NewMultipartUpload(cctx, s.bucket, obj, minio.PutObjectOptions{ContentType: opts.ContentType})
+	ccancel()
 	if err != nil {
 		return 0, s.error(ctx, err, "put", key)
 	}
