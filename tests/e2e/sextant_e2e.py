@@ -433,15 +433,21 @@ def files_under(root: Path) -> dict[str, int]:
 
 
 def raw_request(srv: SextantServer, method: str, target: str, body: bytes = b"",
-                headers: dict | None = None, timeout: float = 30):
+                headers: dict | None = None, timeout: float = 30, *,
+                host: str | None = None, source: str | None = None):
     """One HTTP request with the request target sent exactly as given (no
     normalisation of '..', '//' or '#', unlike requests/urllib3). Returns
-    (status, headers as a lower-case dict, body bytes). Never follows redirects."""
+    (status, headers as a lower-case dict, body bytes). Never follows redirects.
+    host replaces the Host header (a rebinding name), source the local
+    address the connection comes from (another loopback address)."""
     import http.client
 
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout,
+                                      source_address=(source, 0) if source else None)
     try:
-        conn.putrequest(method, target, skip_accept_encoding=True)
+        conn.putrequest(method, target, skip_host=host is not None, skip_accept_encoding=True)
+        if host is not None:
+            conn.putheader("Host", host)
         hdrs = {"Content-Length": str(len(body))} if method in ("PUT", "POST", "PATCH") or body else {}
         hdrs.update(headers or {})
         for k, v in hdrs.items():

@@ -8,7 +8,6 @@ every defence on."""
 
 from __future__ import annotations
 
-import http.client
 import select
 import socket
 import time
@@ -16,29 +15,16 @@ import uuid
 
 import requests
 
-from sextant_e2e import RssSampler, admin_password, assert_json_error, report_measurement
+from sextant_e2e import RssSampler, admin_password, assert_json_error, raw_request, report_measurement
 
 ADMIN = "admin@example.com"
 
 
 def raw(srv, method: str, target: str, *, host: str | None = None, body: bytes = b"",
         headers: dict | None = None, source: str | None = None):
-    """One request with the Host header given (http.client would add its
-    own); returns (status, lower-case headers, body)."""
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30,
-                                      source_address=(source, 0) if source else None)
-    try:
-        conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
-        conn.putheader("Host", host or f"127.0.0.1:{srv.port}")
-        hdrs = {"Content-Length": str(len(body))} if body or method in ("POST", "PUT", "PATCH") else {}
-        hdrs.update(headers or {})
-        for k, v in hdrs.items():
-            conn.putheader(k, v)
-        conn.endheaders(body or None)
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
+    """One request with the Host header given (default: the server's own
+    address); returns (status, lower-case headers, body)."""
+    return raw_request(srv, method, target, body, headers, host=host or f"127.0.0.1:{srv.port}", source=source)
 
 
 def experiment_exists(srv, name: str) -> bool:
