@@ -170,9 +170,9 @@ func TestFindRunsFromTheTerminal(t *testing.T) {
 	}
 	out, _ := mustCLI(t, env, "", "runs", "ls")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !regexp.MustCompile(`^NAME\s+RUN ID\s+STATUS\s+STARTED\s+DURATION\s+METRICS\s+EXPERIMENT$`).MatchString(lines[0]) ||
-		!regexp.MustCompile(`^second\s+[0-9a-f]{32}\s+FAILED\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\S+\s+\S+\s+/Shared/b$`).MatchString(lines[1]) ||
-		!regexp.MustCompile(`^first\s+[0-9a-f]{32}\s+FINISHED\s+.*/Shared/a$`).MatchString(lines[2]) {
+	if len(lines) != 3 || !regexp.MustCompile(`^NAME\s+RUN ID\s+STATUS\s+STARTED\s+DURATION\s+METRICS\s+EXPERIMENT(\s+GPU-HOURS)?$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^second\s+[0-9a-f]{32}\s+FAILED\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\S+\s+\S+\s+/Shared/b(\s+([0-9.]+|-))?$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^first\s+[0-9a-f]{32}\s+FINISHED\s+.*/Shared/a(\s+([0-9.]+|-))?$`).MatchString(lines[2]) {
 		t.Fatalf("runs ls, newest first:\n%s", out)
 	}
 	if out, _ := mustCLI(t, env, "", "runs", "ls", "--status", "finished"); !strings.Contains(out, "first") || strings.Contains(out, "second") {

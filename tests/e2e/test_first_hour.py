@@ -200,9 +200,9 @@ def test_find_runs_from_the_terminal(sextant_bin, start_server, tmp_path):
         assert p.returncode == int(code), p.stderr
 
     out = sextant(sextant_bin, "runs", "ls", env=env).stdout.splitlines()
-    assert re.match(r"NAME\s+RUN ID\s+STATUS\s+STARTED\s+DURATION\s+METRICS\s+EXPERIMENT$", out[0]), out
-    assert re.match(r"sweep-1\s+[0-9a-f]{32}\s+FAILED\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\S+\s+acc=0\.5 loss=0\.25\s+/Shared/b$", out[1]), out
-    assert re.match(r"baseline\s+[0-9a-f]{32}\s+FINISHED\s+.*acc=0\.5 loss=0\.5\s+/Shared/a$", out[2]), out
+    assert re.match(r"NAME\s+RUN ID\s+STATUS\s+STARTED\s+DURATION\s+METRICS\s+EXPERIMENT(\s+GPU-HOURS)?$", out[0]), out
+    assert re.match(r"sweep-1\s+[0-9a-f]{32}\s+FAILED\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\S+\s+acc=0\.5 loss=0\.25\s+/Shared/b(\s+([0-9.]+|-))?$", out[1]), out
+    assert re.match(r"baseline\s+[0-9a-f]{32}\s+FINISHED\s+.*acc=0\.5 loss=0\.5\s+/Shared/a(\s+([0-9.]+|-))?$", out[2]), out
     assert len(out) == 3
     only = sextant(sextant_bin, "runs", "ls", "--experiment", "/Shared/a", "--status", "FINISHED", "--limit", "5", env=env).stdout
     assert "baseline" in only and "sweep-1" not in only
