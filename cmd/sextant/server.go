@@ -18,6 +18,7 @@ import (
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/goodput"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/gpuhours"
 	"github.com/sextant/sextant/internal/httpapi"
@@ -66,6 +67,10 @@ type Config struct {
 	// "H100=4.00,A100=2.50,*=1.00" (gpuhours.ParsePrices); "" means no
 	// cost is reported.
 	GPUHourPrice string
+	// GPUPeakTFLOPS overrides the peak TFLOPS table MFU uses:
+	// "MODEL:DTYPE=TFLOPS,...;MODEL2:..." (goodput.ParsePeaks); "" keeps
+	// the built-in table.
+	GPUPeakTFLOPS string
 	// Watch configures the watcher of idle and stalled runs.
 	Watch WatchConfig
 	// BlobUsageInterval is how often the blob stores are measured for
@@ -214,6 +219,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := gpuhours.ParsePrices(c.GPUHourPrice); err != nil {
 		return &ConfigError{"gpu-hour-price", err.Error()}
+	}
+	if _, err := goodput.ParsePeaks(c.GPUPeakTFLOPS); err != nil {
+		return &ConfigError{"gpu-peak-tflops", err.Error()}
 	}
 	if err := c.Watch.Validate(); err != nil {
 		return err
@@ -392,6 +400,10 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		c.GPUHourPrice = v
 	}
 	fs.StringVar(&c.GPUHourPrice, "gpu-hour-price", c.GPUHourPrice, "price of a GPU-hour, for the cost of runs: 2.50, or by GPU model H100=4.00,A100=2.50,*=1.00 (default: no cost)")
+	if v, ok := env("gpu-peak-tflops"); ok {
+		c.GPUPeakTFLOPS = v
+	}
+	fs.StringVar(&c.GPUPeakTFLOPS, "gpu-peak-tflops", c.GPUPeakTFLOPS, "override the peak TFLOPS per GPU that MFU uses: 'NVIDIA H100 80GB HBM3:bf16=989.4,fp8=1978.9;My GPU:bf16=100' (default: the built-in table, docs/run.md)")
 	if err := bindWatchFlags(fs, &c.Watch, getenv); err != nil && envErr == nil {
 		envErr = err
 	}
@@ -596,6 +608,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		"max_conns_per_client", cfg.Net.MaxConnsPerClient, "conns_before_client_cap", cfg.Net.ConnsBeforeClientCap)
 	proxies, _ := httpapi.ParseTrustedProxies(cfg.TrustedProxies) // checked by Validate
 	prices, _ := gpuhours.ParsePrices(cfg.GPUHourPrice)           // checked by Validate
+	peaks, _ := goodput.ParsePeaks(cfg.GPUPeakTFLOPS)             // checked by Validate
 	api := httpapi.New(httpapi.Options{
 		Tracking:     tr,
 		Artifacts:    artifacts.New(blobs, artifacts.Options{Secret: secret}),
@@ -609,6 +622,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		RunLogs:      logSvc,
 		Events:       eventSvc,
 		GPUHours:     httpapi.GPUHoursOptions{Store: eventStore, Prices: prices},
+		GPUPeaks:     peaks,
 		UI:           ui.MustNew(),
 		Volumes:      vols,
 		Metrics:      reg,

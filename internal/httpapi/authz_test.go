@@ -561,6 +561,10 @@ func routeCases() map[string]routeCase {
 		"GET /api/2.0/sextant/progress": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", "/api/2.0/sextant/progress?run_id=" + f.run, nil
 		}},
+		// Goodput follows the run's experiment.
+		"GET /api/2.0/sextant/goodput": {readers, func(f fixture, _ string) (string, string, any) {
+			return "GET", "/api/2.0/sextant/goodput?run_id=" + f.run, nil
+		}},
 		// GPU-hours follow the run's experiment (a folder's count only
 		// what the caller can read: gpuhours_test.go).
 		"GET /api/2.0/sextant/gpu-hours": {readers, func(f fixture, _ string) (string, string, any) {

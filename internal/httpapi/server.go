@@ -24,6 +24,7 @@ import (
 	"github.com/sextant/sextant/internal/artifacts"
 	"github.com/sextant/sextant/internal/blob"
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/goodput"
 	"github.com/sextant/sextant/internal/gpu"
 	"github.com/sextant/sextant/internal/runevents"
 	"github.com/sextant/sextant/internal/runlogs"
@@ -68,6 +69,9 @@ type Options struct {
 	// Events keeps runs' events (/api/2.0/sextant/events/...); nil leaves
 	// those routes out.
 	Events *runevents.Service
+	// GPUPeaks are the GPUs' peak TFLOPS for MFU (goodput.go); nil means
+	// the built-in table.
+	GPUPeaks *goodput.Peaks
 	// GPUHours serves runs' GPU-hours and cost (gpuhours.go).
 	GPUHours GPUHoursOptions
 	// Metrics receives the request metrics (sextant_http_*); nil registers
@@ -292,6 +296,7 @@ func New(opts Options) *Server {
 	s.registerLogRoutes()
 	s.registerEventRoutes()
 	s.registerProgressRoutes()
+	s.registerGoodputRoutes()
 	s.registerWorkspaceRoutes()
 	s.registerGPURoutes()
 	s.registerGPUHoursRoutes()

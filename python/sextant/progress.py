@@ -95,10 +95,20 @@ class Progress:
     environment says (see the module's documentation); ``interval`` is the
     time between two sends, in seconds; ``client`` is a
     :class:`sextant.client.Client` (default: one from the environment).
+
+    ``flops_per_sample`` or ``flops_per_token`` (the model's FLOPs for one
+    sample or token, forward and backward) and ``dtype`` ("bf16", "fp16",
+    "tf32", "fp32", "fp8", "fp64") are what the server's MFU needs: rank 0
+    logs them once as the run params ``sextant.flops_per_sample``,
+    ``sextant.flops_per_token`` and ``sextant.dtype`` (docs/run.md);
+    ``peak_tflops`` (one device's peak) overrides the server's table as
+    ``sextant.peak_tflops``.
     """
 
     def __init__(self, *, run_id: str | None = None, rank: int | None = None, node: str | None = None,
-                 gpu: int | None = None, interval: float = 1.0, client: Any = None, max_queue: int = _MAX_QUEUE) -> None:
+                 gpu: int | None = None, interval: float = 1.0, client: Any = None, max_queue: int = _MAX_QUEUE,
+                 flops_per_sample: float | None = None, flops_per_token: float | None = None,
+                 dtype: str | None = None, peak_tflops: float | None = None) -> None:
         self.run_id = run_id or os.environ.get("MLFLOW_RUN_ID") or _mlflow_run_id()
         r = rank if rank is not None else _env_int("RANK")
         self.rank = r if r is not None and r >= 0 else 0
@@ -121,6 +131,12 @@ class Progress:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._closed = False
+        # Run params for MFU, logged by rank 0 with its first batch.
+        self._params = [{"key": k, "value": repr(float(v)) if k != "sextant.dtype" else str(v)}
+                        for k, v in (("sextant.flops_per_sample", flops_per_sample),
+                                     ("sextant.flops_per_token", flops_per_token), ("sextant.dtype", dtype),
+                                     ("sextant.peak_tflops", peak_tflops))
+                        if v is not None] if self.rank == 0 else []
         _live.add(self)
         if self.run_id:
             self._start()  # here, not in the first step(): starting a thread can take a while on a busy machine
@@ -230,6 +246,15 @@ class Progress:
             left = max(0.1, deadline - time.monotonic())
             c = c.with_retries(retry_seconds=left, max_backoff=1.0)
             c.timeout = left  # a server that accepts but never answers must not outlast the deadline
+        if self._params:
+            try:
+                c._json("POST", "/api/2.0/mlflow/runs/log-batch", {"run_id": self.run_id, "params": self._params})
+                self._params = []
+            except InvalidRequest as e:  # logged before with another value: keep reporting progress
+                self._params = []
+                _log.warning("sextant: MFU params not logged: %s", e)
+            except (SextantError, OSError):
+                pass  # sent again with the next batch
         try:
             c._json("POST", "/api/2.0/sextant/progress", {"run_id": self.run_id, "node": self.node, "reports": batch})
         except (InvalidRequest, NotFound, PermissionDenied) as e:

@@ -11,11 +11,12 @@
 // the whole run.
 //
 // API: events/list (docs/api.md), gpu/series (docs/gpu.md), logs/density
-// (docs/run.md), metrics/get-history-bulk-interval. Drawn on one canvas.
+// (docs/run.md), goodput (docs/run.md), metrics/get-history-bulk-interval. Drawn on one canvas.
 
 import { get, getHistoryBulkInterval, Run, SX } from '../api';
 import { h, Scope } from '../dom';
 import { fmtMs, modeText, uploadMs } from '../lib/checkpoints';
+import { fmtPct, getGoodput, goodputLine } from '../lib/goodput';
 import { colour, fmtBytes, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
 import { naturalCompare } from '../lib/keys';
 import { breakAtGaps, bucketMax, defaultMetricKeys, lineAt, LogDensity, nearestIndex, stepGap, StepPoint, stepRange, stepsPerSecond, tickLabel, ticks } from '../lib/timeline';
@@ -116,6 +117,8 @@ export class Timeline {
   private status: HTMLElement;
   private gpuKey: HTMLElement;
   private events: TimelineEvent[] = [];
+  /** The goodput line: cumulative goodput at each reference step's end (docs/run.md). */
+  private goodput: [number, number][] = [];
   private gpus: GPUSeries[] = [];
   private density: LogDensity | null = null;
   /** Every metric key of the run (not system/), in natural order. */
@@ -265,11 +268,12 @@ export class Timeline {
     const t = performance.now();
     const took: Record<string, number> = {};
     const timed = <T>(name: string, p: Promise<T>) => p.finally(() => (took[name] = Math.round(performance.now() - t)));
-    const [events, gpu, density] = await Promise.all([
+    const [events, gpu, density, , gp] = await Promise.all([
       timed('events', evs().catch(() => [] as TimelineEvent[])),
       timed('gpu', get(SX + '/gpu/series', { run_id: id, from_ms: start, to_ms: end + 1, points: 720, fields: 'util,mem_used,mem_total' }).catch(() => ({ gpus: [] }))),
       timed('logs', get(SX + '/logs/density', { run_id: id, from_ms: start, to_ms: end + 1, buckets: 720 }).catch(() => null)),
       timed('metrics', this.loadMetrics(this.chosen)),
+      timed('goodput', getGoodput(id).catch(() => null)),
     ]);
     this.computeRates();
     this.el.dataset.fetchEach = JSON.stringify(took);
@@ -278,6 +282,9 @@ export class Timeline {
     this.events = events;
     this.gpus = gpu.gpus ?? [];
     this.density = density;
+    this.goodput = goodputLine(gp);
+    const last = this.goodput[this.goodput.length - 1];
+    this.el.dataset.goodput = JSON.stringify({ points: this.goodput.length, last: last ? last[1] : null, run: gp?.goodput ?? null });
     let lo = start;
     let hi = end;
     for (const e of events) {
@@ -520,6 +527,10 @@ export class Timeline {
         const p = near(this.ratesOfView());
         return p ? `${fmtNumber(Math.round((p[1] as number) * 100) / 100)} steps/s (from ${this.chosen[0]})` : '';
       }
+      case 'goodput': {
+        const p = near(this.goodput);
+        return p ? `goodput ${fmtPct(p[1] as number)} so far (${fmtTime(p[0])})` : '';
+      }
       case 'GPU util':
         return this.gpus.map((g) => `GPU ${g.index}: ${fmtNumber(near(g.series.util ?? [])?.[1] ?? null)}%`).join(', ');
       case 'GPU memory':
@@ -540,7 +551,8 @@ export class Timeline {
     const W = Math.max(300, this.el.clientWidth || 900);
     const gpuLanes = this.gpus.length ? [{ name: 'GPU util', h: 90 }, { name: 'GPU memory', h: 60 }] : [];
     const metricLanes = this.chosen.map((k) => ({ name: 'metric:' + k, h: METRIC_LANE_H }));
-    const spec = [{ name: 'steps/s', h: 54 }, ...metricLanes, { name: 'checkpoints', h: 30 }, { name: 'events', h: 30 }, ...gpuLanes, { name: 'logs', h: 40 }];
+    const goodputLane = this.goodput.length ? [{ name: 'goodput', h: 40 }] : [];
+    const spec = [{ name: 'steps/s', h: 54 }, ...goodputLane, ...metricLanes, { name: 'checkpoints', h: 30 }, { name: 'events', h: 30 }, ...gpuLanes, { name: 'logs', h: 40 }];
     let y = AXIS_H;
     this.lanes = spec.map((s) => {
       const l = { ...s, y };
@@ -633,6 +645,13 @@ export class Timeline {
       line(l, pts, colour(0), 0, hi * 1.05 || 1);
       g.fillStyle = muted;
       if (pts.length) g.fillText(fmtNumber(Math.round(hi * 100) / 100), LEFT + PW - 60, l.y + 12);
+    }
+    // Goodput: the share of the wall time so far spent in productive steps, 0 to 100%.
+    if (this.goodput.length) {
+      const l = lane('goodput');
+      line(l, this.goodput, colour(2), 0, 1);
+      g.fillStyle = muted;
+      g.fillText(fmtPct(this.goodput[this.goodput.length - 1][1]), LEFT + PW - 60, l.y + 12);
     }
     this.chosen.forEach((key, i) => {
       const s = this.series.get(key);

@@ -14,6 +14,7 @@ import { gpuHealthList, Timeline } from '../components/timeline';
 import { config } from '../config';
 import { errorBox, h, link, Scope, spinner } from '../dom';
 import { colour, fmtDuration, fmtNumber, fmtTime } from '../lib/format';
+import { breakdownText, getGoodput, goodputText } from '../lib/goodput';
 import { getGPUHours, gpuHoursText } from '../lib/gpuhours';
 import { gpuKey, systemCharts } from '../lib/keys';
 import { childName, folderCrumbs } from '../lib/wspath';
@@ -194,6 +195,17 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
     getGPUHours({ run_id: i.run_id })
       .then((g) => !s.disposed && (gpuHours.textContent = gpuHoursText(g, g.runs?.[0]?.attempts.length) || '—'))
       .catch(() => (gpuHours.textContent = '—'));
+    // Goodput, MFU and throughput (docs/run.md); the breakdown on hover and below.
+    const goodput = h('span', { 'data-testid': 'run-goodput' }, '…');
+    getGoodput(i.run_id)
+      .then((g) => {
+        if (s.disposed) return;
+        goodput.textContent = goodputText(g) || '—';
+        const b = breakdownText(g.breakdown);
+        if (b) goodput.append(h('div', { class: 'muted small', 'data-testid': 'run-goodput-breakdown' }, b));
+        if (g.mfu.mfu == null && g.mfu.reason) goodput.title = 'MFU: ' + g.mfu.reason;
+      })
+      .catch(() => (goodput.textContent = '—'));
     return h(
       'div',
       { class: 'overview' },
@@ -211,6 +223,7 @@ export function runPage(p: Record<string, string>, q: URLSearchParams, scope: Sc
               ['Ended', i.end_time ? fmtTime(i.end_time) : '—'],
               ['Duration', i.start_time ? fmtDuration((i.end_time || Date.now()) - i.start_time) : ''],
               ['GPU-hours', gpuHours],
+              ['Goodput', goodput],
               ['User', i.user_id ?? ''],
               ['Source', source + (gitCommit ? ` @ ${gitCommit.slice(0, 10)}` : '')],
               ['Run ID', i.run_id],
