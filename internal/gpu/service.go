@@ -90,6 +90,9 @@ type ServiceOptions struct {
 	// Events, when set, receives the health events of runs' GPUs (Xid
 	// errors, throttling, ECC errors, lost GPUs; see Health).
 	Events EventSink
+	// Health keeps every node's health findings (run-linked or not) and
+	// flags unhealthy nodes.
+	Health HealthOptions
 	// BatchMetrics is the most metrics one LogBatch call may carry; 0
 	// means 1000 (tracking's default limit).
 	BatchMetrics int
@@ -220,7 +223,7 @@ func (s *Service) Ingest(ctx context.Context, b *Batch) (*SendResult, error) {
 		}
 	}
 	res.Accepted = len(accepted)
-	if b.RunID != "" && s.opts.Events != nil {
+	if (b.RunID != "" && s.opts.Events != nil) || s.opts.Health.History != nil {
 		// Best effort: the samples are stored, and the events follow from
 		// them again if the agent resends.
 		if err := s.recordHealth(ctx, in); err != nil {
