@@ -294,6 +294,7 @@ func New(opts Options) *Server {
 	s.registerProgressRoutes()
 	s.registerWorkspaceRoutes()
 	s.registerGPURoutes()
+	s.registerNodeRoutes()
 	s.registerGPUHoursRoutes()
 	s.registerUIRoutes()
 	s.registerVolumeRoutes()
