@@ -75,12 +75,16 @@ type HealthQuery struct {
 // Contract: as Store's (ctx cancels, safe for concurrent use by several
 // replicas, *errs.Error values).
 type HealthHistory interface {
-	// AppendHealth stores the records (a record whose Key is stored
-	// already is not stored again, but gains RunIDs when it had none)
-	// and then closes, with each end, the open throttle spans of its GPU
-	// that started at or before it. Replaying the same call changes
-	// nothing: a throttle start sent again after its span closed stays
-	// closed.
+	// AppendHealth stores the records and then closes, with each end, the open throttle spans of its GPU
+	// that started at or before it. A record is not stored when one of
+	// the same node, GPU (index and UUID), kind and Xid code is stored
+	// with a TimeMs within HealthMergeWindowMs of it (the same Key, a
+	// resend; the same fault seen by two samplers of the node, a node's
+	// agent and a run's; a fault repeated sample after sample) or, for
+	// a throttle start, while a span of the GPU is open; the stored
+	// record then gains the RunIDs when it had none. So replaying the same
+	// call changes nothing, and a throttle start sent again after its
+	// span closed stays closed.
 	AppendHealth(ctx context.Context, recs []HealthRecord, ends []HealthEnd) error
 	// ListHealth returns the records q selects, newest first (TimeMs,
 	// then Key, descending).
@@ -89,6 +93,10 @@ type HealthHistory interface {
 	// returns how many.
 	PruneHealth(ctx context.Context, cutoffMs int64) (int64, error)
 }
+
+// HealthMergeWindowMs is how close in time two findings of the same
+// kind on the same GPU must be to be kept as one (HealthHistory).
+const HealthMergeWindowMs = healthLookback
 
 // DefaultHealthRetention is how long node health history is kept by
 // default.

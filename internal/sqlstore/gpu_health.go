@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 
@@ -10,9 +11,10 @@ import (
 
 var _ gpu.HealthHistory = (*GPUStore)(nil)
 
-// AppendHealth implements gpu.HealthHistory in one writer op: insert the
-// records (a stored key only gains run ids it lacked), then close the open
-// throttle spans the ends close.
+// AppendHealth implements gpu.HealthHistory in one writer op: insert each
+// record unless the same fault is stored (then add the run ids it lacked),
+// then close the open throttle spans the ends close. The look-up walks
+// gpu_health_node (node, time).
 func (g *GPUStore) AppendHealth(ctx context.Context, recs []gpu.HealthRecord, ends []gpu.HealthEnd) error {
 	if len(recs) == 0 && len(ends) == 0 {
 		return nil
@@ -23,11 +25,32 @@ func (g *GPUStore) AppendHealth(ctx context.Context, recs []gpu.HealthRecord, en
 			if r.Open {
 				open = 1
 			}
+			runs := strings.Join(r.RunIDs, ",")
+			// The same fault already stored (a resend, another sampler of
+			// the node, a repeat): keep one, with the runs.
+			cond := `ts_ms >= ? AND ts_ms <= ?`
+			if r.Kind == "throttle" {
+				cond = `(` + cond + ` OR is_open = 1)`
+			}
+			var key, stored string
+			err := tx.queryRow(`SELECT hkey, run_ids FROM gpu_health WHERE node = ? AND gpu_uuid = ? AND gpu_index = ? AND kind = ? AND xid = ? AND `+cond+` LIMIT 1`,
+				r.Node, r.GPUUUID, r.GPUIndex, r.Kind, r.Xid, r.TimeMs-gpu.HealthMergeWindowMs, r.TimeMs+gpu.HealthMergeWindowMs).Scan(&key, &stored)
+			switch {
+			case err == nil:
+				if stored == "" && runs != "" {
+					if _, err := tx.exec(`UPDATE gpu_health SET run_ids = ? WHERE hkey = ?`, runs, key); err != nil {
+						return sqlError(err, "update GPU health record")
+					}
+				}
+				continue
+			case !errors.Is(err, sql.ErrNoRows):
+				return sqlError(err, "read GPU health history")
+			}
 			if _, err := tx.exec(`INSERT INTO gpu_health (hkey, node, ts_ms, end_ms, is_open, gpu_index, gpu_uuid, gpu_model, kind, xid, message, run_ids)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT (hkey) DO UPDATE SET run_ids = excluded.run_ids
 				WHERE gpu_health.run_ids = '' AND excluded.run_ids <> ''`,
-				r.Key, r.Node, r.TimeMs, r.EndMs, open, r.GPUIndex, r.GPUUUID, r.GPUModel, r.Kind, r.Xid, r.Message, strings.Join(r.RunIDs, ",")); err != nil {
+				r.Key, r.Node, r.TimeMs, r.EndMs, open, r.GPUIndex, r.GPUUUID, r.GPUModel, r.Kind, r.Xid, r.Message, runs); err != nil {
 				return sqlError(err, "store GPU health record")
 			}
 		}

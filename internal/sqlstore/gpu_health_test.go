@@ -18,6 +18,7 @@ func TestGPUHealthHistory(t *testing.T) {
 		"PagesNewestFirst":      testHealthPagesNewestFirst,
 		"RunIDsAddedWhenLacked": testHealthRunIDsAddedWhenLacked,
 		"Prune":                 testHealthPrune,
+		"SameFaultKeptOnce":     testHealthSameFaultKeptOnce,
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -96,8 +97,11 @@ func testHealthThrottleSpanCloses(t *testing.T, g *sqlstore.GPUStore) {
 func testHealthPagesNewestFirst(t *testing.T, g *sqlstore.GPUStore) {
 	var recs []gpu.HealthRecord
 	for i := range 7 {
-		// Two records share each time: the key orders them.
-		recs = append(recs, healthRec("n1", string(rune('a'+i)), "xid", int64(1000+(i/2)*1000)))
+		// Two records share each time: the key orders them. Each on its
+		// own GPU (the same fault of a GPU within minutes is one).
+		r := healthRec("n1", string(rune('a'+i)), "xid", int64(1000+(i/2)*1000))
+		r.GPUIndex = i
+		recs = append(recs, r)
 	}
 	recs = append(recs, healthRec("n2", "z", "lost", 9000))
 	mustAppendHealth(t, g, recs, nil)
@@ -130,12 +134,48 @@ func testHealthRunIDsAddedWhenLacked(t *testing.T, g *sqlstore.GPUStore) {
 }
 
 func testHealthPrune(t *testing.T, g *sqlstore.GPUStore) {
-	mustAppendHealth(t, g, []gpu.HealthRecord{healthRec("n1", "a", "xid", 1000), healthRec("n1", "b", "xid", 3000)}, nil)
+	b := healthRec("n1", "b", "xid", 3000)
+	b.GPUIndex = 2
+	mustAppendHealth(t, g, []gpu.HealthRecord{healthRec("n1", "a", "xid", 1000), b}, nil)
 	n, err := g.PruneHealth(context.Background(), 2000)
 	if err != nil || n != 1 {
 		t.Fatalf("prune = %d, %v; want 1", n, err)
 	}
 	if got := keys(mustListHealth(t, g, gpu.HealthQuery{})); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("after prune = %v, want [b]", got)
+	}
+}
+
+// testHealthSameFaultKeptOnce: the same fault of a GPU seen by two
+// samplers of the node (different keys, close in time) is kept once, with
+// the run of either; a different code, GPU or a later repeat is another
+// fault; a throttle start while the GPU's span is open opens no other.
+func testHealthSameFaultKeptOnce(t *testing.T, g *sqlstore.GPUStore) {
+	xid := func(key string, ts int64, code, gpuIndex int, runs ...string) gpu.HealthRecord {
+		r := healthRec("n1", key, "xid", ts, runs...)
+		r.Xid, r.GPUIndex = code, gpuIndex
+		return r
+	}
+	mustAppendHealth(t, g, []gpu.HealthRecord{xid("agent", 100_000, 79, 1)}, nil)
+	mustAppendHealth(t, g, []gpu.HealthRecord{
+		xid("launcher", 104_000, 79, 1, "run1"),                // the same Xid, from the run's sampler
+		xid("other-code", 104_000, 13, 1),                      // another Xid code
+		xid("other-gpu", 104_000, 79, 2),                       // another GPU
+		xid("later", 100_000+gpu.HealthMergeWindowMs+1, 79, 1), // a repeat minutes later
+	}, nil)
+	got := mustListHealth(t, g, gpu.HealthQuery{Node: "n1"})
+	if want := []string{"later", "other-gpu", "other-code", "agent"}; !slices.Equal(keys(got), want) {
+		t.Fatalf("keys = %v, want %v", keys(got), want)
+	}
+	if runs := got[3].RunIDs; !slices.Equal(runs, []string{"run1"}) {
+		t.Errorf("the Xid kept once has runs %v, want the launcher's run1", runs)
+	}
+	span := healthRec("n2", "span", "throttle", 1000)
+	mustAppendHealth(t, g, []gpu.HealthRecord{span}, nil)
+	mustAppendHealth(t, g, []gpu.HealthRecord{healthRec("n2", "while-open", "throttle", 1000+10*gpu.HealthMergeWindowMs)}, nil)
+	mustAppendHealth(t, g, nil, []gpu.HealthEnd{{Node: "n2", GPUUUID: "GPU-1", GPUIndex: 1, TimeMs: 1000 + 11*gpu.HealthMergeWindowMs}})
+	mustAppendHealth(t, g, []gpu.HealthRecord{healthRec("n2", "after", "throttle", 1000+20*gpu.HealthMergeWindowMs)}, nil)
+	if got := keys(mustListHealth(t, g, gpu.HealthQuery{Node: "n2"})); !slices.Equal(got, []string{"after", "span"}) {
+		t.Fatalf("throttle spans = %v, want [after span]", got)
 	}
 }
