@@ -111,8 +111,8 @@ func TestNodeHealthHistoryFromSim(t *testing.T) {
 		ts[step] = smp.TimestampMs
 		b := &gpu.Batch{Labels: gpu.Labels{Node: "gpu-07", NodeRank: -1}, Samples: []gpu.Sample{*smp}}
 		if step >= 5 {
-			// A run's launcher reports from here on (RunOnly: the
-			// samples are not the node's; the findings still are).
+			// A run's sampler reports from here on: the findings are
+			// the node's, with the run.
 			b.Labels.RunID = run
 		}
 		if _, err := svc.Ingest(ctx, b); err != nil {
@@ -184,5 +184,39 @@ func TestNodeHealthHistoryBadInput(t *testing.T) {
 				t.Fatal("no error")
 			}
 		})
+	}
+}
+
+// TestNodeHealthHistoryIgnoresRunOnly: a batch that speaks for its run
+// only (a user's samples for a node a node token reports for) adds nothing
+// to the node's history.
+func TestNodeHealthHistoryIgnoresRunOnly(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := sqlstore.OpenGPU(s, sqlstore.GPUOptions{PruneEvery: -1, CommitDelay: -1})
+	t.Cleanup(func() {
+		g.Close(ctx)
+		s.Close(ctx)
+	})
+	now := time.UnixMilli(1_800_000_000_000)
+	svc := gpu.NewService(g, gpu.ServiceOptions{Health: gpu.HealthOptions{History: g}, Now: func() time.Time { return now }})
+	lost := gpu.GPU{Index: 0, UUID: "GPU-0", Name: "H100", Err: "GPU is lost"}
+	for _, runOnly := range []bool{true, false} {
+		b := &gpu.Batch{Labels: gpu.Labels{Node: "n1", RunID: "0123456789abcdef0123456789abcdef", NodeRank: -1}, RunOnly: runOnly,
+			Samples: []gpu.Sample{{TimestampMs: now.UnixMilli(), GPUs: []gpu.GPU{lost}}}}
+		if _, err := svc.Ingest(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := svc.NodeHealthHistory(ctx, gpu.HealthQuery{Node: "n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 1}[runOnly]; len(recs) != want {
+			t.Fatalf("run only %v: %d records, want %d", runOnly, len(recs), want)
+		}
+		now = now.Add(10 * time.Minute)
 	}
 }

@@ -60,14 +60,15 @@ func (s *Service) findHealth(ctx context.Context, b *Batch) ([]Finding, map[stri
 }
 
 // recordHealth records a batch's health findings: in the node's health
-// history (every batch), and as events of the batch's run.
+// history (every batch whose samples are the node's: not a RunOnly one,
+// which speaks for its run only), and as events of the batch's run.
 func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
 	fs, model, err := s.findHealth(ctx, b)
 	if err != nil || len(fs) == 0 {
 		return err
 	}
 	var herr error
-	if h := s.opts.Health.History; h != nil {
+	if h := s.opts.Health.History; h != nil && !b.RunOnly {
 		recs, ends := healthRecords(b.Node, b.RunID, fs, model)
 		herr = h.AppendHealth(ctx, recs, ends)
 	}
