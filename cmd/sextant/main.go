@@ -224,6 +224,7 @@ func commands() []*command {
 				},
 			},
 		},
+		nodesCommand(),
 		{
 			name: "users", summary: "add, list, disable or enable users; change passwords",
 			usage: []string{"sextant users <command> [flags]"},

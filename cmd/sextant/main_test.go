@@ -112,18 +112,21 @@ func TestConfigErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		"ErrPort":         {args: []string{"--port", "70000"}, want: "port"},
-		"ErrSynchronous":  {args: []string{"--sqlite-synchronous", "OFF"}, want: "sqlite-synchronous"},
-		"ErrSearchIndex":  {args: []string{"--search-index-mb", "-1"}, want: "search-index-mb"},
-		"ErrProxies":      {args: []string{"--trusted-proxies", "proxy.internal"}, want: "trusted-proxies"},
-		"ErrEnvNotNumber": {env: map[string]string{"SEXTANT_PORT": "abc"}, want: "SEXTANT_PORT"},
-		"ErrLimit":        {args: []string{"--max-params-per-run", "0"}, want: "max-params-per-run"},
-		"ErrLogLevel":     {args: []string{"--log-level", "loud"}, want: "log-level"},
-		"ErrArgs":         {args: []string{"extra"}, want: "unexpected arguments"},
-		"ErrAllowedHosts": {args: []string{"--allowed-hosts", "http://mlflow.example.com"}, want: "allowed-hosts"},
-		"ErrBodyTimeout":  {args: []string{"--body-timeout", "10ms"}, want: "body-timeout"},
-		"ErrBodyMinBytes": {args: []string{"--body-min-bytes", "0"}, want: "body-min-bytes"},
-		"ErrEnvDuration":  {env: map[string]string{"SEXTANT_IDLE_TIMEOUT": "soon"}, want: "SEXTANT_IDLE_TIMEOUT"},
+		"ErrPort":               {args: []string{"--port", "70000"}, want: "port"},
+		"ErrSynchronous":        {args: []string{"--sqlite-synchronous", "OFF"}, want: "sqlite-synchronous"},
+		"ErrSearchIndex":        {args: []string{"--search-index-mb", "-1"}, want: "search-index-mb"},
+		"ErrProxies":            {args: []string{"--trusted-proxies", "proxy.internal"}, want: "trusted-proxies"},
+		"ErrEnvNotNumber":       {env: map[string]string{"SEXTANT_PORT": "abc"}, want: "SEXTANT_PORT"},
+		"ErrLimit":              {args: []string{"--max-params-per-run", "0"}, want: "max-params-per-run"},
+		"ErrLogLevel":           {args: []string{"--log-level", "loud"}, want: "log-level"},
+		"ErrArgs":               {args: []string{"extra"}, want: "unexpected arguments"},
+		"ErrAllowedHosts":       {args: []string{"--allowed-hosts", "http://mlflow.example.com"}, want: "allowed-hosts"},
+		"ErrBodyTimeout":        {args: []string{"--body-timeout", "10ms"}, want: "body-timeout"},
+		"ErrBodyMinBytes":       {args: []string{"--body-min-bytes", "0"}, want: "body-min-bytes"},
+		"ErrEnvDuration":        {env: map[string]string{"SEXTANT_IDLE_TIMEOUT": "soon"}, want: "SEXTANT_IDLE_TIMEOUT"},
+		"ErrHealthRetention":    {args: []string{"--gpu-health-retention", "10m"}, want: "gpu-health-retention"},
+		"ErrEnvHealthRetention": {env: map[string]string{"SEXTANT_GPU_HEALTH_RETENTION": "long"}, want: "SEXTANT_GPU_HEALTH_RETENTION"},
+		"ErrNodeFlagFaults":     {args: []string{"--node-flag-faults", "0"}, want: "node-flag-faults"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

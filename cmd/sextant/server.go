@@ -63,6 +63,12 @@ type Config struct {
 	Limits         tracking.Limits
 	// GPURetention is how long GPU samples are kept.
 	GPURetention time.Duration
+	// GPUHealthRetention is how long node health history (GPU faults per
+	// node) is kept.
+	GPUHealthRetention time.Duration
+	// NodeFlagFaults flags a node with at least this many GPU faults (Xid,
+	// ECC, lost GPU) in 7 days.
+	NodeFlagFaults int
 	// GPUHourPrice prices a GPU-hour: "2.50", or by GPU model
 	// "H100=4.00,A100=2.50,*=1.00" (gpuhours.ParsePrices); "" means no
 	// cost is reported.
@@ -173,17 +179,19 @@ func DefaultConfig() Config {
 		DataDir:     "sextant-data",
 		Synchronous: "FULL",
 		// sqlstore.DefaultSearchIndexBytes.
-		SearchIndexMB: 256,
-		LogLevel:      "info",
-		LogFormat:     "text",
-		MaxBodyBytes:  16 << 20,
-		ShutdownWait:  15 * time.Second,
-		Auth:          "auto",
-		BlobStore:     "dir",
-		AdminEmail:    "admin@localhost",
-		Limits:        tracking.DefaultLimits(),
-		GPURetention:  gpu.DefaultRetention,
-		Watch:         DefaultWatchConfig(),
+		SearchIndexMB:      256,
+		LogLevel:           "info",
+		LogFormat:          "text",
+		MaxBodyBytes:       16 << 20,
+		ShutdownWait:       15 * time.Second,
+		Auth:               "auto",
+		BlobStore:          "dir",
+		AdminEmail:         "admin@localhost",
+		Limits:             tracking.DefaultLimits(),
+		GPURetention:       gpu.DefaultRetention,
+		GPUHealthRetention: gpu.DefaultHealthRetention,
+		NodeFlagFaults:     gpu.DefaultFlagRule().MaxFaults,
+		Watch:              DefaultWatchConfig(),
 		// A walk of every blob: on S3 one LIST request per 1,000 objects.
 		BlobUsageInterval: 10 * time.Minute,
 		Net:               DefaultNetConfig(),
@@ -216,6 +224,12 @@ func (c *Config) Validate() error {
 	}
 	if c.GPURetention < time.Minute {
 		return &ConfigError{"gpu-retention", fmt.Sprintf("must be at least 1m, got %s", c.GPURetention)}
+	}
+	if c.GPUHealthRetention < time.Hour {
+		return &ConfigError{"gpu-health-retention", fmt.Sprintf("must be at least 1h, got %s", c.GPUHealthRetention)}
+	}
+	if c.NodeFlagFaults < 1 {
+		return &ConfigError{"node-flag-faults", fmt.Sprintf("must be at least 1, got %d", c.NodeFlagFaults)}
 	}
 	if _, err := gpuhours.ParsePrices(c.GPUHourPrice); err != nil {
 		return &ConfigError{"gpu-hour-price", err.Error()}
@@ -396,6 +410,15 @@ func bindFlags(fs *flag.FlagSet, c *Config, getenv func(string) string, groups i
 		c.GPURetention = d
 	}
 	fs.DurationVar(&c.GPURetention, "gpu-retention", c.GPURetention, "how long GPU samples are kept (the GPU pane's history)")
+	if v, ok := env("gpu-health-retention"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil && envErr == nil {
+			envErr = &ConfigError{"gpu-health-retention", fmt.Sprintf("SEXTANT_GPU_HEALTH_RETENTION must be a duration such as 2160h, got %q", v)}
+		}
+		c.GPUHealthRetention = d
+	}
+	fs.DurationVar(&c.GPUHealthRetention, "gpu-health-retention", c.GPUHealthRetention, "how long node health history (GPU faults per node, across runs) is kept")
+	integer(&c.NodeFlagFaults, "node-flag-faults", "flag a node with at least this many GPU faults (Xid, ECC, lost GPU) in 7 days")
 	if v, ok := env("gpu-hour-price"); ok {
 		c.GPUHourPrice = v
 	}
@@ -495,7 +518,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		"blob_store", cfg.BlobStore, "s3_endpoint", cfg.S3.Endpoint, "s3_bucket", cfg.S3.Bucket, "s3_access_key", mask(cfg.S3.AccessKey), "s3_secret_key", mask(cfg.S3.SecretKey),
 		"auth", cfg.Auth,
 		"sqlite_synchronous", cfg.Synchronous, "search_index_mb", cfg.SearchIndexMB, "max_request_bytes", cfg.MaxBodyBytes,
-		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention, "gpu_hour_price", cfg.GPUHourPrice, "blob_usage_interval", cfg.BlobUsageInterval)
+		"max_metric_steps_per_run", cfg.Limits.MetricStepsPerRun, "gpu_retention", cfg.GPURetention, "gpu_health_retention", cfg.GPUHealthRetention, "node_flag_faults", cfg.NodeFlagFaults, "gpu_hour_price", cfg.GPUHourPrice, "blob_usage_interval", cfg.BlobUsageInterval)
 
 	// One registry for every component's metrics, served at /metrics.
 	reg := prometheus.NewRegistry()
@@ -528,7 +551,7 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := skipOnFullDisk(log, "ensure the Default experiment", tr.Init(ctx)); err != nil {
 		return err
 	}
-	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, Logger: log})
+	gpuStore := sqlstore.OpenGPU(store, sqlstore.GPUOptions{Retention: cfg.GPURetention, HealthRetention: cfg.GPUHealthRetention, Logger: log})
 	defer gpuStore.Close(context.WithoutCancel(ctx))
 	logStore, err := sqlstore.OpenLogs(ctx, store, sqlstore.LogOptions{Logger: log})
 	if err != nil {
@@ -541,7 +564,8 @@ func (c *ServerCommand) Run(ctx context.Context, fs *flag.FlagSet, args []string
 		return err
 	}
 	eventSvc := runevents.NewService(eventStore, runevents.Options{Logger: log.With("component", "runevents")})
-	gpuSvc := gpu.NewService(gpuStore, gpu.ServiceOptions{Retention: cfg.GPURetention, Runs: tr, Events: eventSvc, BatchMetrics: cfg.Limits.BatchMetrics, Logger: log.With("component", "gpu")})
+	gpuSvc := gpu.NewService(gpuStore, gpu.ServiceOptions{Retention: cfg.GPURetention, Runs: tr, Events: eventSvc,
+		Health: gpu.HealthOptions{History: gpuStore, Rule: gpu.FlagRule{MaxFaults: cfg.NodeFlagFaults}}, BatchMetrics: cfg.Limits.BatchMetrics, Logger: log.With("component", "gpu")})
 	stopWatch, err := startWatcher(cfg.Watch, store, eventStore, eventSvc, gpuSvc, tr, log)
 	if err != nil {
 		return err

@@ -90,6 +90,9 @@ type ServiceOptions struct {
 	// Events, when set, receives the health events of runs' GPUs (Xid
 	// errors, throttling, ECC errors, lost GPUs; see Health).
 	Events EventSink
+	// Health keeps every node's health findings (run-linked or not) and
+	// flags unhealthy nodes.
+	Health HealthOptions
 	// BatchMetrics is the most metrics one LogBatch call may carry; 0
 	// means 1000 (tracking's default limit).
 	BatchMetrics int
@@ -210,7 +213,7 @@ func (s *Service) Ingest(ctx context.Context, b *Batch) (*SendResult, error) {
 		sk := res.Skipped[0]
 		return nil, invalidf("no sample is inside the accepted time window: the sample at %d (%s) is %s", sk.TimestampMs, time.UnixMilli(sk.TimestampMs).UTC().Format(time.RFC3339), sk.Reason)
 	}
-	in := &Batch{Labels: b.Labels, Samples: accepted}
+	in := &Batch{Labels: b.Labels, Samples: accepted, RunOnly: b.RunOnly}
 	if b.RunOnly && b.RunID == "" {
 		return nil, invalidf("run-only samples name no run")
 	}
@@ -220,7 +223,7 @@ func (s *Service) Ingest(ctx context.Context, b *Batch) (*SendResult, error) {
 		}
 	}
 	res.Accepted = len(accepted)
-	if b.RunID != "" && s.opts.Events != nil {
+	if (b.RunID != "" && s.opts.Events != nil) || (s.opts.Health.History != nil && !b.RunOnly) {
 		// Best effort: the samples are stored, and the events follow from
 		// them again if the agent resends.
 		if err := s.recordHealth(ctx, in); err != nil {

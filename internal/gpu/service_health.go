@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/sextant/sextant/internal/runevents"
@@ -18,12 +19,10 @@ type EventSink interface {
 // with a gap longer than this the GPU's state before is taken as unknown.
 const healthLookback = 2 * 60 * 1000
 
-// recordHealth derives the health events of a run-linked batch's samples
-// (Health, each GPU against its previous sample on the node) and appends
-// them to the run. Throttle spans open when a GPU starts slowing down and
-// are closed when it stops; a sample sent again gives the same keys, and
-// never reopens a span closed since.
-func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
+// findHealth derives the health findings of a batch's samples (Health,
+// each GPU against its previous sample on the node), in time order, and
+// the model of each GPU by key.
+func (s *Service) findHealth(ctx context.Context, b *Batch) ([]Finding, map[string]string, error) {
 	samples := slices.Clone(b.Samples)
 	slices.SortFunc(samples, func(x, y Sample) int { return int(x.TimestampMs - y.TimestampMs) })
 	var prev *Sample
@@ -34,10 +33,10 @@ func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	var evs []runevents.Event
-	var ends []runevents.Event
+	var fs []Finding
+	model := map[string]string{}
 	for i := range samples {
 		cur := &samples[i]
 		byKey := map[string]*GPU{}
@@ -47,15 +46,55 @@ func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
 			}
 		}
 		for j := range cur.GPUs {
-			for _, f := range Health(b.Node, byKey[cur.GPUs[j].Key()], &cur.GPUs[j], cur.TimestampMs) {
-				if f.Kind == HealthThrottleEnd {
-					ends = append(ends, f.Event)
-				} else {
-					evs = append(evs, f.Event)
-				}
+			g := &cur.GPUs[j]
+			if g.Name != "" {
+				model[g.Key()] = g.Name
+			} else if p := byKey[g.Key()]; p != nil && p.Name != "" {
+				model[g.Key()] = p.Name
 			}
+			fs = append(fs, Health(b.Node, byKey[g.Key()], g, cur.TimestampMs)...)
 		}
 		prev = cur
+	}
+	return fs, model, nil
+}
+
+// recordHealth records a batch's health findings: in the node's health
+// history (every batch whose samples are the node's: not a RunOnly one,
+// which speaks for its run only), and as events of the batch's run.
+func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
+	fs, model, err := s.findHealth(ctx, b)
+	if err != nil || len(fs) == 0 {
+		return err
+	}
+	var herr error
+	if h := s.opts.Health.History; h != nil && !b.RunOnly {
+		recs, ends := healthRecords(b.Node, b.RunID, fs, model)
+		herr = h.AppendHealth(ctx, recs, ends)
+	}
+	if b.RunID != "" && s.opts.Events != nil {
+		herr = errors.Join(herr, s.recordRunHealth(ctx, b, fs))
+	}
+	return herr
+}
+
+// recordRunHealth appends a run-linked batch's findings to the run.
+// Throttle spans open when a GPU starts slowing down and are closed when
+// it stops; a sample sent again gives the same keys, and never reopens a
+// span closed since.
+func (s *Service) recordRunHealth(ctx context.Context, b *Batch, fs []Finding) error {
+	var evs []runevents.Event
+	var ends []runevents.Event
+	for _, f := range fs {
+		if f.Kind == HealthThrottleEnd {
+			ends = append(ends, f.Event)
+		} else {
+			evs = append(evs, f.Event)
+		}
+	}
+	fromMs := b.Samples[0].TimestampMs
+	for _, smp := range b.Samples {
+		fromMs = min(fromMs, smp.TimestampMs)
 	}
 	if len(evs) == 0 && len(ends) == 0 {
 		return nil
@@ -70,7 +109,7 @@ func (s *Service) recordHealth(ctx context.Context, b *Batch) error {
 	if starts > 0 {
 		// A resend must not reopen a span closed since: the starts stored
 		// already (they have the time of one of the batch's samples).
-		known, err := runevents.ListAll(ctx, s.opts.Events.List, runevents.Query{RunID: b.RunID, Kinds: throttle, FromMs: samples[0].TimestampMs})
+		known, err := runevents.ListAll(ctx, s.opts.Events.List, runevents.Query{RunID: b.RunID, Kinds: throttle, FromMs: fromMs})
 		if err != nil {
 			return err
 		}

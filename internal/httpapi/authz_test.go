@@ -524,6 +524,10 @@ func routeCases() map[string]routeCase {
 		"GET " + gpu + "/latest": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", gpu + "/latest?run_id=" + f.run, nil
 		}},
+		// Node health: node-wide, as the GPU pane's node-wide reads (a
+		// finding's runs are shown to their readers only).
+		"GET /api/2.0/sextant/nodes":        {everyone, get("/api/2.0/sextant/nodes")},
+		"GET /api/2.0/sextant/nodes/health": {everyone, get("/api/2.0/sextant/nodes/health?node=n1")},
 		"GET " + gpu + "/series": {readers, func(f fixture, _ string) (string, string, any) {
 			return "GET", gpu + "/series?run_id=" + f.run + "&points=10", nil
 		}},

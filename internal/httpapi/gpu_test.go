@@ -69,7 +69,7 @@ func mustGPUServer(tb testing.TB, auth httpapi.AuthMode) *gpuServer {
 	h := httpapi.New(httpapi.Options{
 		Tracking: tr, Workspace: ws, Files: files, Auth: auth, Version: "3.7.0", MaxBodyBytes: 1 << 20,
 		Artifacts: artifacts.New(blobs, artifacts.Options{Secret: []byte("0123456789abcdef0123456789abcdef")}),
-		GPU:       gpu.NewService(g, gpu.ServiceOptions{Runs: tr}),
+		GPU:       gpu.NewService(g, gpu.ServiceOptions{Runs: tr, Health: gpu.HealthOptions{History: g}}),
 	})
 	return &gpuServer{h: h, tr: tr, ws: ws}
 }

@@ -299,6 +299,7 @@ func New(opts Options) *Server {
 	s.registerGoodputRoutes()
 	s.registerWorkspaceRoutes()
 	s.registerGPURoutes()
+	s.registerNodeRoutes()
 	s.registerGPUHoursRoutes()
 	s.registerUIRoutes()
 	s.registerVolumeRoutes()

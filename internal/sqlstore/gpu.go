@@ -15,6 +15,9 @@ import (
 type GPUOptions struct {
 	// Retention is how long samples are kept; 0 means gpu.DefaultRetention.
 	Retention time.Duration
+	// HealthRetention is how long node health history is kept; 0 means
+	// gpu.DefaultHealthRetention.
+	HealthRetention time.Duration
 	// PruneEvery is the time between two prunes; 0 means one minute. A
 	// negative value turns the background pruning off (tests and tools
 	// call Prune themselves).
@@ -100,6 +103,9 @@ func OpenGPU(s *Store, opts GPUOptions) *GPUStore {
 	if opts.Retention <= 0 {
 		opts.Retention = gpu.DefaultRetention
 	}
+	if opts.HealthRetention <= 0 {
+		opts.HealthRetention = gpu.DefaultHealthRetention
+	}
 	if opts.PruneEvery == 0 {
 		opts.PruneEvery = time.Minute
 	}
@@ -154,6 +160,12 @@ func (g *GPUStore) pruneLoop(ctx context.Context) {
 			g.log.Warn("pruning GPU samples failed; retrying at the next tick", "err", err)
 		case n > 0:
 			g.log.Debug("pruned GPU samples", "deleted", n, "cutoff_ms", cutoff)
+		}
+		hcut := g.now().Add(-g.opts.HealthRetention).UnixMilli()
+		if n, err := g.PruneHealth(ctx, hcut); err != nil && ctx.Err() == nil {
+			g.log.Warn("pruning GPU health history failed; retrying at the next tick", "err", err)
+		} else if n > 0 {
+			g.log.Debug("pruned GPU health history", "deleted", n, "cutoff_ms", hcut)
 		}
 		select {
 		case <-ctx.Done():

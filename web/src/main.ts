@@ -9,6 +9,7 @@ import { h, link } from './dom';
 import { compareRunsPage } from './pages/compare';
 import { experimentPage } from './pages/experiment';
 import { gpuPage } from './pages/gpu';
+import { nodePage } from './pages/node';
 import { loginPage } from './pages/login';
 import { loggedModelPage, loggedModelsPage, modelPage, modelsPage, modelVersionPage } from './pages/models';
 import { runPage } from './pages/run';
@@ -74,6 +75,7 @@ route('/models', modelsPage);
 route('/models/:name', modelPage);
 route('/models/:name/versions/:version', modelVersionPage);
 route('/gpu', gpuPage);
+route('/gpu/node/:name', nodePage);
 route('/volumes', volumesPage);
 route('/volumes/*', volumesPage);
 

@@ -10,12 +10,14 @@
 //
 // API (/api/2.0/sextant/gpu/..., docs/gpu.md): latest (the newest sample
 // of each node) and series (per GPU and field, [ts_ms, value] points over
-// from_ms..to_ms downsampled to `points`).
+// from_ms..to_ms downsampled to `points`); and /nodes, the nodes' health,
+// to mark flagged nodes (each node's name links to its page).
 
 import { get, SX } from '../api';
 import { config } from '../config';
 import { h, Scope } from '../dom';
 import { fmtAgo, fmtBytes, fmtDuration } from '../lib/format';
+import { NodeHealth, nodeHref } from '../lib/nodehealth';
 import { drawSparkline } from './sparkline';
 
 interface GPUNow {
@@ -144,15 +146,17 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
     const now = Date.now();
     const sel = { run_id: opts.runId, node: opts.node };
     try {
-      const [latest, series] = await Promise.all([
+      const [latest, series, health] = await Promise.all([
         get(SX + '/gpu/latest', sel) as Promise<{ nodes: NodeNow[] }>,
         get(SX + '/gpu/series', { ...sel, from_ms: now - config.gpuHistoryMs, to_ms: now, points: 240, fields: FIELDS.map((f) => f.key).concat('mem_total').join(',') }) as Promise<SeriesAnswer>,
+        // Best effort: a server without node health still shows the GPUs.
+        (get(SX + '/nodes') as Promise<{ nodes: NodeHealth[] }>).catch(() => null),
       ]);
       if (scope.disposed) return;
       polls++;
       lastFetch = Date.now();
       pane.dataset.polls = String(polls);
-      draw(latest.nodes ?? [], series, now);
+      draw(latest.nodes ?? [], series, now, new Map((health?.nodes ?? []).map((n) => [n.node, n])));
       updated.textContent = 'updated ' + new Date(lastFetch).toLocaleTimeString();
     } catch (e: any) {
       body.replaceChildren(h('p', { class: e.status === 404 ? 'empty' : 'error' }, e.status === 404 ? 'GPU monitoring is not enabled on this server.' : e.message));
@@ -161,7 +165,7 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
     }
   };
 
-  const draw = (nodes: NodeNow[], series: SeriesAnswer, now: number) => {
+  const draw = (nodes: NodeNow[], series: SeriesAnswer, now: number, health: Map<string, NodeHealth>) => {
     const windowFrom = Math.max(series.from_ms ?? now - config.gpuHistoryMs, now - config.gpuHistoryMs);
     const to = series.to_ms ?? now;
     let earliest = Infinity;
@@ -227,7 +231,8 @@ export function gpuPane(opts: GpuPaneOpts, scope: Scope): HTMLElement {
         h(
           'h3',
           null,
-          n.node,
+          h('a', { href: nodeHref(n.node), class: 'node-link', title: 'Health history of ' + n.node }, n.node),
+          health.get(n.node)?.flagged ? h('span', { class: 'node-flag', title: health.get(n.node)?.reason ?? '' }, '⚠ flagged: ' + (health.get(n.node)?.reason ?? '')) : null,
           n.node_rank != null ? h('span', { class: 'muted' }, ` · node rank ${n.node_rank}`) : null,
           h('span', { class: 'muted' + (stale ? ' stale' : '') }, ` · ${stale ? 'last ' : ''}sample ${fmtAgo(n.ts_ms, now)}${stale ? ' (stale)' : ''}`),
         ),
