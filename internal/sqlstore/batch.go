@@ -11,6 +11,7 @@ import (
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -310,7 +311,7 @@ func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 	st.keys += newKeys
 	// This update of the run's row is also what records, through its
 	// trigger, that the run's latest metric values changed, for the
-	// search index (search_index.go): every write to metric_series' latest
+	// search index (runsearch/index.go): every write to metric_series' latest
 	// values must come with it, in the same transaction.
 	_, err = tx.exec(`UPDATE runs SET metric_points = ?, metric_keys = ? WHERE run_pk = ?`, st.points, st.keys, st.pk)
 	return sqlError(err, "update run counters")
@@ -334,7 +335,7 @@ func loadSeriesRows(tx *wtx, runPK int64, slices []*slice) (map[string]*seriesRo
 	for start := 0; start < len(keys); start += maxRowsPerStatement {
 		part := keys[start:min(start+maxRowsPerStatement, len(keys))]
 		rows, err := tx.query(`SELECT key, series_id, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks
-			FROM metric_series WHERE run_pk = ? AND key IN (`+placeholders(len(part))+`)`, append([]any{runPK}, part...)...)
+			FROM metric_series WHERE run_pk = ? AND key IN (`+sqlrow.Placeholders(len(part))+`)`, append([]any{runPK}, part...)...)
 		if err != nil {
 			return nil, sqlError(err, "read metric series")
 		}
@@ -423,7 +424,7 @@ var seriesUpdateTypes = []string{"BIGINT", "BIGINT", "BIGINT", "DOUBLE PRECISION
 
 // rowPlaceholders returns "(?,...,?),(...)" for n rows of k columns.
 func rowPlaceholders(n, k int) string {
-	row := "(" + placeholders(k) + ")"
+	row := "(" + sqlrow.Placeholders(k) + ")"
 	return strings.Repeat(row+",", n-1) + row
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -433,7 +434,7 @@ func applySwap(tx *wtx, p *swapPlan) (bool, error) {
 	for start := 0; start < len(ids); start += maxRowsPerStatement {
 		part := ids[start:min(start+maxRowsPerStatement, len(ids))]
 		var n int
-		if err := tx.queryRow(`SELECT COUNT(*) FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`)`, part...).Scan(&n); err != nil {
+		if err := tx.queryRow(`SELECT COUNT(*) FROM metric_chunks WHERE chunk_id IN (`+sqlrow.Placeholders(len(part))+`)`, part...).Scan(&n); err != nil {
 			return false, sqlError(err, "compaction: check chunks")
 		}
 		if n != len(part) {
@@ -455,7 +456,7 @@ func applySwap(tx *wtx, p *swapPlan) (bool, error) {
 		for i, id := range g.ids {
 			args[i] = id
 		}
-		res, err := tx.exec(`DELETE FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(args))+`)`, args...)
+		res, err := tx.exec(`DELETE FROM metric_chunks WHERE chunk_id IN (`+sqlrow.Placeholders(len(args))+`)`, args...)
 		if err != nil {
 			return false, sqlError(err, "compaction: delete chunks")
 		}
@@ -591,7 +592,7 @@ func (s *db) readCompactGroupsTx(ctx context.Context, tx *sql.Tx, seriesID int64
 	}
 	for start := 0; start < len(ids); start += maxRowsPerStatement {
 		part := ids[start:min(start+maxRowsPerStatement, len(ids))]
-		rows, err := tx.QueryContext(ctx, `SELECT chunk_id, data FROM metric_chunks WHERE chunk_id IN (`+placeholders(len(part))+`)`, part...)
+		rows, err := tx.QueryContext(ctx, `SELECT chunk_id, data FROM metric_chunks WHERE chunk_id IN (`+sqlrow.Placeholders(len(part))+`)`, part...)
 		if err != nil {
 			return nil, 0, 0, sqlError(err, "compaction: read chunks")
 		}

@@ -106,17 +106,6 @@ func (t *wtx) share() string {
 	return ""
 }
 
-// joinInOrder joins a driving row set to the rows it drives, in that
-// order: SQLite's planner keeps the order of a CROSS JOIN, PostgreSQL's
-// finds it for a plain JOIN (and takes CROSS JOIN as a cartesian product
-// without an ON).
-func (s *db) joinInOrder() string {
-	if s.pg {
-		return "JOIN"
-	}
-	return "CROSS JOIN"
-}
-
 // shared reports whether other processes (replicas) may share the
 // database: a PostgreSQL database may be, a SQLite file is this process's
 // alone (its lock keeps a second server out).

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sextant/sextant/internal/sqlstore/runsearch"
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -141,7 +143,7 @@ func (s *db) loadExperimentTags(ctx context.Context, exps []*tracking.Experiment
 		byID[e.ID] = e
 		args[i] = e.ID
 	}
-	return s.loadPairs(ctx, "experiment_tags", "experiment_id", placeholders(len(args)), args, func(id int64, key, value string) {
+	return s.loadPairs(ctx, "experiment_tags", "experiment_id", sqlrow.Placeholders(len(args)), args, func(id int64, key, value string) {
 		if e := byID[strconv.FormatInt(id, 10)]; e != nil {
 			e.Tags = append(e.Tags, tracking.Tag{Key: key, Value: value})
 		}
@@ -272,7 +274,7 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 				ids = append(ids, n)
 			}
 		}
-		where = append(where, `e.experiment_id IN (`+placeholders(len(ids))+`)`)
+		where = append(where, `e.experiment_id IN (`+sqlrow.Placeholders(len(ids))+`)`)
 		args = append(args, ids...)
 	}
 	for _, c := range q.Filter.Clauses {
@@ -311,7 +313,7 @@ func (s *TrackingStore) SearchExperiments(ctx context.Context, q tracking.Experi
 	if !seenID {
 		order = append(order, "e.experiment_id ASC")
 	}
-	fingerprint := queryFingerprint(fmt.Sprint(q.ViewType, q.Filter, q.OrderBy, len(q.OnlyIDs)))
+	fingerprint := runsearch.QueryFingerprint(fmt.Sprint(q.ViewType, q.Filter, q.OrderBy, len(q.OnlyIDs)))
 	pg, err := experimentPaging.page(q.PageToken, fingerprint, q.MaxResults)
 	if err != nil {
 		return tracking.ExperimentPage{}, err
@@ -363,16 +365,16 @@ func experimentClause(c search.Comparison) (string, []any, error) {
 	case search.Attribute:
 		switch c.Key {
 		case search.AttrName:
-			return stringCompare("e.name", c)
+			return runsearch.StringCompare("e.name", c)
 		case search.AttrExperimentID:
-			return stringCompare("CAST(e.experiment_id AS TEXT)", c)
+			return runsearch.StringCompare("CAST(e.experiment_id AS TEXT)", c)
 		case search.AttrCreationTime:
-			return numberCompare("e.creation_time", c)
+			return runsearch.NumberCompare("e.creation_time", c)
 		case search.AttrLastUpdateTime:
-			return numberCompare("e.last_update_time", c)
+			return runsearch.NumberCompare("e.last_update_time", c)
 		}
 	case search.Tag:
-		return sideCompare(`SELECT t.value FROM experiment_tags t WHERE t.experiment_id = e.experiment_id AND t.key = ?`, c)
+		return runsearch.SideCompare(`SELECT t.value FROM experiment_tags t WHERE t.experiment_id = e.experiment_id AND t.key = ?`, c)
 	}
 	return "", nil, fmt.Errorf("search experiments: no SQL for %s", c)
 }

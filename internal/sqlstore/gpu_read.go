@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/sextant/sextant/internal/gpu"
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 )
 
 // Latest implements gpu.Store. Without a run the newest samples come from
@@ -18,7 +19,7 @@ func (g *GPUStore) Latest(ctx context.Context, q gpu.Selection) ([]gpu.NodeSampl
 	if q.RunID == "" {
 		sqlText = `SELECT name, latest_ts_ms, latest_run_id, latest_node_rank, latest_data FROM gpu_nodes`
 		if len(q.Nodes) > 0 {
-			sqlText += ` WHERE name IN (` + placeholders(len(q.Nodes)) + `)`
+			sqlText += ` WHERE name IN (` + sqlrow.Placeholders(len(q.Nodes)) + `)`
 			args = stringArgs(q.Nodes)
 		}
 		sqlText += ` ORDER BY name`
@@ -29,7 +30,7 @@ func (g *GPUStore) Latest(ctx context.Context, q gpu.Selection) ([]gpu.NodeSampl
 			JOIN gpu_nodes n ON n.node_pk = m.node_pk`
 		args = []any{q.RunID}
 		if len(q.Nodes) > 0 {
-			sqlText += ` WHERE n.name IN (` + placeholders(len(q.Nodes)) + `)`
+			sqlText += ` WHERE n.name IN (` + sqlrow.Placeholders(len(q.Nodes)) + `)`
 			args = append(args, stringArgs(q.Nodes)...)
 		}
 		sqlText += ` ORDER BY n.name`
@@ -51,7 +52,7 @@ func (g *GPUStore) Scan(ctx context.Context, q gpu.Selection, fromMs, toMs int64
 			FROM gpu_samples s WHERE s.run_id = ? AND s.ts_ms >= ? AND s.ts_ms < ?`
 		args = []any{q.RunID, fromMs, toMs}
 		if len(q.Nodes) > 0 {
-			sqlText += ` AND s.node_pk IN (SELECT node_pk FROM gpu_nodes WHERE name IN (` + placeholders(len(q.Nodes)) + `))`
+			sqlText += ` AND s.node_pk IN (SELECT node_pk FROM gpu_nodes WHERE name IN (` + sqlrow.Placeholders(len(q.Nodes)) + `))`
 			args = append(args, stringArgs(q.Nodes)...)
 		}
 		sqlText += ` ORDER BY s.node_pk, s.ts_ms`
@@ -61,7 +62,7 @@ func (g *GPUStore) Scan(ctx context.Context, q gpu.Selection, fromMs, toMs int64
 			WHERE s.ts_ms >= ? AND s.ts_ms < ?`
 		args = []any{fromMs, toMs}
 		if len(q.Nodes) > 0 {
-			sqlText += ` AND n.name IN (` + placeholders(len(q.Nodes)) + `)`
+			sqlText += ` AND n.name IN (` + sqlrow.Placeholders(len(q.Nodes)) + `)`
 			args = append(args, stringArgs(q.Nodes)...)
 		}
 		// By name: the IN list walks the name index in name order, so no

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/sqlstore/runsearch"
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -91,7 +93,7 @@ func (s *db) loadLoggedModelData(ctx context.Context, pks []int64, models []*tra
 		args[i] = pk
 		ids[i] = models[i].ID
 	}
-	in := placeholders(len(args))
+	in := sqlrow.Placeholders(len(args))
 	if err := s.loadPairs(ctx, "logged_model_tags", "model_pk", in, args, func(pk int64, key, value string) {
 		byPK[pk].Tags = append(byPK[pk].Tags, tracking.Tag{Key: key, Value: value})
 	}); err != nil {
@@ -282,7 +284,7 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 	if len(exps) == 0 {
 		return tracking.LoggedModelPage{}, nil
 	}
-	where := []string{"lm.experiment_id IN (" + placeholders(len(exps)) + ")", "lm.lifecycle_stage = 'active'"}
+	where := []string{"lm.experiment_id IN (" + sqlrow.Placeholders(len(exps)) + ")", "lm.lifecycle_stage = 'active'"}
 	args := append([]any{}, exps...)
 	// Metric filters, optionally restricted to datasets.
 	dsWhere, dsArgs := "", []any(nil)
@@ -314,23 +316,23 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 		var err error
 		switch c.Entity {
 		case search.Metric:
-			w, a, err = numberCompare("mm.value", c)
+			w, a, err = runsearch.NumberCompare("mm.value", c)
 			if err == nil {
 				w = "EXISTS (SELECT 1 FROM logged_model_metrics mm WHERE mm.model_id = lm.model_id AND mm.key = ? AND " + w + dsWhere + ")"
 				a = append(append([]any{c.Key}, a...), dsArgs...)
 			}
 		case search.Param:
-			w, a, err = sideCompare("SELECT p.value FROM logged_model_params p WHERE p.model_pk = lm.model_pk AND p.key = ?", c)
+			w, a, err = runsearch.SideCompare("SELECT p.value FROM logged_model_params p WHERE p.model_pk = lm.model_pk AND p.key = ?", c)
 		case search.Tag:
-			w, a, err = sideCompare("SELECT t.value FROM logged_model_tags t WHERE t.model_pk = lm.model_pk AND t.key = ?", c)
+			w, a, err = runsearch.SideCompare("SELECT t.value FROM logged_model_tags t WHERE t.model_pk = lm.model_pk AND t.key = ?", c)
 		case search.Attribute:
 			switch {
 			case c.Key == search.AttrStatus:
-				w, a, err = stringCompare(modelStatusExpr, c)
+				w, a, err = runsearch.StringCompare(modelStatusExpr, c)
 			case c.Key == search.AttrCreationTimestamp || c.Key == search.AttrLastUpdatedTimestamp:
-				w, a, err = numberCompare(loggedModelAttrCols[c.Key], c)
+				w, a, err = runsearch.NumberCompare(loggedModelAttrCols[c.Key], c)
 			case loggedModelAttrCols[c.Key] != "":
-				w, a, err = stringCompare(loggedModelAttrCols[c.Key], c)
+				w, a, err = runsearch.StringCompare(loggedModelAttrCols[c.Key], c)
 			default:
 				err = fmt.Errorf("search logged models: no SQL for %s", c)
 			}
@@ -374,7 +376,7 @@ func (s *TrackingStore) SearchLoggedModels(ctx context.Context, q tracking.Logge
 		order = append(order, col+dir)
 	}
 	order = append(order, "lm.creation_time DESC", "lm.model_id ASC")
-	fingerprint := queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.Filter, q.Datasets, q.OrderBy))
+	fingerprint := runsearch.QueryFingerprint(fmt.Sprint(q.ExperimentIDs, q.Filter, q.Datasets, q.OrderBy))
 	pg, err := loggedModelPaging.page(q.PageToken, fingerprint, q.MaxResults)
 	if err != nil {
 		return tracking.LoggedModelPage{}, err

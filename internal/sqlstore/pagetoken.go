@@ -10,7 +10,7 @@ import (
 // offsetToken is the page token of the searches paged by offset
 // (experiments, logged models, registered models and model versions):
 // the offset of the next page plus a fingerprint of the query it belongs
-// to, as JSON in base64. Runs are paged by keyset instead (search_runs.go).
+// to, as JSON in base64. Runs are paged by keyset instead (runsearch/runs.go).
 type offsetToken struct {
 	Offset int    `json:"offset"`
 	Query  string `json:"q,omitempty"`

@@ -63,22 +63,22 @@ func newStoreMetrics(s *db, r prometheus.Registerer) *storeMetrics {
 		}, func() float64 { return float64(m.queued.Load()) }),
 		&dbCollector{s: s},
 	)
-	if ix := s.index; ix != nil {
+	if rs := s.search; rs.Stats().Indexed {
 		r.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name:        "sextant_runs_searches_total",
 				Help:        "Runs searches, by how they were answered: from the search index (memory) or with SQL.",
 				ConstLabels: prometheus.Labels{"path": "memory"},
-			}, func() float64 { return float64(ix.memory.Load()) }),
+			}, func() float64 { return float64(rs.Stats().Memory) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name:        "sextant_runs_searches_total",
 				Help:        "Runs searches, by how they were answered: from the search index (memory) or with SQL.",
 				ConstLabels: prometheus.Labels{"path": "sql"},
-			}, func() float64 { return float64(ix.sql.Load()) }),
+			}, func() float64 { return float64(rs.Stats().SQL) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "sextant_search_index_bytes",
 				Help: "Estimated memory held by the runs search index, out of its budget (--search-index-mb).",
-			}, func() float64 { return float64(ix.usedBytes()) }),
+			}, func() float64 { return float64(rs.Stats().IndexBytes) }),
 		)
 	}
 	return m

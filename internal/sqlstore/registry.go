@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sextant/sextant/internal/sqlstore/runsearch"
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -80,7 +82,7 @@ func (s *db) loadRegisteredData(ctx context.Context, pks []int64, models []*trac
 		byPK[pk] = models[i]
 		args[i] = pk
 	}
-	in := placeholders(len(args))
+	in := sqlrow.Placeholders(len(args))
 	if err := s.loadPairs(ctx, "registered_model_tags", "rm_pk", in, args, func(pk int64, key, value string) {
 		byPK[pk].Tags = append(byPK[pk].Tags, tracking.Tag{Key: key, Value: value})
 	}); err != nil {
@@ -147,7 +149,7 @@ func (s *db) loadVersionData(ctx context.Context, rmPKs []int64, versions []*tra
 			args = append(args, rmPKs[i])
 		}
 	}
-	in := placeholders(len(args))
+	in := sqlrow.Placeholders(len(args))
 	if err := s.queryEach(ctx, `SELECT rm_pk, version, key, value FROM model_version_tags WHERE rm_pk IN (`+in+`) ORDER BY rm_pk, version, key`, args, func(rows *sql.Rows) error {
 		var k key
 		var t tracking.Tag
@@ -450,11 +452,11 @@ func registryWhere(f search.Filter, check func(search.Comparison) error, cols ma
 			// every registered-model search).
 			w, a, err = "(("+tagSub+") IS NULL OR ("+tagSub+") != ?)", []any{c.Key, c.Key, c.Value.Str}, nil
 		case c.Entity == search.Tag:
-			w, a, err = sideCompare(tagSub, c)
+			w, a, err = runsearch.SideCompare(tagSub, c)
 		case c.Entity == search.Attribute && cols[c.Key] != "" && numeric[c.Key]:
-			w, a, err = numberCompare(cols[c.Key], c)
+			w, a, err = runsearch.NumberCompare(cols[c.Key], c)
 		case c.Entity == search.Attribute && cols[c.Key] != "":
-			w, a, err = stringCompare(cols[c.Key], c)
+			w, a, err = runsearch.StringCompare(cols[c.Key], c)
 		default:
 			err = fmt.Errorf("search the model registry: no SQL for %s", c)
 		}
@@ -543,7 +545,7 @@ func (rs registrySearch[T]) run(ctx context.Context, s *db, q tracking.RegistryQ
 	if err != nil {
 		return nil, "", err
 	}
-	pg, err := registryPaging.page(q.PageToken, queryFingerprint(fmt.Sprint(rs.kind, q.Filter, q.OrderBy)), q.MaxResults)
+	pg, err := registryPaging.page(q.PageToken, runsearch.QueryFingerprint(fmt.Sprint(rs.kind, q.Filter, q.OrderBy)), q.MaxResults)
 	if err != nil {
 		return nil, "", err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/sextant/sextant/internal/metrics"
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -71,8 +72,6 @@ func nullIfZero(v int64) any {
 	return v
 }
 
-const runCols = `r.run_pk, r.run_id, r.experiment_id, r.name, r.user_id, r.status, r.start_time, r.end_time, r.artifact_uri, r.lifecycle_stage`
-
 func scanRun(sc interface{ Scan(...any) error }) (int64, *tracking.Run, error) {
 	var pk, exp int64
 	var status int32
@@ -92,7 +91,7 @@ func scanRun(sc interface{ Scan(...any) error }) (int64, *tracking.Run, error) {
 
 // GetRun implements tracking.RunStore.
 func (s *TrackingStore) GetRun(ctx context.Context, id string) (*tracking.Run, error) {
-	pk, r, err := scanRun(s.rdb.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs r WHERE r.run_id = ?`, id))
+	pk, r, err := scanRun(s.rdb.QueryRowContext(ctx, `SELECT `+sqlrow.RunCols+` FROM runs r WHERE r.run_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, tracking.RunNotFound(id)
 	}
@@ -124,14 +123,14 @@ func (s *db) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking.Ru
 		byPK[pk] = runs[i]
 		args[i] = pk
 	}
-	in := placeholders(len(args))
+	in := sqlrow.Placeholders(len(args))
 	ioArgs, ioIn := args, in
 	if len(ioPKs) != len(pks) {
 		ioArgs = make([]any, len(ioPKs))
 		for i, pk := range ioPKs {
 			ioArgs[i] = pk
 		}
-		ioIn = placeholders(len(ioArgs))
+		ioIn = sqlrow.Placeholders(len(ioArgs))
 	}
 	// Each part fills its own field of the runs, so the parts may run at
 	// once, on connections of their own: a page of 1,000 runs takes some
@@ -187,10 +186,10 @@ func (s *db) loadRunDataIO(ctx context.Context, pks []int64, runs []*tracking.Ru
 // whose keys are args. Calls for disjoint runs may run at once: each run
 // is appended to by one call only.
 func (s *db) loadLatestMetrics(ctx context.Context, args []any, byPK map[int64]*tracking.Run) error {
-	strs := interner{}
+	strs := sqlrow.Interner{}
 	var key sql.RawBytes
-	return s.queryEach(ctx, `SELECT run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest FROM metric_series WHERE run_pk IN (`+placeholders(len(args))+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
-		pk, m, err := scanLatestMetric(rows, strs, &key)
+	return s.queryEach(ctx, `SELECT run_pk, key, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest FROM metric_series WHERE run_pk IN (`+sqlrow.Placeholders(len(args))+`) ORDER BY run_pk, key`, args, func(rows *sql.Rows) error {
+		pk, m, err := sqlrow.ScanLatestMetric(rows, strs, &key)
 		if err != nil {
 			return err
 		}
@@ -286,7 +285,7 @@ func (s *TrackingStore) UpdateRun(ctx context.Context, id string, u tracking.Run
 				return err
 			}
 		}
-		_, r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs r WHERE r.run_pk = ?`, st.pk))
+		_, r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+sqlrow.RunCols+` FROM runs r WHERE r.run_pk = ?`, st.pk))
 		if err != nil {
 			return sqlError(err, "read run")
 		}

@@ -60,7 +60,7 @@ CREATE TABLE metric_overviews (
 	PRIMARY KEY (series_id, min_step)
 );
 `,
-	// 6: the change log of runs for the search index (search_index.go):
+	// 6: the change log of runs for the search index (runsearch/index.go):
 	// one row per run, holding the number of the last change of anything
 	// a search reads or returns of the run (its row, params, tags; its
 	// latest metric values through its row, see logMetrics), from one
@@ -165,6 +165,6 @@ CREATE INDEX metric_chunks_one_step ON metric_chunks (series_id, max_ts) WHERE m
 `,
 	// 9: runs searched by name (attributes.run_name = 'x', which `sextant
 	// runs` makes to find a run by its name) start from the runs of the
-	// name, not from every run of the experiments (search_plan.go).
+	// name, not from every run of the experiments (runsearch/plan.go).
 	`CREATE INDEX runs_experiment_name ON runs (experiment_id, name);`,
 }

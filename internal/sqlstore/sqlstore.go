@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/sqlstore/runsearch"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
@@ -58,7 +59,7 @@ type Options struct {
 	// (SQLite) or 16 (PostgreSQL).
 	ReadConns int
 	// SearchIndexBytes is the memory, in bytes, that the runs search
-	// index (search_index.go) may hold, over all experiments: an estimate
+	// index (runsearch/index.go) may hold, over all experiments: an estimate
 	// of the runs' data and sorted orders it keeps. The least recently
 	// searched experiments are dropped to stay under it, and an experiment
 	// that alone would exceed it is searched with SQL. 0 means
@@ -137,10 +138,9 @@ type db struct {
 	limits   tracking.Limits
 	opts     Options
 	log      *slog.Logger
-	counts   runCounts // the search planner's run counts (search_plan.go)
-	// index answers runs searches from memory (search_index.go); nil on
-	// PostgreSQL or when turned off.
-	index   *searchIndex
+	// search answers runs searches (runsearch), from its index in memory
+	// on SQLite.
+	search  *runsearch.Searcher
 	metrics *storeMetrics
 
 	ckptQuit, ckptDone chan struct{}
@@ -200,10 +200,8 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.opts = opts
-	if !s.pg && opts.SearchIndexBytes >= 0 {
-		if s.index, err = newSearchIndex(s.db, target, opts.SearchIndexBytes); err != nil {
-			return nil, errors.Join(err, s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
-		}
+	if s.search, err = runsearch.New(s.searchDB(target), opts.SearchIndexBytes); err != nil {
+		return nil, errors.Join(err, s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
 	}
 	s.metrics = newStoreMetrics(s.db, opts.Metrics)
 	s.w = newWriter(s.wdb, opts.MaxBatchOps, s.log)
@@ -405,10 +403,7 @@ func (s *Store) Close(ctx context.Context) error {
 		s.probeCancel()
 	}
 	s.probeWG.Wait()
-	var ierr error
-	if s.index != nil {
-		ierr = s.index.close()
-	}
+	ierr := s.search.Close()
 	s.c.stop()
 	close(s.ckptQuit)
 	<-s.ckptDone

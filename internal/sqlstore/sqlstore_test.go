@@ -85,7 +85,7 @@ func TestConformance(t *testing.T) {
 				// Searches wait for the search index to be built (SQLite),
 				// so that the suite's searches are answered from it.
 				s := b.open(t, sqlstore.Options{Limits: limits, Synchronous: "NORMAL", ChunkPoints: 512, CompactAfter: 4, OverviewChunks: 4})
-				s.WaitForSearchIndex()
+				s.RunSearch().WaitForIndex()
 				return s.Tracking()
 			})
 		})

@@ -2,7 +2,7 @@
 // logged models, registered models and model versions (filter strings and
 // order_by clauses) into a small AST. It knows nothing of SQL: storage
 // adapters translate the AST into their own queries, and describe each
-// operator of the grammar (Ops) once for that (sqlstore's search_ops.go);
+// operator of the grammar (Ops) once for that (internal/sqlstore/runsearch/ops.go);
 // RunFilterTargets lists what runs are filtered by and with which
 // operators, for the tests that generate clauses from the grammar itself.
 //

@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"context"
@@ -10,10 +10,11 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 )
 
-// The search index's reads from SQL (search_index.go says how they keep
+// The search index's reads from SQL (index.go says how they keep
 // it consistent): a whole experiment, in four parts read at once, and the
 // runs changed since a change number, in one snapshot.
 
@@ -88,13 +89,13 @@ func (ix *searchIndex) loadParts(ctx context.Context, e *expIndex) ([]*idxRun, i
 			err := func() error {
 				tx, err := ix.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 				if err != nil {
-					return sqlError(err, "build the search index")
+					return ix.s.sqlError(err, "build the search index")
 				}
 				defer tx.Rollback() //nolint:errcheck // read-only
 				if err := tx.QueryRowContext(ctx, `SELECT seq FROM run_change_seq WHERE id = 1`).Scan(&seqs[i]); err != nil {
-					return sqlError(err, "build the search index")
+					return ix.s.sqlError(err, "build the search index")
 				}
-				return p(ctx, tx, experimentRuns(e.id), &rs, &budgetUse{used: &used, limit: ix.budget})
+				return p(ix.s, ctx, tx, experimentRuns(e.id), &rs, &budgetUse{used: &used, limit: ix.budget})
 			}()
 			if err != nil {
 				cancel()
@@ -143,7 +144,7 @@ type queryer interface {
 
 // runPart reads one part of the runs that where (a condition on runs r,
 // with args) selects into rs.
-type runPart func(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error
+type runPart func(s *Searcher, ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error
 
 // runSelect selects runs r: from is what the FROM clause starts with,
 // where a condition on it, args the arguments of both.
@@ -171,13 +172,13 @@ func changedRuns(exp, base int64) runSelect {
 // from runs (CROSS JOIN keeps that order on SQLite), whose index on
 // (experiment_id, ...) finds an experiment's runs, and look each run's
 // rows up by its key.
-var runParts = []runPart{readRunRows, readRunParams, readRunTags, readRunMetrics}
+var runParts = []runPart{(*Searcher).readRunRows, (*Searcher).readRunParams, (*Searcher).readRunTags, (*Searcher).readRunMetrics}
 
 // eachRow runs a query and calls fn for each row.
-func eachRow(ctx context.Context, q queryer, query string, args []any, fn func(*sql.Rows) error) error {
+func (s *Searcher) eachRow(ctx context.Context, q queryer, query string, args []any, fn func(*sql.Rows) error) error {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return sqlError(err, "load runs for search")
+		return s.sqlError(err, "load runs for search")
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -185,16 +186,16 @@ func eachRow(ctx context.Context, q queryer, query string, args []any, fn func(*
 			if errors.Is(err, errTooLarge) {
 				return err
 			}
-			return sqlError(err, "load runs for search")
+			return s.sqlError(err, "load runs for search")
 		}
 	}
-	return sqlError(rows.Err(), "load runs for search")
+	return s.sqlError(rows.Err(), "load runs for search")
 }
 
-func readRunRows(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
-	strs := interner{}
+func (s *Searcher) readRunRows(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
+	strs := sqlrow.Interner{}
 	var user, stage sql.RawBytes
-	return eachRow(ctx, q, `SELECT r.run_pk, r.run_id, r.name, r.user_id, r.status, r.start_time, r.end_time, r.artifact_uri, r.lifecycle_stage, r.io_count
+	return s.eachRow(ctx, q, `SELECT r.run_pk, r.run_id, r.name, r.user_id, r.status, r.start_time, r.end_time, r.artifact_uri, r.lifecycle_stage, r.io_count
 		FROM `+sel.from+` WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
 		r := &idxRun{}
 		i := &r.run.Info
@@ -204,10 +205,10 @@ func readRunRows(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *b
 		if err := rows.Scan(&r.pk, &i.RunID, &i.RunName, &user, &status, &i.StartTimeMs, &end, &i.ArtifactURI, &stage, &io); err != nil {
 			return err
 		}
-		i.UserID = strs.get(user)
+		i.UserID = strs.Get(user)
 		i.Status = tracking.RunStatus(status)
 		i.EndTimeMs, r.endSet = end.Int64, end.Valid
-		i.LifecycleStage = tracking.LifecycleStage(strs.get(stage))
+		i.LifecycleStage = tracking.LifecycleStage(strs.Get(stage))
 		r.status = statusName(status)
 		r.io = io != 0
 		r.bytes = runOverhead + int64(len(i.RunID)+len(i.RunName)+len(i.UserID)+len(i.ArtifactURI))
@@ -216,40 +217,40 @@ func readRunRows(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *b
 	})
 }
 
-func readRunParams(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
+func (s *Searcher) readRunParams(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.params = map[int64][]tracking.Param{}
-	return readRunKVs(ctx, q, sel, "params", "p", rs.params, paramOverhead, b)
+	return readRunKVs(s, ctx, q, sel, "params", "p", rs.params, paramOverhead, b)
 }
 
-func readRunTags(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
+func (s *Searcher) readRunTags(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.tags = map[int64][]tracking.Tag{}
-	return readRunKVs(ctx, q, sel, "tags", "t", rs.tags, tagOverhead, b)
+	return readRunKVs(s, ctx, q, sel, "tags", "t", rs.tags, tagOverhead, b)
 }
 
 // readRunKVs reads the params or tags of the selected runs from table
 // (as alias) into byRun, counting overhead bytes a row besides its key and
 // value against b.
-func readRunKVs[T tracking.Param | tracking.Tag](ctx context.Context, q queryer, sel runSelect, table, alias string, byRun map[int64][]T, overhead int64, b *budgetUse) error {
-	strs := interner{}
+func readRunKVs[T tracking.Param | tracking.Tag](s *Searcher, ctx context.Context, q queryer, sel runSelect, table, alias string, byRun map[int64][]T, overhead int64, b *budgetUse) error {
+	strs := sqlrow.Interner{}
 	var key, value sql.RawBytes
-	return eachRow(ctx, q, `SELECT `+alias+`.run_pk, `+alias+`.key, `+alias+`.value FROM `+sel.from+` CROSS JOIN `+table+` `+alias+` ON `+alias+`.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
+	return s.eachRow(ctx, q, `SELECT `+alias+`.run_pk, `+alias+`.key, `+alias+`.value FROM `+sel.from+` CROSS JOIN `+table+` `+alias+` ON `+alias+`.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
 		var pk int64
 		if err := rows.Scan(&pk, &key, &value); err != nil {
 			return err
 		}
-		byRun[pk] = append(byRun[pk], T(tracking.Tag{Key: strs.get(key), Value: strs.get(value)}))
+		byRun[pk] = append(byRun[pk], T(tracking.Tag{Key: strs.Get(key), Value: strs.Get(value)}))
 		return b.add(overhead + int64(len(key)+len(value)))
 	})
 }
 
 // readRunMetrics reads the latest metric values as loadLatestMetrics does.
-func readRunMetrics(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
+func (s *Searcher) readRunMetrics(ctx context.Context, q queryer, sel runSelect, rs *runSet, b *budgetUse) error {
 	rs.metrics = map[int64][]tracking.Metric{}
-	strs := interner{}
+	strs := sqlrow.Interner{}
 	var key sql.RawBytes
-	return eachRow(ctx, q, `SELECT m.run_pk, m.key, m.step, m.timestamp, m.value, m.is_nan, m.model_id, m.dataset_name, m.dataset_digest
+	return s.eachRow(ctx, q, `SELECT m.run_pk, m.key, m.step, m.timestamp, m.value, m.is_nan, m.model_id, m.dataset_name, m.dataset_digest
 		FROM `+sel.from+` CROSS JOIN metric_series m ON m.run_pk = r.run_pk WHERE `+sel.where, sel.args, func(rows *sql.Rows) error {
-		pk, m, err := scanLatestMetric(rows, strs, &key)
+		pk, m, err := sqlrow.ScanLatestMetric(rows, strs, &key)
 		if err != nil {
 			return err
 		}
@@ -328,17 +329,17 @@ type runChanges struct {
 func (ix *searchIndex) changesSince(ctx context.Context, e *expIndex, base int64, limit int) (*runChanges, error) {
 	tx, err := ix.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, sqlError(err, "search runs")
+		return nil, ix.s.sqlError(err, "search runs")
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 	ch := &runChanges{runs: map[int64]*idxRun{}}
 	if err := tx.QueryRowContext(ctx, `SELECT seq FROM run_change_seq WHERE id = 1`).Scan(&ch.seq); err != nil {
-		return nil, sqlError(err, "read run changes")
+		return nil, ix.s.sqlError(err, "read run changes")
 	}
 	if ch.seq <= base {
 		return ch, nil
 	}
-	err = eachRow(ctx, tx, `SELECT run_pk FROM run_changes WHERE experiment_id = ? AND seq > ? LIMIT ?`, []any{e.id, base, limit + 1}, func(rows *sql.Rows) error {
+	err = ix.s.eachRow(ctx, tx, `SELECT run_pk FROM run_changes WHERE experiment_id = ? AND seq > ? LIMIT ?`, []any{e.id, base, limit + 1}, func(rows *sql.Rows) error {
 		var pk int64
 		if err := rows.Scan(&pk); err != nil {
 			return err
@@ -356,7 +357,7 @@ func (ix *searchIndex) changesSince(ctx context.Context, e *expIndex, base int64
 	// listed them.
 	var rs runSet
 	for _, p := range runParts {
-		if err := p(ctx, tx, changedRuns(e.id, base), &rs, nil); err != nil {
+		if err := p(ix.s, ctx, tx, changedRuns(e.id, base), &rs, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package sqlstore_test
+package runsearch_test
 
 import (
 	"strconv"
@@ -20,7 +20,7 @@ func TestSearchMergedMatchesSQL(t *testing.T) {
 	}{
 		{"SQLiteIndex", func(t *testing.T) *sqlstore.Store {
 			s := MustOpen(t, sqlstore.Options{Synchronous: "NORMAL"})
-			s.WaitForSearchIndex()
+			s.RunSearch().WaitForIndex()
 			return s
 		}},
 		{"SQLite", func(t *testing.T) *sqlstore.Store {

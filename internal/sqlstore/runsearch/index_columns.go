@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"math"
@@ -194,7 +194,7 @@ func (c *column) size() int64 {
 type colTest func(ord int32) bool
 
 // columnTest compiles c as memClause does, testing a column, from its
-// operator's description (search_ops.go); nil when c is not a comparison
+// operator's description (ops.go); nil when c is not a comparison
 // of a metric, param or tag a column answers (the run is tested then).
 func (ri *runIndex) columnTest(c search.Comparison) colTest {
 	d := opDescs[c.Op]

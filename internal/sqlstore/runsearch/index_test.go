@@ -1,4 +1,4 @@
-package sqlstore_test
+package runsearch_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/sextant/sextant/internal/errs"
 	"github.com/sextant/sextant/internal/metrics"
 	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/sqlstore/runsearch"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 	"github.com/sextant/sextant/internal/wire"
@@ -31,7 +32,7 @@ func newIndexEnv(t *testing.T, opts sqlstore.Options, seed uint64) *indexEnv {
 	t.Helper()
 	opts.Synchronous = "NORMAL"
 	s := MustOpen(t, opts)
-	s.WaitForSearchIndex()
+	s.RunSearch().WaitForIndex()
 	return newSearchEnv(t, s, seed)
 }
 
@@ -97,10 +98,10 @@ func pageText(p tracking.RunPage) string {
 // the index cannot evaluate one of q's clauses, when it must not have).
 func (e *indexEnv) same(q tracking.RunQuery, inMemory bool) (tracking.RunPage, error) {
 	e.t.Helper()
-	m0, _, _ := e.s.SearchIndexCounts()
+	m0, _, _ := e.s.RunSearch().SearchIndexCounts()
 	got, gerr := e.s.Tracking().SearchRuns(e.ctx, q)
-	m1, _, _ := e.s.SearchIndexCounts()
-	want, werr := e.s.SearchRunsSQL(e.ctx, q)
+	m1, _, _ := e.s.RunSearch().SearchIndexCounts()
+	want, werr := e.s.RunSearch().SearchRunsSQL(e.ctx, q)
 	if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
 		e.t.Fatalf("search %+v: index error %v, SQL error %v", q, gerr, werr)
 	}
@@ -110,7 +111,7 @@ func (e *indexEnv) same(q tracking.RunQuery, inMemory bool) (tracking.RunPage, e
 		// to SQL, never answer it some other way.
 		evaluates := true
 		for _, c := range q.Filter.Clauses {
-			evaluates = evaluates && sqlstore.IndexEvaluates(c)
+			evaluates = evaluates && runsearch.IndexEvaluates(c)
 		}
 		if answered := m1 == m0+1; answered != evaluates {
 			e.t.Fatalf("search %+v: answered from the index: %t, the index evaluates its clauses: %t", q, answered, evaluates)
@@ -326,7 +327,7 @@ func (e *indexEnv) randomWrite(exp string, runIDs *[]string) {
 		}}, nil)
 	case 9:
 		if rng.IntN(4) == 0 {
-			e.must(e.s.PurgeRun(e.ctx, id))
+			e.must(execSQL(e.ctx, e.s, `DELETE FROM runs WHERE run_id = '`+id+`'`)) // a purge, as sqlstore's PurgeRun does
 			return
 		}
 		err = e.svc.LogParam(e.ctx, id, tracking.Param{Key: pick(rng, paramKeys), Value: pick(rng, strValues)})
@@ -365,11 +366,11 @@ func TestSearchIndexMatchesSQL(t *testing.T) {
 			// Every page is also found with each other plan the search
 			// could take: plans rarely chosen here (led orders pay off on
 			// thousands of runs) are still compared.
-			e.s.CheckSearchIndexPlans()
+			e.s.RunSearch().CheckSearchIndexPlans()
 			if seed%2 == 0 {
 				// Leave every change to a catch-up in the background:
 				// a copy with the changes, or a full build.
-				e.s.SetSearchIndexInline(0)
+				e.s.RunSearch().SetSearchIndexInline(0)
 			}
 			exp := e.experiment("diff")
 			other := e.experiment("other")
@@ -392,7 +393,7 @@ func TestSearchIndexMatchesSQL(t *testing.T) {
 				for range 6 {
 					q := e.randomSearch(exp, runs)
 					// Every clause the grammar makes has SQL.
-					if _, err := e.s.SearchRunsSQL(e.ctx, q); err != nil {
+					if _, err := e.s.RunSearch().SearchRunsSQL(e.ctx, q); err != nil {
 						t.Fatalf("search %+v: %v", q, err)
 					}
 					e.sameAllPages(q, true, nil)
@@ -407,11 +408,11 @@ func TestSearchIndexMatchesSQL(t *testing.T) {
 					}
 				})
 			}
-			memory, sql, loads := e.s.SearchIndexCounts()
-			walk, drive, led := e.s.SearchIndexPlans()
+			memory, sql, loads := e.s.RunSearch().SearchIndexCounts()
+			walk, drive, led := e.s.RunSearch().SearchIndexPlans()
 			t.Logf("%d runs; searches: %d from the index (%d walks, %d driven, %d led), %d with SQL; %d loads, %d full builds",
-				len(runs), memory, walk, drive, led, sql, loads, e.s.SearchIndexBuilds())
-			cw, cd, cl, mismatches := e.s.SearchIndexPlanChecks()
+				len(runs), memory, walk, drive, led, sql, loads, e.s.RunSearch().SearchIndexBuilds())
+			cw, cd, cl, mismatches := e.s.RunSearch().SearchIndexPlanChecks()
 			t.Logf("pages found again with another plan: %d walks, %d driven, %d led; %d differed", cw, cd, cl, mismatches)
 			if walk+cw == 0 || drive+cd == 0 || led+cl == 0 {
 				t.Errorf("a plan was never used: %d+%d walks, %d+%d driven, %d+%d led (taken+checked)", walk, cw, drive, cd, led, cl)
@@ -437,7 +438,7 @@ func TestSearchIndexLedOrder(t *testing.T) {
 		t.Run(fmt.Sprintf("inline=%t", inline), func(t *testing.T) {
 			e := newIndexEnv(t, sqlstore.Options{}, 23)
 			if !inline {
-				e.s.SetSearchIndexInline(0)
+				e.s.RunSearch().SetSearchIndexInline(0)
 			}
 			exp := e.experiment("led")
 			rng := e.rng
@@ -494,7 +495,7 @@ func TestSearchIndexLedOrder(t *testing.T) {
 				"params.opt = 'adam' AND metrics.loss < 0.5",
 				"params.opt = 'sgd'",
 			}
-			_, _, led0 := e.s.SearchIndexPlans()
+			_, _, led0 := e.s.RunSearch().SearchIndexPlans()
 			for round := range 42 {
 				order := []string{pick(rng, []string{"metrics.loss", "metrics.loss DESC", "attributes.start_time", "tags.team DESC", "params.lr"})}
 				f := filters[round%len(filters)]
@@ -509,7 +510,7 @@ func TestSearchIndexLedOrder(t *testing.T) {
 					}
 				})
 			}
-			walk, drive, led := e.s.SearchIndexPlans()
+			walk, drive, led := e.s.RunSearch().SearchIndexPlans()
 			t.Logf("%d runs; %d walks, %d driven, %d led", len(runs), walk, drive, led-led0)
 			if led-led0 < 100 || walk == 0 || drive == 0 {
 				t.Fatalf("%d walks, %d driven, %d led: want most led, and some of each", walk, drive, led-led0)
@@ -536,7 +537,7 @@ func TestSearchIndexFallsBack(t *testing.T) {
 	// Searches of several experiments are each experiment's, merged
 	// (TestSearchMergedMatchesSQL), up to mergeMaxExperiments of them.
 	many := []string{exp, exp2}
-	for i := range sqlstore.MergeMaxExperiments - 1 {
+	for i := range runsearch.MergeMaxExperiments - 1 {
 		many = append(many, strconv.Itoa(1000+i))
 	}
 	tests := map[string]tracking.RunQuery{
@@ -546,9 +547,9 @@ func TestSearchIndexFallsBack(t *testing.T) {
 	}
 	for name, q := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, sql0, _ := e.s.SearchIndexCounts()
+			_, sql0, _ := e.s.RunSearch().SearchIndexCounts()
 			e.sameAllPages(q, false, nil)
-			if _, sql1, _ := e.s.SearchIndexCounts(); sql1 == sql0 {
+			if _, sql1, _ := e.s.RunSearch().SearchIndexCounts(); sql1 == sql0 {
 				t.Fatal("answered from the index")
 			}
 		})
@@ -624,7 +625,7 @@ func TestSearchIndexSeesEveryWrite(t *testing.T) {
 			func(p tracking.RunPage) bool { return len(p.Runs) == 0 }},
 		{"RestoreExperiment", func() error { return e.svc.RestoreExperiment(e.ctx, exp) },
 			func(p tracking.RunPage) bool { return len(p.Runs) == 5 }},
-		{"PurgeRun", func() error { return e.s.PurgeRun(e.ctx, ids[4]) },
+		{"PurgeRun", func() error { return execSQL(e.ctx, e.s, `DELETE FROM runs WHERE run_id = '`+ids[4]+`'`) },
 			func(p tracking.RunPage) bool { return len(p.Runs) == 4 && p.Runs[0].Info.RunID == ids[3] }},
 		{"CreateRun", func() error {
 			r, err := e.svc.CreateRun(e.ctx, tracking.CreateRunRequest{ExperimentID: exp, StartTimeMs: 5000})
@@ -679,7 +680,7 @@ func TestSearchIndexTokenAcrossRefresh(t *testing.T) {
 		t.Fatalf("second page after writes:\n%s", pageText(p2))
 	}
 	// The SQL path's token, followed from the index, and the other way.
-	sqlPage, err := e.s.SearchRunsSQL(e.ctx, q)
+	sqlPage, err := e.s.RunSearch().SearchRunsSQL(e.ctx, q)
 	e.must(err)
 	q.PageToken = sqlPage.NextPageToken
 	e.same(q, true)
@@ -707,10 +708,10 @@ func TestSearchIndexBudget(t *testing.T) {
 		if n := e.sameAllPages(q, false, nil); n != 200 {
 			t.Fatalf("%d runs", n)
 		}
-		if memory, _, _ := e.s.SearchIndexCounts(); memory != 0 {
+		if memory, _, _ := e.s.RunSearch().SearchIndexCounts(); memory != 0 {
 			t.Fatalf("%d searches answered from an index over its budget", memory)
 		}
-		if b := e.s.SearchIndexBytes(); b > 20<<10 {
+		if b := e.s.RunSearch().SearchIndexBytes(); b > 20<<10 {
 			t.Fatalf("the index holds %d bytes, over its budget", b)
 		}
 	})
@@ -725,10 +726,10 @@ func TestSearchIndexBudget(t *testing.T) {
 		e.same(qa, true)
 		e.same(qb, true) // drops a
 		e.same(qa, true) // builds a again, drops b
-		if _, _, loads := e.s.SearchIndexCounts(); loads != 3 {
+		if _, _, loads := e.s.RunSearch().SearchIndexCounts(); loads != 3 {
 			t.Fatalf("%d loads, want 3", loads)
 		}
-		if used := e.s.SearchIndexBytes(); used > 250<<10 || used < 100<<10 {
+		if used := e.s.RunSearch().SearchIndexBytes(); used > 250<<10 || used < 100<<10 {
 			t.Fatalf("the index holds %d bytes", used)
 		}
 	})
@@ -746,26 +747,26 @@ func TestSearchIndexBudget(t *testing.T) {
 			return p
 		}
 		p := search()
-		b0 := e.s.SearchIndexBytes()
+		b0 := e.s.RunSearch().SearchIndexBytes()
 		kept := 0
 		for _, r := range p.Runs {
 			kept += len(wire.AppendRuns(nil, tracking.RunPage{Runs: []*tracking.Run{r}})) - len(`{"runs":[]}`)
 		}
 		p = search()
-		if b1 := e.s.SearchIndexBytes(); b1-b0 != int64(kept) {
+		if b1 := e.s.RunSearch().SearchIndexBytes(); b1-b0 != int64(kept) {
 			t.Fatalf("the index holds %d bytes more after its runs were encoded (%d bytes of JSON)", b1-b0, kept)
 		}
 		for _, r := range p.Runs {
 			e.must(e.svc.SetTag(e.ctx, r.Info.RunID, tracking.Tag{Key: "t", Value: "v"}))
 		}
 		search()
-		if b2 := e.s.SearchIndexBytes(); b2-b0 > int64(kept)/2 {
+		if b2 := e.s.RunSearch().SearchIndexBytes(); b2-b0 > int64(kept)/2 {
 			t.Fatalf("the index holds %d bytes more after its runs changed (%d bytes of JSON before)", b2-b0, kept)
 		}
 	})
 	t.Run("Off", func(t *testing.T) {
 		e := newIndexEnv(t, sqlstore.Options{SearchIndexBytes: -1}, 9)
-		if e.s.HasSearchIndex() {
+		if e.s.RunSearch().HasSearchIndex() {
 			t.Fatal("a negative budget left the index on")
 		}
 	})
@@ -775,7 +776,7 @@ func TestSearchIndexBudget(t *testing.T) {
 // race detector, then checks that the index and SQL agree.
 func TestSearchIndexConcurrent(t *testing.T) {
 	e := newIndexEnv(t, sqlstore.Options{}, 10)
-	e.s.SetSearchIndexInline(4)
+	e.s.RunSearch().SetSearchIndexInline(4)
 	exp := e.experiment("concurrent")
 	var runs []string
 	for range 30 {
@@ -823,7 +824,7 @@ func TestSearchIndexConcurrent(t *testing.T) {
 func TestSearchIndexPlans(t *testing.T) {
 	s := MustOpen(t, sqlstore.Options{Synchronous: "NORMAL"})
 	fillPlanExperiment(t, s)
-	plans, err := s.ExplainSearchIndexReads(t.Context())
+	plans, err := s.RunSearch().ExplainSearchIndexReads(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -878,10 +879,10 @@ func TestSearchIndexAttributeDrives(t *testing.T) {
 	for round := range 30 {
 		for _, f := range filters() {
 			order := pick(rng, [][]string{nil, {"metrics.loss DESC"}, {"attributes.run_name"}, {"attributes.end_time"}})
-			_, drive0, _ := e.s.SearchIndexPlans()
+			_, drive0, _ := e.s.RunSearch().SearchIndexPlans()
 			q := e.query([]string{exp}, f, order, pick(rng, []tracking.ViewType{tracking.ActiveOnly, tracking.AllViews}), 1+rng.IntN(3), "")
 			e.sameAllPages(q, true, nil)
-			if _, drive, _ := e.s.SearchIndexPlans(); drive == drive0 {
+			if _, drive, _ := e.s.RunSearch().SearchIndexPlans(); drive == drive0 {
 				t.Fatalf("round %d: %q (order %v) was not driven by its attribute", round, f, order)
 			}
 		}

@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"context"
@@ -8,28 +8,16 @@ import (
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
-// WaitForSearchIndex makes searches wait for their experiment's search
-// index to be built instead of using SQL meanwhile, so that a test knows
-// which way a search is answered. A no-op without an index (PostgreSQL).
-func (s *Store) WaitForSearchIndex() {
-	if s.index == nil {
-		return
-	}
-	s.index.mu.Lock()
-	s.index.wait = true
-	s.index.mu.Unlock()
-}
-
 // SetSearchIndexInline sets the number of changed runs above which a
 // search leaves them to a catch-up in the background.
-func (s *Store) SetSearchIndexInline(n int) {
+func (s *Searcher) SetSearchIndexInline(n int) {
 	s.index.mu.Lock()
 	s.index.inlineMax = n
 	s.index.mu.Unlock()
 }
 
 // HasSearchIndex reports whether the store has a search index.
-func (s *Store) HasSearchIndex() bool { return s.index != nil }
+func (s *Searcher) HasSearchIndex() bool { return s.index != nil }
 
 // IndexEvaluates reports whether the search index evaluates clause c (a
 // clause runs are searched by), or leaves the search to SQL.
@@ -39,13 +27,13 @@ func IndexEvaluates(c search.Comparison) bool {
 }
 
 // SearchRunsSQL answers a runs search with SQL, never from the index.
-func (s *Store) SearchRunsSQL(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+func (s *Searcher) SearchRunsSQL(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
 	return s.searchSQL(ctx, q, nil)
 }
 
 // SearchIndexCounts returns the number of runs searches answered from the
 // index and with SQL, and the loads (builds and catch-ups) it started.
-func (s *Store) SearchIndexCounts() (memory, sql, loads int64) {
+func (s *Searcher) SearchIndexCounts() (memory, sql, loads int64) {
 	if s.index == nil {
 		return 0, 0, 0
 	}
@@ -55,7 +43,7 @@ func (s *Store) SearchIndexCounts() (memory, sql, loads int64) {
 // SearchIndexPlans returns the number of the index's searches that walked
 // the runs in order, sorted the runs a clause selects, and walked a led
 // order.
-func (s *Store) SearchIndexPlans() (walk, drive, led int64) {
+func (s *Searcher) SearchIndexPlans() (walk, drive, led int64) {
 	if s.index == nil {
 		return 0, 0, 0
 	}
@@ -65,22 +53,22 @@ func (s *Store) SearchIndexPlans() (walk, drive, led int64) {
 
 // CheckSearchIndexPlans makes every search of the index also find its
 // page with each other plan it could take.
-func (s *Store) CheckSearchIndexPlans() { s.index.checkPlans = true }
+func (s *Searcher) CheckSearchIndexPlans() { s.index.checkPlans = true }
 
 // SearchIndexPlanChecks returns the number of pages found again with each
 // plan other than the one a search took (walk, drive, led), and of those
 // that differed from the search's.
-func (s *Store) SearchIndexPlanChecks() (walk, drive, led, mismatches int64) {
+func (s *Searcher) SearchIndexPlanChecks() (walk, drive, led, mismatches int64) {
 	c := &s.index.checked
 	return c[planWalk].Load(), c[planDrive].Load(), c[planLed].Load(), s.index.planMismatches.Load()
 }
 
 // SearchIndexBuilds returns the number of full builds of experiments the
 // search index made.
-func (s *Store) SearchIndexBuilds() int64 { return s.index.builds.Load() }
+func (s *Searcher) SearchIndexBuilds() int64 { return s.index.builds.Load() }
 
 // SearchIndexBytes returns the index's estimate of the memory it holds.
-func (s *Store) SearchIndexBytes() int64 {
+func (s *Searcher) SearchIndexBytes() int64 {
 	if s.index == nil {
 		return 0
 	}
@@ -116,11 +104,11 @@ func (q explainQueryer) QueryContext(ctx context.Context, query string, args ...
 // ExplainSearchIndexReads returns SQLite's plans of the search index's
 // reads of an experiment's runs, whole and changed since a number, by
 // query.
-func (s *Store) ExplainSearchIndexReads(ctx context.Context) (map[string][]string, error) {
+func (s *Searcher) ExplainSearchIndexReads(ctx context.Context) (map[string][]string, error) {
 	q := explainQueryer{db: s.rdb, plans: map[string][]string{}}
 	for _, sel := range []runSelect{experimentRuns(1), changedRuns(1, 0)} {
 		for _, p := range runParts {
-			if err := p(ctx, q, sel, &runSet{}, nil); err != nil {
+			if err := p(s, ctx, q, sel, &runSet{}, nil); err != nil {
 				return nil, err
 			}
 		}

@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"crypto/sha256"
@@ -9,10 +9,10 @@ import (
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
-// stringCompare renders `col <op> ?` for a string comparison, once
+// StringCompare renders `col <op> ?` for a string comparison, once
 // search decides that c is one, as its operator's description (opDescs)
 // writes it.
-func stringCompare(col string, c search.Comparison) (string, []any, error) {
+func StringCompare(col string, c search.Comparison) (string, []any, error) {
 	if err := c.CheckString(); err != nil {
 		return "", nil, err
 	}
@@ -24,9 +24,9 @@ func stringCompare(col string, c search.Comparison) (string, []any, error) {
 	return d.sql(col, len(args)), args, nil
 }
 
-// numberCompare renders `col <op> ?` for a numeric comparison, once
+// NumberCompare renders `col <op> ?` for a numeric comparison, once
 // search decides that c is one.
-func numberCompare(col string, c search.Comparison) (string, []any, error) {
+func NumberCompare(col string, c search.Comparison) (string, []any, error) {
 	if err := c.CheckNumber(); err != nil {
 		return "", nil, err
 	}
@@ -88,7 +88,7 @@ func intCompare(col string, c search.Comparison) (string, []any, error) {
 	return never, nil, nil
 }
 
-// sideCompare renders a comparison on a key/value side table (params,
+// SideCompare renders a comparison on a key/value side table (params,
 // tags, experiment tags). sub is a subquery selecting the value column of
 // the row of the key (its only parameter is the key); a missing key makes
 // it NULL, so the comparison is false, as in MLflow. IS NULL means "has no
@@ -98,20 +98,20 @@ func intCompare(col string, c search.Comparison) (string, []any, error) {
 // SQLite turns EXISTS into a join and may then drive it from an index on
 // the side table's values, scanning that index once per row of the outer
 // table. A scalar subquery is always one primary-key lookup per row.
-func sideCompare(sub string, c search.Comparison) (string, []any, error) {
+func SideCompare(sub string, c search.Comparison) (string, []any, error) {
 	if d := opDescs[c.Op]; d.present != nil {
 		return d.sql("("+sub+")", 0), []any{c.Key}, nil
 	}
-	w, a, err := stringCompare("("+sub+")", c)
+	w, a, err := StringCompare("("+sub+")", c)
 	if err != nil {
 		return "", nil, err
 	}
 	return w, append([]any{c.Key}, a...), nil
 }
 
-// queryFingerprint identifies a query in its page tokens, so that a token
+// QueryFingerprint identifies a query in its page tokens, so that a token
 // replayed against another query is refused instead of silently skipping.
-func queryFingerprint(s string) string {
+func QueryFingerprint(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:6])
 }

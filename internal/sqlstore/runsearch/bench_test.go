@@ -1,4 +1,4 @@
-package sqlstore_test
+package runsearch_test
 
 import (
 	"strconv"
@@ -37,7 +37,7 @@ func fillBenchExperiment(tb testing.TB, s *sqlstore.Store, n int) {
 		stmts = append(stmts, seq+` INSERT INTO metric_series (run_pk, experiment_id, key, step, timestamp, value, is_nan, max_step, point_count, small_chunks)
 			SELECT i + 1, 1, '`+key+`', 10, 1, `+v+`, 0, 10, 1, 0 FROM seq`)
 	}
-	if err := s.ExecSQL(tb.Context(), stmts...); err != nil {
+	if err := execSQL(tb.Context(), s, stmts...); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -67,7 +67,7 @@ var benchShapes = []struct {
 //	benchstat old.txt new.txt
 func BenchmarkRunsSearch(b *testing.B) {
 	s := MustOpen(b, sqlstore.Options{Synchronous: "NORMAL"})
-	s.WaitForSearchIndex()
+	s.RunSearch().WaitForIndex()
 	fillBenchExperiment(b, s, benchRuns)
 	for _, path := range []string{"index", "sql"} {
 		for _, sh := range benchShapes {
@@ -81,11 +81,11 @@ func BenchmarkRunsSearch(b *testing.B) {
 			}
 			q := tracking.RunQuery{ExperimentIDs: []string{"1"}, Filter: f, OrderBy: o, ViewType: tracking.ActiveOnly, MaxResults: sh.max}
 			b.Run("path="+path+"/shape="+sh.name, func(b *testing.B) {
-				find := s.SearchRunsSQL
+				find := s.RunSearch().SearchRunsSQL
 				if path == "index" {
 					find = s.Tracking().SearchRuns
 				}
-				m0, _, _ := s.SearchIndexCounts()
+				m0, _, _ := s.RunSearch().SearchIndexCounts()
 				var runs int
 				b.ReportAllocs()
 				cpu0 := processCPU()
@@ -99,7 +99,7 @@ func BenchmarkRunsSearch(b *testing.B) {
 				if cpu := processCPU() - cpu0; cpu > 0 {
 					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 				}
-				m1, _, _ := s.SearchIndexCounts()
+				m1, _, _ := s.RunSearch().SearchIndexCounts()
 				if answered := m1 > m0; answered != (path == "index") {
 					b.Fatalf("answered from the index: %t", answered)
 				}

@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"context"
@@ -10,18 +10,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
 // A runs search of one experiment is answered from the search index
-// (search_index.go, SQLite only) when it can be, else with SQL; a search
+// (index.go, SQLite only) when it can be, else with SQL; a search
 // of several experiments (up to 16) merges one such search of each
-// (search_merge.go). With SQL, a search is one query per phase (metricPhases: up to three when the first order key is a
+// (merge.go). With SQL, a search is one query per phase (metricPhases: up to three when the first order key is a
 // metric), started from the runs of an indexed clause when the planner
-// (search_plan.go) finds that cheaper. Each filter clause is a correlated
-// scalar subquery on its side table (sideCompare; EXISTS only for
-// datasets), rendered from its operator's description (search_ops.go),
+// (plan.go) finds that cheaper. Each filter clause is a correlated
+// scalar subquery on its side table (SideCompare; EXISTS only for
+// datasets), rendered from its operator's description (ops.go),
 // as the index's tests are. Each order key becomes one to three non-NULL
 // sort terms (so that "missing sorts last, NaN after values" holds in both
 // directions), and pagination is keyset pagination on the full list of
@@ -107,15 +108,15 @@ func runClause(c search.Comparison) (string, []any, error) {
 	case search.Metric:
 		// The latest value; NULL when the run lacks the metric or its
 		// latest value is NaN, so every comparison is then false.
-		w, a, err := numberCompare("(SELECT m.value FROM metric_series m WHERE m.run_pk = "+runKey+" AND m.key = ?)", c)
+		w, a, err := NumberCompare("(SELECT m.value FROM metric_series m WHERE m.run_pk = "+runKey+" AND m.key = ?)", c)
 		if err != nil {
 			return "", nil, err
 		}
 		return w, append([]any{c.Key}, a...), nil
 	case search.Param:
-		return sideCompare("SELECT p.value FROM params p WHERE p.run_pk = "+runKey+" AND p.key = ?", c)
+		return SideCompare("SELECT p.value FROM params p WHERE p.run_pk = "+runKey+" AND p.key = ?", c)
 	case search.Tag:
-		return sideCompare("SELECT t.value FROM tags t WHERE t.run_pk = "+runKey+" AND t.key = ?", c)
+		return SideCompare("SELECT t.value FROM tags t WHERE t.run_pk = "+runKey+" AND t.key = ?", c)
 	case search.Attribute:
 		col, kind, ok := runAttrColumn(c.Key)
 		if !ok {
@@ -124,17 +125,17 @@ func runClause(c search.Comparison) (string, []any, error) {
 		if kind == termInt {
 			return intCompare(col, c)
 		}
-		return stringCompare(col, c)
+		return StringCompare(col, c)
 	case search.Dataset:
 		switch c.Key {
 		case search.DatasetName, search.DatasetDigest:
-			w, a, err := stringCompare("d."+c.Key, c)
+			w, a, err := StringCompare("d."+c.Key, c)
 			if err != nil {
 				return "", nil, err
 			}
 			return "EXISTS (SELECT 1 FROM run_inputs i JOIN datasets d ON d.dataset_pk = i.dataset_pk WHERE i.run_pk = " + runKey + " AND " + w + ")", a, nil
 		case search.DatasetContext:
-			w, a, err := stringCompare("it.value", c)
+			w, a, err := StringCompare("it.value", c)
 			if err != nil {
 				return "", nil, err
 			}
@@ -210,7 +211,7 @@ func runOrder(keys []search.OrderKey) (joins []string, joinArgs []any, terms []s
 // runQueryFingerprint is what a runs search's page tokens carry of the
 // query they belong to, on every path (SQL, the search index, a merge).
 func runQueryFingerprint(q tracking.RunQuery) string {
-	return queryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
+	return QueryFingerprint(fmt.Sprint(q.ExperimentIDs, q.ViewType, q.Filter, q.OrderBy))
 }
 
 // runToken is the page token of runs/search: the sort-term values of the
@@ -277,7 +278,7 @@ type runSearch struct {
 
 // prepareRunSearch parses the page token, renders the filter and the order
 // and plans the search. A search of no experiment returns nil.
-func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSearch, error) {
+func (s *Searcher) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSearch, error) {
 	var where []string
 	var args []any
 	exps := make([]any, 0, len(q.ExperimentIDs))
@@ -291,7 +292,7 @@ func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSea
 	if len(exps) == 0 {
 		return nil, nil
 	}
-	where = append(where, "r.experiment_id IN ("+placeholders(len(exps))+")")
+	where = append(where, "r.experiment_id IN ("+sqlrow.Placeholders(len(exps))+")")
 	args = append(args, exps...)
 	switch q.ViewType {
 	case tracking.ActiveOnly:
@@ -345,11 +346,11 @@ func (s *db) prepareRunSearch(ctx context.Context, q tracking.RunQuery) (*runSea
 	return &runSearch{rq: rq, phases: phases, plan: plan, terms: terms, cursor: cursor, fingerprint: fingerprint}, nil
 }
 
-// SearchRuns implements tracking.RunStore. On SQLite a search of one
-// experiment is answered from the search index (search_index.go) when it
+// Search answers q as tracking.RunStore.SearchRuns does. On SQLite a search of one
+// experiment is answered from the search index (index.go) when it
 // can be; any other by SQL. The runs of a page answered from the index
 // share their Data slices with it: callers must not change them.
-func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
+func (s *Searcher) Search(ctx context.Context, q tracking.RunQuery) (tracking.RunPage, error) {
 	if exps := distinct(q.ExperimentIDs); len(exps) > 1 && len(exps) <= mergeMaxExperiments && q.MaxResults > 0 {
 		return s.searchMerged(ctx, q, exps)
 	}
@@ -358,7 +359,7 @@ func (s *TrackingStore) SearchRuns(ctx context.Context, q tracking.RunQuery) (tr
 
 // searchOne answers q from the search index when it can, else with SQL.
 // When keys is not nil, it gets each run's sort-term values, in page order.
-func (s *TrackingStore) searchOne(ctx context.Context, q tracking.RunQuery, keys *[][]termVal) (tracking.RunPage, error) {
+func (s *Searcher) searchOne(ctx context.Context, q tracking.RunQuery, keys *[][]termVal) (tracking.RunPage, error) {
 	if s.index != nil {
 		page, ok, err := s.index.search(ctx, q, keys)
 		if ok || err != nil {
@@ -370,7 +371,7 @@ func (s *TrackingStore) searchOne(ctx context.Context, q tracking.RunQuery, keys
 
 // searchSQL answers a runs search with SQL. When keys is not nil, it gets
 // each run's sort-term values, in page order.
-func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]termVal) (tracking.RunPage, error) {
+func (s *Searcher) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]termVal) (tracking.RunPage, error) {
 	rs, err := s.prepareRunSearch(ctx, q)
 	if err != nil || rs == nil {
 		return tracking.RunPage{}, err
@@ -383,7 +384,7 @@ func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]termV
 		for rows.Next() {
 			dest, pk, io, r := runScanDest(terms)
 			if err := rows.Scan(dest...); err != nil {
-				return false, sqlError(err, "scan run")
+				return false, s.sqlError(err, "scan run")
 			}
 			if len(page.Runs) == q.MaxResults {
 				// One more row exists: the page is full and has a successor.
@@ -405,7 +406,7 @@ func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]termV
 				*keys = append(*keys, kv)
 			}
 		}
-		return false, sqlError(rows.Err(), "search runs")
+		return false, s.sqlError(rows.Err(), "search runs")
 	}
 	for _, ph := range phases {
 		if cursor != nil && ph.skip != nil && ph.skip(cursor) {
@@ -414,7 +415,7 @@ func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]termV
 		sqlText, all := rq.build(ph, cursor != nil && ph.cursorIn(cursor))
 		rows, err := s.rdb.QueryContext(ctx, sqlText, all...)
 		if err != nil {
-			return tracking.RunPage{}, sqlError(err, "search runs")
+			return tracking.RunPage{}, s.sqlError(err, "search runs")
 		}
 		full, err := emit(rows)
 		rows.Close()
@@ -426,7 +427,7 @@ func (s *db) searchSQL(ctx context.Context, q tracking.RunQuery, keys *[][]termV
 		}
 		rq.limit = q.MaxResults + 1 - len(page.Runs)
 	}
-	if err := s.loadRunDataIO(ctx, pks, page.Runs, ioPKs); err != nil {
+	if err := s.loadRunData(ctx, pks, page.Runs, ioPKs); err != nil {
 		return tracking.RunPage{}, err
 	}
 	return page, nil
@@ -504,7 +505,7 @@ func metricPhases(k search.OrderKey, drive string, exps []any) []runPhase {
 	// The other order keys' joins come after "runs r" in the FROM clause
 	// (see build); o0 is joined here, first, so that it drives, through
 	// the index on (experiment_id, key, value).
-	inExps := "o0.experiment_id IN (" + placeholders(len(exps)) + ")"
+	inExps := "o0.experiment_id IN (" + sqlrow.Placeholders(len(exps)) + ")"
 	keyArgs := append(append([]any{}, exps...), k.Key)
 	return []runPhase{
 		{
@@ -547,7 +548,7 @@ func (q *runQuery) build(ph runPhase, withCursor bool) (string, []any) {
 	var args []any
 	b.WriteString(ph.with)
 	args = append(args, ph.withArgs...)
-	b.WriteString("SELECT " + runCols + ", r.io_count")
+	b.WriteString("SELECT " + sqlrow.RunCols + ", r.io_count")
 	for _, t := range q.terms {
 		b.WriteString(", " + t.expr)
 	}
@@ -596,7 +597,7 @@ func (q *runQuery) build(ph runPhase, withCursor bool) (string, []any) {
 	return b.String(), args
 }
 
-// runScanDest returns scan destinations for runCols plus the sort terms,
+// runScanDest returns scan destinations for sqlrow.RunCols plus the sort terms,
 // the run_pk destination and a function that builds the run.
 func runScanDest(terms []sortTerm) ([]any, *int64, *int64, func() (*tracking.Run, error)) {
 	var pk, exp, io int64

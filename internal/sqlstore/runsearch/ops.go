@@ -1,9 +1,10 @@
-package sqlstore
+package runsearch
 
 import (
 	"cmp"
 	"math"
 
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
@@ -164,7 +165,7 @@ func scalarSQL(op string) func(string, int) string {
 
 // listSQL renders `lhs <op> (?, ...)`.
 func listSQL(op string) func(string, int) string {
-	return func(lhs string, n int) string { return lhs + " " + op + " (" + placeholders(n) + ")" }
+	return func(lhs string, n int) string { return lhs + " " + op + " (" + sqlrow.Placeholders(n) + ")" }
 }
 
 // inSet tests membership of list (in) or its absence (!in).

@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const MergeMaxExperiments = mergeMaxExperiments
 // planner's choice and the database's own plan of the search's first
 // query: EXPLAIN QUERY PLAN's details (SQLite) or EXPLAIN's lines
 // (PostgreSQL), one string a line.
-func (s *Store) ExplainRunSearch(ctx context.Context, q tracking.RunQuery) (plan string, lines []string, err error) {
+func (s *Searcher) ExplainRunSearch(ctx context.Context, q tracking.RunQuery) (plan string, lines []string, err error) {
 	prep, err := s.prepareRunSearch(ctx, q)
 	if err != nil {
 		return "", nil, err
@@ -55,17 +55,4 @@ func asText(v any) any {
 		return string(b)
 	}
 	return v
-}
-
-// ExecSQL runs statements on the writer connection, for tests that fill a
-// database faster than the API can.
-func (s *Store) ExecSQL(ctx context.Context, stmts ...string) error {
-	return s.w.exclusive(ctx, func() error {
-		for _, q := range stmts {
-			if _, err := s.wdb.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("%s: %w", q, err)
-			}
-		}
-		return nil
-	})
 }

@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
-// A search answered by the index (search_index.go) has exactly the SQL
+// A search answered by the index (index.go) has exactly the SQL
 // path's semantics: the same validation and errors (it renders the SQL of
 // the clauses and the order, and decodes the page token, as the SQL path
 // does, before anything else), the filter evaluated as SQLite evaluates
@@ -97,7 +98,7 @@ func compileMemQuery(q tracking.RunQuery) (*memQuery, bool, error) {
 }
 
 // memClause compiles a clause that runClause accepted into the index's
-// row test, from its operator's description (search_ops.go); false: the
+// row test, from its operator's description (ops.go); false: the
 // index cannot evaluate it (an operator without a row test for the
 // clause's value, a datasets clause), and SQL answers the search.
 func memClause(c search.Comparison) (func(*idxRun) bool, bool) {
@@ -372,7 +373,7 @@ type sortedRuns struct {
 	terms []sortTerm
 	g0    int // the number of terms in the first order key
 	// lead, when not 0, is the number of leading terms that are a param's
-	// or a tag's (search_index_led.go): the order was sorted, and is
+	// or a tag's (index_led.go): the order was sorted, and is
 	// sorted again, by taking the runs of the order of the other terms in
 	// turn.
 	lead    int
@@ -601,7 +602,7 @@ func (ri *runIndex) orderLed(terms []sortTerm, lead int) *sortedRuns {
 }
 
 // A search finds its page one of two ways, as the SQL planner
-// (search_plan.go) does: walk the runs in the search's order from the
+// (plan.go) does: walk the runs in the search's order from the
 // cursor, testing each, until the page is full (cheap when many runs pass),
 // or start from the runs one clause selects (an equality on a param or a
 // tag, a comparison of a metric's latest value), test those and sort what
@@ -754,7 +755,7 @@ func walkCost(n, max int, share float64) float64 {
 // choosePlan chooses between walking the n runs in order, starting from
 // the driven runs a clause selects (the fewest; -1: no clause drives), and
 // walking the led runs an equality on a param or a tag selects in its led
-// order (search_index_led.go; -1: none), share being the estimated share of
+// order (index_led.go; -1: none), share being the estimated share of
 // the runs that pass every clause. The walk tests about (max+1)/share
 // runs; the driven search tests the driven runs and sorts those that pass
 // (about share*n); the led walk tests the led runs' share of the walk's,
@@ -1001,7 +1002,7 @@ func (ix *searchIndex) search(ctx context.Context, q tracking.RunQuery, keys *[]
 		}
 	}
 	if len(ioArgs) > 0 {
-		if err := ix.s.loadRunIO(ctx, placeholders(len(ioArgs)), ioArgs, byPK); err != nil {
+		if err := ix.s.loadRunIO(ctx, sqlrow.Placeholders(len(ioArgs)), ioArgs, byPK); err != nil {
 			return tracking.RunPage{}, false, err
 		}
 	}

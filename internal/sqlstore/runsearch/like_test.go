@@ -1,6 +1,8 @@
-package sqlstore
+package runsearch
 
 import (
+	_ "github.com/mattn/go-sqlite3"
+
 	"database/sql"
 	"math"
 	"math/rand/v2"
@@ -13,7 +15,8 @@ import (
 // setting (case-sensitive), the reference sqliteLike must agree with.
 func mustLikeDB(tb testing.TB) *sql.DB {
 	tb.Helper()
-	db, err := sql.Open("sqlite3", "file::memory:?"+sqliteParams().Encode())
+	// _cslike is the store's LIKE setting (sqlstore's sqliteParams).
+	db, err := sql.Open("sqlite3", "file::memory:?_cslike=1")
 	if err != nil {
 		tb.Fatal(err)
 	}

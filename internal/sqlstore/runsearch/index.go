@@ -1,11 +1,10 @@
-package sqlstore
+package runsearch
 
 import (
 	"container/list"
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -17,7 +16,7 @@ import (
 )
 
 // The search index answers runs searches of one experiment from memory, on
-// SQLite (search_index_query.go has the search itself, search_index_load.go
+// SQLite (index_query.go has the search itself, index_load.go
 // the reads from SQL). A page of 1,000 runs read through SQL costs some
 // 8,000 rows through database/sql and cgo whatever the plan; from memory
 // it costs the filter's tests of the runs walked and a copy of the page's
@@ -87,7 +86,7 @@ var errTooLarge = errors.New("experiment too large for the search index budget")
 // searchIndex is the search index of a store (one per store, nil on
 // PostgreSQL or when Options.SearchIndexBytes is negative).
 type searchIndex struct {
-	s      *db
+	s      *Searcher
 	budget int64
 	log    *slog.Logger
 	// rdb are the index's own read connections, with a small page cache:
@@ -156,7 +155,7 @@ type runIndex struct {
 	ordersMu sync.Mutex
 	orders   []*sortedRuns
 	// stages are the runs' lifecycle stages by ordinal (idxRun.ord); cols
-	// the columns kept (search_index_columns.go), under colsMu as orders.
+	// the columns kept (index_columns.go), under colsMu as orders.
 	stages []uint8
 	colsMu sync.Mutex
 	cols   []*column
@@ -189,24 +188,17 @@ const indexConns = 4
 // indexCacheKiB is the page cache of each of the index's connections.
 const indexCacheKiB = 4096
 
-// newSearchIndex returns the index of the SQLite database at path, with a
-// budget of budget bytes (0: the default), and starts following changes.
-func newSearchIndex(s *db, path string, budget int64) (*searchIndex, error) {
+// newSearchIndex returns the index of s's SQLite database, read through
+// the connections open returns, with a budget of budget bytes (0: the
+// default), and starts following changes.
+func newSearchIndex(s *Searcher, open func(conns, cacheKiB int) (*sql.DB, error), budget int64) (*searchIndex, error) {
 	if budget == 0 {
 		budget = DefaultSearchIndexBytes
 	}
-	q := sqliteParams()
-	q.Set("_cache_size", strconv.Itoa(-indexCacheKiB))
-	q.Set("mode", "ro")
-	q.Set("_query_only", "1")
-	q.Set("_txlock", "deferred")
-	rdb, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	rdb, err := open(indexConns, indexCacheKiB)
 	if err != nil {
-		return nil, fmt.Errorf("open %s for the search index: %w", path, err)
+		return nil, err
 	}
-	rdb.SetMaxOpenConns(indexConns)
-	rdb.SetMaxIdleConns(indexConns)
-	rdb.SetConnMaxIdleTime(time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	ix := &searchIndex{
 		s: s, rdb: rdb, budget: budget, log: s.log, inlineMax: inlineMax,

@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func distinct(ids []string) []string {
 
 // searchMerged answers q, a search of the experiments exps, as one search
 // of each, merged.
-func (s *TrackingStore) searchMerged(ctx context.Context, q tracking.RunQuery, exps []string) (tracking.RunPage, error) {
+func (s *Searcher) searchMerged(ctx context.Context, q tracking.RunQuery, exps []string) (tracking.RunPage, error) {
 	_, _, terms, err := runOrder(q.OrderBy)
 	if err != nil {
 		return tracking.RunPage{}, err

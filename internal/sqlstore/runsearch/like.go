@@ -1,9 +1,9 @@
-package sqlstore
+package runsearch
 
 import "math"
 
 // SQLite's semantics of the comparisons a search filter renders, in Go,
-// for the search index's row and column tests (search_ops.go): LIKE,
+// for the search index's row and column tests (ops.go): LIKE,
 // lower() and integer-against-float comparisons.
 
 // sqliteLike reports whether s matches the LIKE pattern p as SQLite
@@ -13,7 +13,7 @@ import "math"
 // both strings end at their first NUL (SQLite reads them as C strings),
 // characters are read as sqlite3Utf8Read reads them (a lead byte and the
 // continuation bytes after it, invalid sequences read as U+FFFD), so that
-// the search index (search_index_query.go) filters as the SQL path does.
+// the search index (index_query.go) filters as the SQL path does.
 func sqliteLike(p, s string) bool {
 	return likeCompare(cstr(p), cstr(s)) == likeMatch
 }

@@ -1,4 +1,4 @@
-package sqlstore_test
+package runsearch_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sextant/sextant/internal/sqlstore"
+	"github.com/sextant/sextant/internal/sqlstore/runsearch"
 	"github.com/sextant/sextant/internal/tracking"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
@@ -46,7 +47,7 @@ func fillPlanExperiment(t *testing.T, s *sqlstore.Store) {
 		stmts = append(stmts, seq+` INSERT INTO metric_series (run_pk, experiment_id, key, step, timestamp, value, is_nan, max_step, point_count, small_chunks)
 			SELECT i + 1, `+exp+`, '`+key+`', 10, 1, `+v+`, 0, 10, 1, 0 FROM seq`)
 	}
-	if err := s.ExecSQL(t.Context(), stmts...); err != nil {
+	if err := execSQL(t.Context(), s, stmts...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -97,7 +98,7 @@ func TestSearchPlans(t *testing.T) {
 			ctx := context.Background()
 			if b.name == "PostgreSQL" {
 				// What autovacuum does after a bulk load.
-				if err := s.ExecSQL(ctx, "ANALYZE"); err != nil {
+				if err := execSQL(ctx, s, "ANALYZE"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -105,14 +106,14 @@ func TestSearchPlans(t *testing.T) {
 				// Longer than maxDriverIDs: tested, not driven, though a
 				// page of 5,000 would count it whole (the database may
 				// then scan the runs: PostgreSQL does).
-				n := sqlstore.MaxDriverIDs + 1
+				n := runsearch.MaxDriverIDs + 1
 				f, err := search.ParseRunFilter("attributes.run_id IN (" + runIDList(n) + ") AND metrics.loss < 0.9")
 				if err != nil {
 					t.Fatal(err)
 				}
 				order, _ := search.ParseRunOrderBy([]string{"metrics.accuracy DESC"})
 				q := tracking.RunQuery{ExperimentIDs: []string{"1"}, Filter: f, OrderBy: order, ViewType: tracking.ActiveOnly, MaxResults: 5000}
-				if plan, _, err := s.ExplainRunSearch(ctx, q); err != nil || plan != "ordered" {
+				if plan, _, err := s.RunSearch().ExplainRunSearch(ctx, q); err != nil || plan != "ordered" {
 					t.Fatalf("plan %q (%v), want ordered", plan, err)
 				}
 				page, err := s.Tracking().SearchRuns(ctx, q)
@@ -141,7 +142,7 @@ func TestSearchPlans(t *testing.T) {
 						}
 					}
 					q := tracking.RunQuery{ExperimentIDs: []string{"1"}, Filter: f, OrderBy: order, ViewType: tracking.ActiveOnly, MaxResults: sh.max}
-					plan, lines, err := s.ExplainRunSearch(ctx, q)
+					plan, lines, err := s.RunSearch().ExplainRunSearch(ctx, q)
 					if err != nil {
 						t.Fatal(err)
 					}

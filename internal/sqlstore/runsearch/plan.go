@@ -1,4 +1,4 @@
-package sqlstore
+package runsearch
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sextant/sextant/internal/sqlstore/sqlrow"
 	"github.com/sextant/sextant/internal/tracking/search"
 )
 
@@ -55,7 +56,7 @@ type searchDriver struct {
 
 // clauseDriver returns the driver of clause c, or false when no index
 // serves it: how its operator selects runs (driveOf, from its description
-// in search_ops.go) and an index of its target that selects them so.
+// in ops.go) and an index of its target that selects them so.
 func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 	k := driveOf(c)
 	switch c.Entity {
@@ -71,24 +72,24 @@ func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 		if k == driveRange {
 			// NaN latest values are NULL: no comparison selects them, as
 			// in the scalar subquery the clause otherwise becomes.
-			w, a, err := numberCompare("value", c)
+			w, a, err := NumberCompare("value", c)
 			if err != nil {
 				return searchDriver{}, false
 			}
 			args := append(append(append([]any{}, exps...), c.Key), a...)
-			return searchDriver{i, "SELECT run_pk FROM metric_series WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND key = ? AND " + w, args, "metric_series_exp_key_value"}, true
+			return searchDriver{i, "SELECT run_pk FROM metric_series WHERE experiment_id IN (" + sqlrow.Placeholders(len(exps)) + ") AND key = ? AND " + w, args, "metric_series_exp_key_value"}, true
 		}
 	case search.Attribute:
 		switch {
 		case c.Key == search.AttrRunID && (k == driveValue || k == driveValues && len(c.Value.List) <= maxDriverIDs):
-			w, args, err := stringCompare("run_id", c)
+			w, args, err := StringCompare("run_id", c)
 			if err != nil {
 				return searchDriver{}, false
 			}
 			return searchDriver{i, "SELECT run_pk FROM runs WHERE " + w, args, "runs.run_id"}, true
 		case c.Key == search.AttrRunName && k == driveValue:
 			args := append(append([]any{}, exps...), c.Value.Str)
-			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND name = ?", args, "runs_experiment_name"}, true
+			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + sqlrow.Placeholders(len(exps)) + ") AND name = ?", args, "runs_experiment_name"}, true
 		case c.Key == search.AttrStartTime && k == driveRange:
 			// A window of start times (the runs of one day, of a sweep
 			// that ran last night) from the index that also orders by
@@ -98,7 +99,7 @@ func clauseDriver(i int, c search.Comparison, exps []any) (searchDriver, bool) {
 				return searchDriver{}, false
 			}
 			args := append(append([]any{}, exps...), a...)
-			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + placeholders(len(exps)) + ") AND " + w, args, "runs_experiment_start"}, true
+			return searchDriver{i, "SELECT run_pk FROM runs WHERE experiment_id IN (" + sqlrow.Placeholders(len(exps)) + ") AND " + w, args, "runs_experiment_start"}, true
 		}
 	}
 	return searchDriver{}, false
@@ -149,7 +150,7 @@ func (p searchPlan) clauseOrder(n int) []int {
 }
 
 // planSearch chooses how to find a page of limit runs.
-func (s *db) planSearch(ctx context.Context, exps []any, clauses []search.Comparison, limit int) (searchPlan, error) {
+func (s *Searcher) planSearch(ctx context.Context, exps []any, clauses []search.Comparison, limit int) (searchPlan, error) {
 	var drivers []searchDriver
 	for i, c := range clauses {
 		if d, ok := clauseDriver(i, c, exps); ok {
@@ -178,7 +179,7 @@ func (s *db) planSearch(ctx context.Context, exps []any, clauses []search.Compar
 		d := &drivers[i]
 		var m int64
 		if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+d.sel+` LIMIT ?) c`, append(append([]any{}, d.args...), limitCap)...).Scan(&m); err != nil {
-			return plan, sqlError(err, "plan search")
+			return plan, s.sqlError(err, "plan search")
 		}
 		plan.counts[d.clause] = m
 		share *= min(1, float64(m)/float64(max(n, 1)))
@@ -213,7 +214,7 @@ type runCount struct {
 // runCountTTL is how long a count is used before it is counted again.
 const runCountTTL = 10 * time.Second
 
-func (c *runCounts) runs(ctx context.Context, s *db, exps []any) (int64, error) {
+func (c *runCounts) runs(ctx context.Context, s *Searcher, exps []any) (int64, error) {
 	key := fmt.Sprint(exps...)
 	c.mu.Lock()
 	e, ok := c.m[key]
@@ -222,8 +223,8 @@ func (c *runCounts) runs(ctx context.Context, s *db, exps []any) (int64, error) 
 		return e.n, nil
 	}
 	var n int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE experiment_id IN (`+placeholders(len(exps))+`)`, exps...).Scan(&n); err != nil {
-		return 0, sqlError(err, "plan search")
+	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE experiment_id IN (`+sqlrow.Placeholders(len(exps))+`)`, exps...).Scan(&n); err != nil {
+		return 0, s.sqlError(err, "plan search")
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) > 1024 {
@@ -237,7 +238,7 @@ func (c *runCounts) runs(ctx context.Context, s *db, exps []any) (int64, error) 
 // drivenPhase is the one phase of a search driven by d: the runs d selects
 // (materialized first, so that both databases start from them), joined to
 // their runs and to the order keys, sorted in full.
-func (s *db) drivenPhase(d *searchDriver, joins []string, joinArgs []any, terms []sortTerm) runPhase {
+func (s *Searcher) drivenPhase(d *searchDriver, joins []string, joinArgs []any, terms []sortTerm) runPhase {
 	join := s.joinInOrder()
 	return runPhase{
 		with:     "WITH drv AS MATERIALIZED (" + d.sel + ") ",
