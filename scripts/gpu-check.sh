@@ -210,7 +210,7 @@ if [ "$load" = torch ]; then
 import json, sys, time
 import torch
 from sextant.progress import Progress
-n, k, steps = 8192, 10, 20
+n, k, steps = 8192, 50, 20  # about 0.1 s a step on an H100
 a = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
 b = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
 for _ in range(3):  # warm-up outside the reported steps
@@ -227,6 +227,9 @@ for step in range(steps):
     total += dt
     p.step(step, step_time_s=dt, samples=1)
 p.close()
+# The run's GPU model comes from the launcher's sampler (every 2 s) seeing
+# this process on GPU 0: stay on it (memory held) past a few samples.
+time.sleep(6)
 out = {"gpu": torch.cuda.get_device_name(0), "flops": 2 * n**3 * k * steps, "seconds": total,
        "flops_per_s": 2 * n**3 * k * steps / total, "dropped": p.dropped, "sent": p.sent}
 json.dump(out, open(sys.argv[1], "w"))
@@ -448,6 +451,7 @@ if mfu == "ran":
     parts = sorted((m for m in table if contains(smi_name, m)), key=len, reverse=True)
     print(f"      nvidia-smi: {smi_name!r}; server: model {gp.get('gpu_model')!r}, peak {gp.get('peak_tflops')} TFLOPS "
           f"({gp.get('peak_source')}), mfu {gp.get('mfu')}; job: {job['flops_per_s'] / 1e12:.1f} TFLOPS over {job['seconds']:.2f} s")
+    check(job["sent"] == 20 and job["dropped"] == 0, f"the server took the job's 20 progress reports: {job['sent']} sent, {job['dropped']} dropped")
     check(bool(parts) and "bf16" in table[parts[0]],
           f"GPU model {smi_name!r} has a bf16 peak in internal/goodput/peaks.go (add it if not)")
     check((gp.get("gpu_model") or "").strip().lower() == smi_name.lower(),
