@@ -27,7 +27,12 @@
 #     CUDA is importable): a model on GPU 0 saved to a volume with
 #     dcp.async_save through VolumeWriter under `sextant run`, thread and
 #     process checkpointers, copy and pinned staging, while it trains; each
-#     save loads back bit for bit and is listed by `sextant ckpt ls --run`.
+#     save loads back bit for bit and is listed by `sextant ckpt ls --run`;
+#   - MFU (issue 45, when PyTorch with CUDA is importable): a bf16 matmul
+#     job under `sextant run` reporting Progress(flops_per_sample=) gets,
+#     from GET goodput, the GPU model NVML names, the peak table's bf16
+#     figure for it, and an MFU equal to its own FLOPs/s over that peak
+#     (within 10%, in (0.05, 1]); a model not in the table fails, named.
 # It exits 0 when all checks pass, 1 when one fails, and 2 (with a message)
 # when there is no NVIDIA GPU or driver here. SEXTANT_BIN names a sextant
 # binary to use instead of building one (a GPU machine without Go);
@@ -197,6 +202,51 @@ run_id=$(sed -n 's/^sextant: run \([0-9a-f]\{32\}\) .*/\1/p' "$work/job.err" | h
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?run_id=$run_id&points=0&fields=util" >"$work/run-series.json" || { echo "gpu-check: the run's /gpu/series failed"; exit 1; }
 curl -sf "http://127.0.0.1:$port/api/2.0/mlflow/metrics/get-history?run_id=$run_id&metric_key=system/gpu_0_utilization_percentage" >"$work/run-util.json" || { echo "gpu-check: the run's system metric failed"; exit 1; }
 
+echo "== MFU: a bf16 matmul job under sextant run reporting progress (GPU model from NVML, peak from the table)"
+mfu=skipped
+if [ "$load" = torch ]; then
+	mfu=failed
+	cat >"$work/mfu-job.py" <<'EOF'
+import json, sys, time
+import torch
+from sextant.progress import Progress
+n, k, steps = 8192, 50, 20  # about 0.1 s a step on an H100
+a = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+b = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+for _ in range(3):  # warm-up outside the reported steps
+    a @ b
+torch.cuda.synchronize()
+p = Progress(flops_per_token=None, flops_per_sample=2 * n**3 * k, dtype="bf16")
+total = 0.0
+for step in range(steps):
+    t0 = time.perf_counter()
+    for _ in range(k):
+        c = a @ b
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    total += dt
+    p.step(step, step_time_s=dt, samples=1)
+p.close()
+# The run's GPU model comes from the launcher's sampler (every 2 s) seeing
+# this process on GPU 0: stay on it (memory held) past a few samples.
+time.sleep(6)
+out = {"gpu": torch.cuda.get_device_name(0), "flops": 2 * n**3 * k * steps, "seconds": total,
+       "flops_per_s": 2 * n**3 * k * steps / total, "dropped": p.dropped, "sent": p.sent}
+json.dump(out, open(sys.argv[1], "w"))
+print("mfu job:", json.dumps(out))
+EOF
+	if CUDA_VISIBLE_DEVICES=0 MLFLOW_TRACKING_URI="http://127.0.0.1:$port" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" \
+		"$work/sextant" run --experiment /Shared/gpu-check-mfu --gpu-source "$SOURCE" --gpu-interval 2s -- \
+		"$PYTHON" "$work/mfu-job.py" "$work/mfu-job.json" >"$work/mfu-job.log" 2>&1; then
+		mfu_run=$(sed -n 's/^sextant: run \([0-9a-f]\{32\}\) .*/\1/p' "$work/mfu-job.log" | head -1)
+		curl -sf "http://127.0.0.1:$port/api/2.0/sextant/goodput?run_id=$mfu_run" >"$work/goodput-mfu.json" &&
+			nvidia-smi --query-gpu=name --format=csv,noheader -i 0 >"$work/mfu-smi-name.txt" && mfu=ran
+	fi
+	[ "$mfu" = ran ] || { echo "gpu-check: the MFU job failed:"; tail -n 40 "$work/mfu-job.log"; }
+else
+	echo "PyTorch with CUDA is not importable: the MFU check is skipped"
+fi
+
 echo "== health events: this node's GPUs, and a simulated GPU fed Xid 79, a slowdown and a fall off the bus"
 mkrun() {
 	curl -sf -X POST "http://127.0.0.1:$port/api/2.0/mlflow/runs/create" -H 'Content-Type: application/json' -d '{"experiment_id": "0"}' |
@@ -240,10 +290,10 @@ curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/latest?node=gpu-check" >"$w
 curl -sf "http://127.0.0.1:$port/api/2.0/sextant/gpu/series?node=gpu-check&points=0&fields=util,mem_used&from_ms=$start_ms" >"$work/series.json" || { echo "gpu-check: /gpu/series failed"; exit 1; }
 
 echo "== comparing"
-"$PYTHON" - "$work" "$load" "$SECONDS_TO_RUN" "$ckpt" <<'EOF'
+"$PYTHON" - "$work" "$load" "$SECONDS_TO_RUN" "$ckpt" "$mfu" <<'EOF'
 import json, sys, time
 
-work, load, seconds, ckpt = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+work, load, seconds, ckpt, mfu = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 failures = []
 
 def check(ok, msg):
@@ -381,6 +431,42 @@ check(len(hist) >= 5, f"the run's system/gpu_0_utilization_percentage has {len(h
 if load == "torch" and hist:
     mean = sum(m["value"] for m in hist) / len(hist)
     check(mean >= 50, f"GPU 0 under the job: mean utilisation {mean:.0f}% in the run's system metrics (>= 50%)")
+
+# MFU (issue 45): the server took the GPU model from NVML (the run's GPU
+# samples), matched it in the peak table (internal/goodput/peaks.go, read
+# here from the source: the longest part of the name on word boundaries)
+# and computed MFU as the job's own FLOPs/s over that bf16 peak.
+if mfu != "skipped":
+    check(mfu == "ran", "the MFU job under sextant run finished")
+if mfu == "ran":
+    import re
+    job = json.load(open(f"{work}/mfu-job.json"))
+    gp = json.load(open(f"{work}/goodput-mfu.json"))["mfu"]
+    smi_name = open(f"{work}/mfu-smi-name.txt").read().strip()
+    src = open("internal/goodput/peaks.go").read()
+    table = {m: dict((d, float(v)) for d, v in re.findall(r'"(\w+)":\s*([0-9.]+)', body))
+             for m, body in re.findall(r'^\t"([^"]+)":\s*\{([^}]*)\}', src, re.M)}
+    def contains(name, part):  # as containsWord in peaks.go: on word boundaries, any case
+        return re.search(r"(?<![a-z0-9])" + re.escape(part) + r"(?![a-z0-9])", name.lower()) is not None
+    parts = sorted((m for m in table if contains(smi_name, m)), key=len, reverse=True)
+    print(f"      nvidia-smi: {smi_name!r}; server: model {gp.get('gpu_model')!r}, peak {gp.get('peak_tflops')} TFLOPS "
+          f"({gp.get('peak_source')}), mfu {gp.get('mfu')}; job: {job['flops_per_s'] / 1e12:.1f} TFLOPS over {job['seconds']:.2f} s")
+    check(job["sent"] == 20 and job["dropped"] == 0, f"the server took the job's 20 progress reports: {job['sent']} sent, {job['dropped']} dropped")
+    check(bool(parts) and "bf16" in table[parts[0]],
+          f"GPU model {smi_name!r} has a bf16 peak in internal/goodput/peaks.go (add it if not)")
+    check((gp.get("gpu_model") or "").strip().lower() == smi_name.lower(),
+          f"the server's GPU model (from NVML) {gp.get('gpu_model')!r} is the one nvidia-smi names, {smi_name!r}")
+    if parts and "bf16" in table[parts[0]]:
+        want = table[parts[0]]["bf16"]
+        check(gp.get("peak_tflops") == want and gp.get("peak_source") == "table: " + parts[0],
+              f"the peak used, {gp.get('peak_tflops')} TFLOPS ({gp.get('peak_source')}), is the table's bf16 figure for {parts[0]!r}: {want}")
+        v = gp.get("mfu")
+        if v is None:
+            check(False, f"MFU is present (reason: {gp.get('reason')})")
+        else:
+            expect = job["flops_per_s"] / (want * 1e12)
+            check(abs(v - expect) <= 0.10 * expect, f"MFU {v:.3f} is the job's own {expect:.3f} (FLOPs/s over the peak) within 10%")
+            check(0.05 < v <= 1.0, f"MFU {v:.3f} lies in (0.05, 1.0]")
 
 # Checkpoints from the GPU: every save loaded back bit for bit, and the run
 # lists them as complete saves with the staging and the time it blocked.

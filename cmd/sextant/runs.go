@@ -234,6 +234,8 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 	}
 	gh := runsGPUHours(ctx, cl, m.Stderr, runs)
 	head += gh.head()
+	gp := runsGoodput(ctx, cl, m.Stderr, runs)
+	head += gp.head()
 	fmt.Fprintln(tw, head)
 	now := time.Now()
 	for _, r := range runs {
@@ -246,6 +248,7 @@ func runsLs(ctx context.Context, m *Main, fs *flag.FlagSet, args []string) error
 			line += "\t" + orDash(runAlert(r))
 		}
 		line += gh.cells(i.RunID)
+		line += gp.cell(i.RunID)
 		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
