@@ -151,6 +151,22 @@ func (c *child) signal(sig syscall.Signal) error {
 	return err
 }
 
+// inGroup reports whether process pid is alive and in the child's group.
+func (c *child) inGroup(pid int) bool {
+	g, err := syscall.Getpgid(pid)
+	return err == nil && g == c.pgid
+}
+
+// signalMember sends sig to process pid if it is still in the child's
+// group (a pid reused by another program after the job's process exited
+// is not signalled).
+func (c *child) signalMember(pid int, sig syscall.Signal) error {
+	if !c.inGroup(pid) {
+		return syscall.ESRCH
+	}
+	return syscall.Kill(pid, sig)
+}
+
 // groupAlive reports whether any process of the child's group is left.
 func (c *child) groupAlive() bool {
 	return syscall.Kill(-c.pgid, 0) == nil
