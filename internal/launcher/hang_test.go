@@ -36,11 +36,19 @@ func TestInnermostFrameOtherThreadByID(t *testing.T) {
 	}
 }
 
+// Without a known main thread id, the last section is taken: CPython lists
+// the main thread last.
+func TestInnermostFrameUnknownIDFallsBackToLastThread(t *testing.T) {
+	f, ok := innermostFrame(sampleDump, "0x0000000000000001")
+	if !ok || f.Func != "all_reduce" {
+		t.Fatalf("frame %v %v", f, ok)
+	}
+}
+
 func TestInnermostFrameMissing(t *testing.T) {
 	for name, c := range map[string]struct{ dump, main string }{
 		"empty":         {"", ""},
-		"unknown id":    {sampleDump, "0x0000000000000001"},
-		"no frames":     {"Current thread 0x00007f1c3b2a1740 (most recent call first):\nThread 0x1 (most recent call first):\n  File \"a.py\", line 1 in f\n", ""},
+		"no frames":     {"Current thread 0x00007f1c3b2a1740 (most recent call first):\n", ""},
 		"garbled frame": {"Current thread 0x1 (most recent call first):\n  File \"a.py\" line x\n", ""},
 	} {
 		if f, ok := innermostFrame(c.dump, c.main); ok {
