@@ -452,16 +452,21 @@ func (w *hangWatch) report(ctx context.Context, now time.Time, v hangVerdict, pr
 	var parts, ranks, frames []string
 	for _, s := range stacks {
 		r := s.proc.rank()
-		if r < 0 || len(v.ranks) > 0 && !hung[r] {
+		if len(v.ranks) > 0 && !hung[r] {
 			continue
+		}
+		who := fmt.Sprintf("rank %d", r)
+		if r < 0 { // a job without ranks (judged on its output): name the process
+			who = fmt.Sprintf("pid %d", s.proc.PID)
+		} else {
+			ranks = append(ranks, strconv.Itoa(r))
 		}
 		where := "stacks not collected"
 		if s.ok {
 			where = "blocked in " + s.frame.String()
-			frames = append(frames, strconv.Itoa(r)+":"+s.frame.String())
+			frames = append(frames, who+": "+s.frame.String())
 		}
-		ranks = append(ranks, strconv.Itoa(r))
-		parts = append(parts, fmt.Sprintf("rank %d: %s", r, where))
+		parts = append(parts, who+": "+where)
 	}
 	var msg string
 	if len(v.ranks) > 0 {
