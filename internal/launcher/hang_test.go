@@ -1,6 +1,9 @@
 package launcher
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A dump as Python 3.11's faulthandler writes it for
 // faulthandler.register(SIGUSR2, all_threads=True): the thread that took
@@ -54,5 +57,55 @@ func TestInnermostFrameMissing(t *testing.T) {
 		if f, ok := innermostFrame(c.dump, c.main); ok {
 			t.Errorf("%s: got %v", name, f)
 		}
+	}
+}
+
+// The detector with a fake clock: ranks with heartbeats are judged on
+// them alone; a job without heartbeats on its output and, once that is
+// silent, on the run's newest metric (asked only then).
+func TestHangDetector(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	d := hangDetector{after: 10 * time.Second, outAt: t0}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	noMetric := func() time.Time { t.Fatal("metrics asked while the job prints"); return time.Time{} }
+
+	beats := []beat{{rank: 0, at: at(5)}, {rank: 1, at: at(1)}}
+	if v := d.look(at(10), beats, 0, noMetric); v.hung {
+		t.Fatalf("hung at 10 s with beats 5 s and 9 s old: %+v", v)
+	}
+	v := d.look(at(11), beats, 0, noMetric)
+	if !v.hung || len(v.ranks) != 1 || v.ranks[0] != 1 || !v.since.Equal(at(1)) {
+		t.Fatalf("rank 1's beat is 10 s old: %+v", v)
+	}
+	if v := d.look(at(16), beats, 0, noMetric); !v.hung || len(v.ranks) != 2 {
+		t.Fatalf("both beats 10 s old: %+v", v)
+	}
+	beats[1].at = at(15) // rank 1 moves again
+	if v := d.look(at(16), beats, 0, noMetric); !v.hung || len(v.ranks) != 1 || v.ranks[0] != 0 {
+		t.Fatalf("rank 0 alone: %+v", v)
+	}
+
+	// No heartbeats: output keeps the job alive without asking the server.
+	d = hangDetector{after: 10 * time.Second, outAt: t0}
+	for s := 5; s <= 30; s += 5 {
+		if v := d.look(at(s), nil, int64(s), noMetric); v.hung {
+			t.Fatalf("hung at %d s while printing", s)
+		}
+	}
+	asked := 0
+	metric := at(35)
+	lastMetric := func() time.Time { asked++; return metric }
+	if v := d.look(at(39), nil, 30, lastMetric); v.hung || asked != 0 {
+		t.Fatalf("silent for 9 s: %+v, asked %d", v, asked)
+	}
+	if v := d.look(at(41), nil, 30, lastMetric); v.hung || asked != 1 {
+		t.Fatalf("silent 11 s but a metric 6 s ago: %+v, asked %d", v, asked)
+	}
+	v = d.look(at(45), nil, 30, lastMetric)
+	if !v.hung || len(v.ranks) != 0 || !v.since.Equal(metric) {
+		t.Fatalf("no output for 15 s, no metric for 10 s: %+v", v)
+	}
+	if v := d.look(at(46), nil, 31, lastMetric); v.hung {
+		t.Fatalf("a new line of output: %+v", v)
 	}
 }
