@@ -54,6 +54,7 @@ type RunConfig struct {
 	GPUSource      string
 	GPUInterval    time.Duration
 	GPUNode        string
+	HangAfter      time.Duration
 }
 
 // Validate checks the configuration and names the bad field.
@@ -150,6 +151,7 @@ func parseRunConfig(fs *flag.FlagSet, args []string, getenv func(string) string)
 		PartialAfter: 2 * time.Second, SpoolMaxBytes: 1 << 30, MemoryMaxBytes: 256 << 20, Nice: 10,
 		DeliverTimeout: 10 * time.Minute, JoinTimeout: 10 * time.Minute, RankPrefix: "auto",
 		GPUSource: "auto", GPUInterval: 10 * time.Second, GPUNode: getenv("SEXTANT_NODE"),
+		HangAfter: 10 * time.Minute,
 	}
 	server := serverFlag(fs, getenv)
 	fs.StringVar(&cfg.Experiment, "experiment", "", "experiment name (default $MLFLOW_EXPERIMENT_NAME, else /Users/<you>/<entry point>); an absolute workspace path on a multi-user server")
@@ -161,6 +163,7 @@ func parseRunConfig(fs *flag.FlagSet, args []string, getenv func(string) string)
 	fs.IntVar(&cfg.NNodes, "nnodes", 0, "number of nodes of the job (default torchrun's --nnodes, $SLURM_NNODES, else 1)")
 	fs.IntVar(&cfg.LocalRank, "local-rank", -1, "this launcher's local rank when there is one launcher per process (default $LOCAL_RANK)")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "time COMMAND has to exit after a forwarded SIGINT/SIGTERM before SIGKILL")
+	fs.DurationVar(&cfg.HangAfter, "hang-after", cfg.HangAfter, "a rank with no progress (or a job with no output and no new metric) for this long is hung: its Python stacks go to the run's log and a hung span opens (0: off)")
 	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time output is still read after COMMAND exits (from processes it left behind), before they are stopped")
 	fs.DurationVar(&cfg.Flush, "flush", cfg.Flush, "longest a line waits before it is sent to the server")
 	fs.DurationVar(&cfg.PartialAfter, "partial-after", cfg.PartialAfter, "an unfinished line (no newline yet) is sent as a partial record after this")
@@ -312,7 +315,7 @@ func (m *Main) launchOptions(cfg *RunConfig, r runLaunch) launcher.Options {
 		Grace: cfg.Grace, Drain: cfg.Drain, FlushInterval: cfg.Flush, PartialAfter: cfg.PartialAfter,
 		MemoryBytes: cfg.MemoryMaxBytes, SpoolBytes: cfg.SpoolMaxBytes, SpoolDir: cfg.SpoolDir, PipeOutput: cfg.OutputPipes, Nice: cfg.Nice,
 		DeliverTimeout: cfg.DeliverTimeout, JoinTimeout: cfg.JoinTimeout, RankPrefix: cfg.rankPrefix(r.command, r.job),
-		Signals: r.signals,
+		Signals: r.signals, HangAfter: cfg.HangAfter,
 		Sampler: &launcher.GPUSampler{
 			Source: cfg.GPUSource, NVML: nvml.Open, Interval: cfg.GPUInterval, Node: cfg.GPUNode, Sink: r.conn.logs.GPUSink(),
 			SpoolDir: cfg.SpoolDir, NumNodes: r.job.NNodes, Logger: launcher.GPULogger(messages),

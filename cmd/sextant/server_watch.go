@@ -125,7 +125,7 @@ func (t runTagger) DeleteRunTag(ctx context.Context, runID, key string) error {
 // startWatcher starts the watcher of idle and stalled runs, on the replica
 // that holds its lease; the returned function stops it.
 func startWatcher(cfg WatchConfig, store *sqlstore.Store, events *sqlstore.EventStore, eventSvc *runevents.Service, gpuSvc *gpu.Service, tr *tracking.Service, log *slog.Logger) (func(), error) {
-	if cfg.IdleFor == 0 && cfg.StallFor == 0 && cfg.StragglerFor == 0 {
+	if cfg.IdleFor == 0 && cfg.StallFor == 0 && cfg.StragglerFor == 0 && cfg.Webhook == "" { // with a webhook, launchers' hung spans are told
 		return func() {}, nil
 	}
 	opts := runevents.WatchOptions{

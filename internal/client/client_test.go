@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -234,6 +235,12 @@ func TestAgainstServer(t *testing.T) {
 	}
 	if err := c.SetTags(ctx, run.Info.RunID, tracking.Tag{Key: "k", Value: "v"}); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.DeleteTag(ctx, run.Info.RunID, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetRun(ctx, run.Info.RunID); err != nil || slices.ContainsFunc(got.Data.Tags, func(t tracking.Tag) bool { return t.Key == "k" }) {
+		t.Fatalf("tag k after DeleteTag: %+v, %v", got, err)
 	}
 	body := strings.NewReader("hello\n")
 	path, _ := client.ArtifactPath(run.Info.ArtifactURI)

@@ -141,6 +141,19 @@ func (c *Client) SetTags(ctx context.Context, runID string, tags ...tracking.Tag
 	return c.call(ctx, r, nil)
 }
 
+// DeleteTag deletes a run tag (MLflow's runs/delete-tag); deleting a tag
+// the run does not have is an error from the server.
+func (c *Client) DeleteTag(ctx context.Context, runID, key string) error {
+	r, err := jsonRequest("POST", "/api/2.0/mlflow/runs/delete-tag", struct {
+		RunID string `json:"run_id"`
+		Key   string `json:"key"`
+	}{runID, key})
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, r, nil)
+}
+
 // SearchExperiments returns the active experiments whose names match
 // filter (MLflow's grammar; "" for all), following every page.
 func (c *Client) SearchExperiments(ctx context.Context, filter string) ([]*tracking.Experiment, error) {

@@ -51,7 +51,7 @@ const (
 )
 
 // HungKinds are the span kinds whose time counts as hung.
-var HungKinds = []runevents.Kind{runevents.KindStalled}
+var HungKinds = []runevents.Kind{runevents.KindStalled, runevents.KindHung}
 
 // RecentWindowMs is the window of the recent throughput: the steps that
 // ended within it before each rank's last step.

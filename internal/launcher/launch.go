@@ -40,6 +40,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	bg := context.WithoutCancel(ctx)
 	d := l.startDelivery(bg)
 	defer d.close()
+	if l.agentDir = l.makeAgentDir(); l.agentDir != "" {
+		defer os.RemoveAll(l.agentDir)
+	}
 	ch, err := startChild(l.opts.Command, l.childEnv(), l.opts.Dir, l.opts.Stdin, l.opts.SpoolDir, l.opts.PipeOutput)
 	if err != nil {
 		return l.startFailed(bg, d, res, err)
@@ -52,7 +55,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	// the job's output back.
 	att := l.startAttempt(bg, startMs)
 	stopSampler := l.startSampler(bg, ch, att)
+	stopHangWatch := l.startHangWatch(bg, ch, caps, d.q)
 	out := l.waitJob(ch)
+	stopHangWatch()
 	l.drainOutput(ch, caps, d.q)
 	stopSampler()
 	jobEndMs := l.now().UnixMilli()

@@ -160,6 +160,12 @@ type Options struct {
 	// SIGHUP and SIGQUIT also start the grace period; others (SIGUSR1,
 	// SIGUSR2) are only passed on.
 	Signals <-chan os.Signal
+	// HangAfter is how long a rank may make no progress (no heartbeat from
+	// sextant.progress; for a job that never calls it, no output and no
+	// metric) before the launcher collects the job's Python stacks into
+	// the run's log and opens a hung span on the run (hang.go); 0 or
+	// negative turns hang detection off.
+	HangAfter time.Duration
 	// Sampler samples the job's GPUs for the run; nil means none.
 	Sampler Sampler
 	// Now returns the current time; nil means time.Now.
@@ -192,6 +198,9 @@ type launcher struct {
 	expID   string
 	expName string
 	resume  *resumePoint
+	// agentDir is the job's SEXTANT_AGENT_DIR; "" when hang detection is
+	// off.
+	agentDir string
 }
 
 func (l *launcher) say(format string, args ...any) {

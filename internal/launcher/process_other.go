@@ -22,6 +22,8 @@ func startChild(argv, env []string, dir string, stdin *os.File, outDir string, p
 
 func (c *child) signal(sig syscall.Signal) error                 { return nil }
 func (c *child) groupAlive() bool                                { return false }
+func (c *child) inGroup(pid int) bool                            { return false }
+func (c *child) signalMember(pid int, sig syscall.Signal) error  { return nil }
 func (c *child) wait() (code int, sig syscall.Signal, err error) { return 1, 0, nil }
 func (c *child) reclaimTTY()                                     {}
 func (c *child) groupSignal() syscall.Signal                     { return 0 }

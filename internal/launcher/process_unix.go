@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -149,6 +151,50 @@ func (c *child) signal(sig syscall.Signal) error {
 		return nil
 	}
 	return err
+}
+
+// inGroup reports whether process pid is alive and in the child's group,
+// or (on Linux) a descendant of the child: torchrun starts its workers in
+// sessions of their own.
+func (c *child) inGroup(pid int) bool {
+	g, err := syscall.Getpgid(pid)
+	if err != nil {
+		return false
+	}
+	if g == c.pgid {
+		return true
+	}
+	for range 64 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if i < 0 || len(f) < 2 {
+			return false
+		}
+		ppid, err := strconv.Atoi(f[1])
+		if err != nil || ppid <= 1 {
+			return false
+		}
+		if ppid == c.pgid {
+			return true
+		}
+		pid = ppid
+	}
+	return false
+}
+
+// signalMember sends sig to process pid if it is still in the child's
+// group (a pid reused by another program after the job's process exited
+// is not signalled).
+func (c *child) signalMember(pid int, sig syscall.Signal) error {
+	if !c.inGroup(pid) {
+		return syscall.ESRCH
+	}
+	return syscall.Kill(pid, sig)
 }
 
 // groupAlive reports whether any process of the child's group is left.

@@ -355,6 +355,15 @@ func (l *launcher) childEnv() []string {
 	if o.Job.ID != "" {
 		set["SEXTANT_JOB_ID"] = o.Job.ID
 	}
+	if l.agentDir != "" {
+		// First on the path, so that Python runs the agent's sitecustomize
+		// (which runs the one it shadows).
+		set[EnvAgentDir] = l.agentDir
+		set["PYTHONPATH"] = l.agentDir
+		if p := envValue(o.Env, "PYTHONPATH"); p != "" {
+			set["PYTHONPATH"] += string(os.PathListSeparator) + p
+		}
+	}
 	if o.Token != "" {
 		set["MLFLOW_TRACKING_TOKEN"] = o.Token
 	}

@@ -65,6 +65,10 @@ const (
 	// median by the watcher's margin (from the run's progress reports): a
 	// span while it lasts, with Node, GPU and the attribute "rank".
 	KindStraggler Kind = 22
+	// KindHung is a span opened by `sextant run` on a node whose ranks
+	// stopped making progress (no heartbeat, or no output and no metrics)
+	// for its --hang-after; the ranks' stacks are in the run's log.
+	KindHung Kind = 23
 	// KindNote is any other event a client reports (a message on the
 	// run's time line).
 	KindNote Kind = 30
@@ -82,6 +86,7 @@ var kindNames = map[Kind]string{
 	KindIdle:           "idle",
 	KindStalled:        "stalled",
 	KindStraggler:      "straggler",
+	KindHung:           "hung",
 	KindNote:           "note",
 }
 
@@ -105,7 +110,7 @@ func ParseKind(name string) (Kind, bool) {
 
 // Kinds returns every kind, in number order.
 func Kinds() []Kind {
-	return []Kind{KindCheckpointSave, KindCheckpointLoad, KindResume, KindAttempt, KindGPUXid, KindGPUThrottle, KindGPUECC, KindGPULost, KindIdle, KindStalled, KindStraggler, KindNote}
+	return []Kind{KindCheckpointSave, KindCheckpointLoad, KindResume, KindAttempt, KindGPUXid, KindGPUThrottle, KindGPUECC, KindGPULost, KindIdle, KindStalled, KindStraggler, KindHung, KindNote}
 }
 
 // IsGPU reports whether the kind is about a GPU's health.

@@ -147,6 +147,9 @@ type Watcher struct {
 	// suspects are, per run, the ranks found slow at every look since the
 	// time given (a leader that takes over starts counting again).
 	suspects map[string]map[int]int64
+	// hung are, per run, the hung spans (opened by `sextant run`) seen
+	// open and notified, by key.
+	hung map[string]map[string]Event
 }
 
 // NewWatcher returns a watcher that records its findings through events.
@@ -173,7 +176,7 @@ func NewWatcher(events *Service, activity Activity, opts WatchOptions) *Watcher 
 		opts.AbandonedAfter = max(24*time.Hour, 4*opts.StallFor)
 	}
 	w := &Watcher{events: events, activity: activity, opts: opts, now: opts.Now, log: opts.Logger,
-		flagged: map[string]RunActivity{}, abandoned: map[string]int64{}, suspects: map[string]map[int]int64{}}
+		flagged: map[string]RunActivity{}, abandoned: map[string]int64{}, suspects: map[string]map[int]int64{}, hung: map[string]map[string]Event{}}
 	if w.now == nil {
 		w.now = time.Now
 	}
@@ -237,6 +240,12 @@ func (w *Watcher) Tick(ctx context.Context) error {
 			delete(w.suspects, id)
 		}
 	}
+	var hungGone []string
+	for id := range w.hung {
+		if !running[id] {
+			hungGone = append(hungGone, id)
+		}
+	}
 	var gone []RunActivity
 	for id, r := range w.flagged {
 		if !running[id] {
@@ -260,8 +269,14 @@ func (w *Watcher) Tick(ctx context.Context) error {
 			_ = w.opts.Tags.DeleteRunTag(ctx, gone[i].RunID, TagAlert)
 		}
 	}
+	for _, id := range hungGone {
+		w.checkHung(ctx, &RunActivity{RunID: id}, false)
+	}
 	for i := range runs {
 		r := &runs[i]
+		if w.opts.Notifier != nil {
+			w.checkHung(ctx, r, true)
+		}
 		if w.opts.IdleFor > 0 && w.opts.GPUs != nil {
 			if err := w.checkIdle(ctx, r, now); err != nil {
 				w.log.Debug("idle check", "run_id", r.RunID, "err", err)
@@ -279,6 +294,63 @@ func (w *Watcher) Tick(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkHung notifies the hung spans the run's launchers opened (KindHung:
+// the launcher detects the hang, collects the stacks and sets the alert
+// tag; the server's watcher only tells the webhook) when they are first
+// seen open, and again once they closed. running is false for a run that
+// ended: its spans seen open are told closed.
+func (w *Watcher) checkHung(ctx context.Context, r *RunActivity, running bool) {
+	w.mu.Lock()
+	seen := w.hung[r.RunID]
+	w.mu.Unlock()
+	open := map[string]Event{}
+	if running {
+		evs, err := w.events.All(ctx, Query{RunID: r.RunID, Kinds: []Kind{KindHung}, OpenOnly: true})
+		if err != nil {
+			w.log.Debug("hung check", "run_id", r.RunID, "err", err)
+			return
+		}
+		for _, ev := range evs {
+			open[ev.Key] = ev
+		}
+	}
+	var closed []Event
+	for k, ev := range seen {
+		if _, ok := open[k]; !ok {
+			closed = append(closed, ev)
+		}
+	}
+	if len(closed) > 0 { // the closed span's own message and end, when stored
+		all, _ := w.events.All(ctx, Query{RunID: r.RunID, Kinds: []Kind{KindHung}})
+		for i := range closed {
+			for _, ev := range all {
+				if ev.Key == closed[i].Key && !ev.Open {
+					closed[i] = ev
+				}
+			}
+			if closed[i].Open {
+				closed[i].Open, closed[i].EndMs = false, max(w.now().UnixMilli(), closed[i].TimeMs)
+			}
+			w.opts.Notifier.Notify(Notification{Event: closed[i], Run: *r, Closed: true})
+		}
+	}
+	next := map[string]Event{}
+	for k, ev := range open {
+		if _, ok := seen[k]; !ok {
+			w.log.Info("run needs attention", "run_id", r.RunID, "kind", ev.Kind.String(), "message", ev.Message)
+			w.opts.Notifier.Notify(Notification{Event: ev, Run: *r})
+		}
+		next[k] = ev
+	}
+	w.mu.Lock()
+	if len(next) == 0 {
+		delete(w.hung, r.RunID)
+	} else {
+		w.hung[r.RunID] = next
+	}
+	w.mu.Unlock()
 }
 
 func (w *Watcher) openSpan(ctx context.Context, runID string, k Kind) (*Event, error) {

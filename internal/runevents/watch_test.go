@@ -208,3 +208,72 @@ func TestWatcherAbandonedRuns(t *testing.T) {
 		t.Fatalf("a stalled run's span after days: %+v, tags %v, sent %d", st, f.tags, len(f.sent))
 	}
 }
+
+// TestWatcherNotifiesHungSpans: a hung span a launcher appends is told to
+// the notifier once when the watcher first sees it open, and once (with
+// the launcher's closing message) after it closed; a span still open when
+// the run stops running is told closed too.
+func TestWatcherNotifiesHungSpans(t *testing.T) {
+	h := runeventstest.MemHarness(t)
+	id := h.NewRun(t)
+	svc := runevents.NewService(h.Store, runevents.Options{})
+	t0 := int64(1_800_000_000_000)
+	now := t0
+	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
+	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{IdleFor: -1, StallFor: -1, StragglerFor: -1, Every: 10 * time.Second,
+		Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }})
+	ctx := context.Background()
+	tick := func() {
+		t.Helper()
+		now += 10_000
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hung := runevents.Event{Key: "hung:n1:1", Kind: runevents.KindHung, Severity: runevents.SeverityWarning, TimeMs: t0, Open: true,
+		Node: "n1", GPU: -1, Step: -1, Message: "rank 1 on node n1: no progress for 5s; rank 1: blocked in all_reduce (train.py:42)"}
+	appendEv := func(ev runevents.Event) {
+		t.Helper()
+		if _, err := svc.Append(ctx, id, []runevents.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick()
+	if len(f.sent) != 0 {
+		t.Fatalf("notified without a hung span: %+v", f.sent)
+	}
+	appendEv(hung)
+	tick()
+	tick()
+	if len(f.sent) != 1 || f.sent[0].Closed || f.sent[0].Event.Kind != runevents.KindHung || f.sent[0].Event.Message != hung.Message || f.sent[0].Run.RunID != id {
+		t.Fatalf("after the span opened: %+v", f.sent)
+	}
+	closed := hung
+	closed.Open, closed.EndMs, closed.Message = false, now, hung.Message+" (it moved again)"
+	appendEv(closed)
+	tick()
+	tick()
+	if len(f.sent) != 2 || !f.sent[1].Closed || f.sent[1].Event.Message != closed.Message || f.sent[1].Event.EndMs != closed.EndMs {
+		t.Fatalf("after the span closed: %+v", f.sent)
+	}
+
+	// A second hang, still open when the run ends.
+	second := hung
+	second.Key, second.TimeMs = "hung:n1:2", now
+	appendEv(second)
+	tick()
+	if len(f.sent) != 3 || f.sent[2].Closed || f.sent[2].Event.Key != second.Key {
+		t.Fatalf("after the second span opened: %+v", f.sent)
+	}
+	f.mu.Lock()
+	f.run.RunID = "" // RunningRuns now lists no run of id
+	f.mu.Unlock()
+	tick()
+	if len(f.sent) != 4 || !f.sent[3].Closed || f.sent[3].Event.Key != second.Key || f.sent[3].Event.EndMs != now {
+		t.Fatalf("after the run ended: %+v", f.sent)
+	}
+	tick()
+	if len(f.sent) != 4 {
+		t.Fatalf("told again: %+v", f.sent)
+	}
+}

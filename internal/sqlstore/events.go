@@ -208,15 +208,15 @@ var _ runevents.Activity = (*EventStore)(nil)
 // RunningRuns implements runevents.Activity: the active RUNNING runs, with
 // when they last logged a metric (other than system/ metrics), a line of
 // output, or an event (other than the watcher's own spans: idle, stalled,
-// straggler).
+// straggler, and the launcher's hung spans).
 func (e *EventStore) RunningRuns(ctx context.Context) ([]runevents.RunActivity, error) {
 	rows, err := e.s.rdb.QueryContext(ctx, `SELECT r.run_id, r.name, r.experiment_id, r.start_time,
 		COALESCE((SELECT MAX(ms.timestamp) FROM metric_series ms WHERE ms.run_pk = r.run_pk AND ms.key NOT LIKE 'system/%'), 0),
 		COALESCE((SELECT s.last_append_ms FROM run_log_state s WHERE s.run_pk = r.run_pk), 0),
 		COALESCE((SELECT MAX(CASE WHEN ev.end_ms > ev.time_ms THEN ev.end_ms ELSE ev.time_ms END) FROM run_events ev
-			WHERE ev.run_pk = r.run_pk AND ev.kind NOT IN (?, ?, ?)), 0)
+			WHERE ev.run_pk = r.run_pk AND ev.kind NOT IN (?, ?, ?, ?)), 0)
 		FROM runs r WHERE r.status = ? AND r.lifecycle_stage = 'active' ORDER BY r.run_pk`,
-		int64(runevents.KindIdle), int64(runevents.KindStalled), int64(runevents.KindStraggler), int64(tracking.StatusRunning))
+		int64(runevents.KindIdle), int64(runevents.KindStalled), int64(runevents.KindStraggler), int64(runevents.KindHung), int64(tracking.StatusRunning))
 	if err != nil {
 		return nil, sqlError(err, "list running runs")
 	}

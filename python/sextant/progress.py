@@ -208,9 +208,13 @@ class Progress:
         self._thread.start()
 
     def _run(self) -> None:
+        beat = -1
         while not self._closed:
             self._wake.wait(self.interval)
             self._wake.clear()
+            if self._step != beat:
+                beat = self._step
+                _heartbeat()
             self._send()
 
     def _send(self, deadline: float | None = None) -> None:
@@ -281,6 +285,19 @@ class Progress:
         if t is not None and t is not threading.current_thread() and self._pid == os.getpid():
             t.join(timeout)
         self.flush(timeout)
+
+
+def _heartbeat() -> None:
+    """Tells `sextant run`'s hang detection that this process made progress:
+    touches <SEXTANT_AGENT_DIR>/<pid>.hb (docs/run.md, "Hangs")."""
+    d = os.environ.get("SEXTANT_AGENT_DIR")
+    if not d:
+        return
+    try:
+        with open(os.path.join(d, "%d.hb" % os.getpid()), "w"):
+            pass
+    except OSError:
+        pass
 
 
 @atexit.register
