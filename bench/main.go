@@ -1,7 +1,7 @@
 // Command bench measures a real sextant server on this machine and prints
 // the results as JSON.
 //
-//	go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|slowclients|replicas|all
+//	go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|progress|slowclients|replicas|all
 //
 // It builds cmd/sextant, starts it on a free loopback port with a fresh
 // data directory, drives it over HTTP exactly as clients do, and stops it.
@@ -59,6 +59,9 @@ type config struct {
 	signinRounds    int
 	signinPhase     time.Duration
 	signinAttackers int
+	// progress: see progress.go.
+	progressParts    string
+	progressDuration time.Duration
 }
 
 func main() {
@@ -91,11 +94,13 @@ func main() {
 	flag.IntVar(&c.signinRounds, "signin-rounds", 3, "signin: rounds of the three phases (at most 4)")
 	flag.DurationVar(&c.signinPhase, "signin-phase", 8*time.Second, "signin: measured duration of one phase")
 	flag.IntVar(&c.signinAttackers, "signin-attackers", 32, "signin: the attacker's concurrent requests")
+	flag.StringVar(&c.progressParts, "progress-parts", "client,server", "progress: the parts to run, comma-separated")
+	flag.DurationVar(&c.progressDuration, "progress-duration", 30*time.Second, "progress: measured duration of the server part")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
 	cpuProfile := flag.String("cpuprofile", "", "write the benchmark process's own CPU profile (the load generator's) to this file")
 	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|gpu|logs|slowclients|replicas|all ... (all: every one but replicas, reads and slowclients)")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|gpu|logs|progress|slowclients|replicas|all ... (all: every one but replicas, reads and slowclients)")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -134,6 +139,7 @@ func main() {
 		c.readsSizes, c.bytesPoints, c.readsRounds = "2000,20000", 400_000, 5
 		c.slowClients = 600
 		c.signinRounds, c.signinPhase = 1, 3*time.Second
+		c.progressDuration = 8 * time.Second
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -193,6 +199,8 @@ func run(ctx context.Context, c config, what []string) error {
 			res, err = benchLogs(ctx, c, bin)
 		case "reads":
 			res, err = benchReads(ctx, c, bin)
+		case "progress":
+			res, err = benchProgress(ctx, c, bin)
 		case "slowclients":
 			res, err = benchSlowClients(ctx, c, bin)
 		default:

@@ -43,6 +43,10 @@ _log = logging.getLogger("sextant.progress")
 
 _MAX_QUEUE = 100_000
 _BATCH = 1000  # reports per request (the server's limit)
+# Seconds between two sends of a rank's reports: one request per rank per
+# interval is what the server pays for (go run ./bench progress,
+# docs/performance.md); the reports reach the run at most this late.
+_SEND_INTERVAL_S = 1.0
 
 
 def _env_int(name: str) -> int | None:
@@ -106,7 +110,7 @@ class Progress:
     """
 
     def __init__(self, *, run_id: str | None = None, rank: int | None = None, node: str | None = None,
-                 gpu: int | None = None, interval: float = 1.0, client: Any = None, max_queue: int = _MAX_QUEUE,
+                 gpu: int | None = None, interval: float = _SEND_INTERVAL_S, client: Any = None, max_queue: int = _MAX_QUEUE,
                  flops_per_sample: float | None = None, flops_per_token: float | None = None,
                  dtype: str | None = None, peak_tflops: float | None = None) -> None:
         self.run_id = run_id or os.environ.get("MLFLOW_RUN_ID") or _mlflow_run_id()
