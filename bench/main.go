@@ -1,7 +1,7 @@
 // Command bench measures a real sextant server on this machine and prints
 // the results as JSON.
 //
-//	go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|progress|slowclients|replicas|all
+//	go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|progress|hang|slowclients|replicas|all
 //
 // It builds cmd/sextant, starts it on a free loopback port with a fresh
 // data directory, drives it over HTTP exactly as clients do, and stops it.
@@ -100,7 +100,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write the benchmark process's own CPU profile (the load generator's) to this file")
 	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|gpu|logs|progress|slowclients|replicas|all ... (all: every one but replicas, reads and slowclients)")
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [flags] ingest|history|search|reads|artifacts|auth|signin|gpu|logs|progress|hang|slowclients|replicas|all ... (all: every one but replicas, reads and slowclients)")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -201,6 +201,8 @@ func run(ctx context.Context, c config, what []string) error {
 			res, err = benchReads(ctx, c, bin)
 		case "progress":
 			res, err = benchProgress(ctx, c, bin)
+		case "hang":
+			res, err = benchHang(ctx, c, bin)
 		case "slowclients":
 			res, err = benchSlowClients(ctx, c, bin)
 		default:
