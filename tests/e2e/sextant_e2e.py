@@ -4,10 +4,13 @@ assertions shared by the test modules. Fixtures live in conftest.py."""
 from __future__ import annotations
 
 import hashlib
+import http.server
+import json
 import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -526,3 +529,29 @@ def report_measurement(name: str, data: dict) -> None:
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / f"{name}.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+class WebhookReceiver:
+    """A webhook on loopback that keeps the JSON bodies it is sent and
+    answers each with status (500: a receiver that fails every delivery)."""
+
+    def __init__(self, status: int = 200) -> None:
+        bodies = self.bodies = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -11,50 +11,24 @@ Needs the ML environment (requirements-ml.txt) and PYTHONPATH=python."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from sextant_e2e import REPO_ROOT, free_port
+from sextant_e2e import REPO_ROOT, WebhookReceiver, free_port
 
 pytestmark = pytest.mark.ml
 
 JOB = str(Path(__file__).with_name("hang_job.py"))
 
-
-class Receiver:
-    """A webhook receiver that keeps what it is sent."""
-
-    def __init__(self) -> None:
-        bodies = self.bodies = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def tail(p: Path, n: int = 80) -> str:
@@ -116,7 +90,7 @@ def sextant_cli(sextant_bin: str, srv, *args: str) -> str:
 
 
 def test_rank_blocked_in_collective_is_hung(start_server, sextant_bin, tmp_path):
-    rx = Receiver()
+    rx = WebhookReceiver()
     try:
         srv = start_server(alert_webhook=f"http://127.0.0.1:{rx.port}/hook", idle_for="0", watch_every="300ms")
         log = tmp_path / "launcher.log"

@@ -6,12 +6,10 @@ and `sextant import` reading only the artifact directories it is given."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import stat
 import subprocess
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from sextant_e2e import admin_password, free_port, storage_flags
+from sextant_e2e import WebhookReceiver, admin_password, free_port, storage_flags
 
 ADMIN = "admin@example.com"
 ALICE = ("alice@example.com", "alice-password-1")
@@ -174,37 +172,12 @@ def test_volume_upload_sessions_follow_the_users_rights(start_server):
 # ---------------------------------------------------------------- webhook
 
 
-class Receiver:
-    """A webhook on loopback that answers 500 to everything and keeps the
-    bodies it was sent."""
-
-    def __init__(self) -> None:
-        bodies = self.bodies = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(500)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 def test_webhook_logs_no_secret_and_escapes_the_text(start_server, use_server):
     """A stalled run named like a Slack broadcast: the text arrives with
     < > & escaped, and the failed delivery is logged with the receiver's
     host, never the path or query that are the webhook's secret."""
-    rx = Receiver()
+    rx = WebhookReceiver(500)
     try:
         hook = f"http://127.0.0.1:{rx.port}/services/T000/B000/XXsecretpathXX?token=hushhush"
         srv = start_server(alert_webhook=hook, stall_for="1s", idle_for="0", watch_every="200ms")
