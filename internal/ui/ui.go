@@ -151,6 +151,7 @@ var pages = []string{
 	"/models/:name",
 	"/models/:name/versions/:version",
 	"/gpu",
+	"/gpu/node/:name",
 	"/volumes",
 	"/volumes/*",
 }

@@ -178,6 +178,8 @@ func TestIsPage(t *testing.T) {
 	f("/volumes", true)
 	f("/volumes/main/vision", true)
 	f("/gpu", true)
+	f("/gpu/node/gpu-07", true)
+	f("/gpu/node/", false)
 	f("/gpux", false)
 	f("/metrics", false)
 }
