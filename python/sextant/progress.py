@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import collections
 import logging
+import math
 import os
 import socket
 import sys
@@ -47,6 +48,10 @@ _BATCH = 1000  # reports per request (the server's limit)
 # interval is what the server pays for (go run ./bench progress,
 # docs/performance.md); the reports reach the run at most this late.
 _SEND_INTERVAL_S = 1.0
+# The server's limits on a report (internal/progress): a report outside them
+# would make it refuse the whole request, so step() drops it instead.
+_MAX_STEP = 1 << 53
+_MAX_SECONDS = 86400.0
 
 
 def _env_int(name: str) -> int | None:
@@ -126,6 +131,8 @@ class Progress:
         self.dropped = 0
         #: Reports the server accepted.
         self.sent = 0
+        #: Reports not queued because a value was out of range (a warning says which, once).
+        self.invalid = 0
         self._failed = False
         self._last = time.perf_counter()
         self._ready: float | None = None
@@ -173,12 +180,20 @@ class Progress:
             return
         if step is None:
             step = self._step + 1
-        self._step = step
         if step_time_s is None:
             step_time_s = now - self._last
         if data_wait_s is None and self._ready is not None:
             data_wait_s = max(0.0, self._ready - self._last)
         self._last, self._ready = now, None
+        why = _invalid(step, step_time_s, data_wait_s, samples, tokens)
+        if why:
+            # Dropped here, not sent: the server would refuse the whole
+            # batch, and with it every good report of the rank.
+            if not self.invalid:
+                _log.warning("sextant: progress report of step %r not sent: %s", step, why)
+            self.invalid += 1
+            return
+        self._step = step
         rep: dict[str, Any] = {"rank": self.rank, "step": int(step), "time_ms": int(time.time() * 1000),
                                "step_time_s": float(step_time_s)}
         if data_wait_s is not None:
@@ -289,6 +304,23 @@ class Progress:
         if t is not None and t is not threading.current_thread() and self._pid == os.getpid():
             t.join(timeout)
         self.flush(timeout)
+
+
+def _invalid(step: Any, step_time_s: Any, data_wait_s: Any, samples: Any, tokens: Any) -> str:
+    """Why a report would be refused by the server, or ""."""
+    try:
+        if isinstance(step, bool) or int(step) != step or not 0 <= int(step) <= _MAX_STEP:
+            return "step must be an integer from 0 to 2**53, got %r" % (step,)
+        if not 0.0 <= float(step_time_s) <= _MAX_SECONDS:  # false for NaN too
+            return "step_time_s must be 0 to %d seconds, got %r" % (_MAX_SECONDS, step_time_s)
+        if data_wait_s is not None and not float(data_wait_s) <= _MAX_SECONDS:
+            return "data_wait_s must be at most %d seconds, got %r" % (_MAX_SECONDS, data_wait_s)
+        for name, v in (("samples", samples), ("tokens", tokens)):
+            if v is not None and not math.isfinite(float(v)):
+                return "%s must be a finite number, got %r" % (name, v)
+    except (TypeError, ValueError, OverflowError):
+        return "step, step_time_s, data_wait_s, samples and tokens must be numbers"
+    return ""
 
 
 def _heartbeat() -> None:

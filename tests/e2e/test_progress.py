@@ -192,3 +192,25 @@ def test_progress_without_run_is_a_no_op(monkeypatch):
         p.step(i)
     assert time.perf_counter() - t0 < 1.0
     assert p._thread is None and p.sent == 0
+
+
+def test_an_invalid_report_is_dropped_and_the_rest_still_arrive(client, server):
+    """One bad value (a NaN step time, a negative step) must not make the
+    server refuse a whole batch and stop the rank's reports: step() drops
+    that report, says so once, and the good ones reach the run."""
+    from sextant.progress import Progress
+
+    mlflow.set_experiment("/Shared/progress-invalid")
+    with mlflow.start_run() as run:
+        p = Progress(run_id=run.info.run_id, rank=0, node="n1", interval=60)
+        p.step(0, step_time_s=0.1, samples=4)
+        p.step(1, step_time_s=float("nan"))
+        p.step(-2, step_time_s=0.1)
+        p.step(3, step_time_s=0.1, tokens=float("inf"))
+        p.step(4, step_time_s="fast")
+        p.step(5, step_time_s=0.2, samples=4)
+        p.close(timeout=30)
+    assert p.invalid == 4
+    assert p.enabled and p.sent == 2
+    ranks = progress_of(server, run.info.run_id)
+    assert [[int(pt[0]), pt[2]] for pt in ranks[0]["step_time_s"]] == [[0, 0.1], [5, 0.2]]
