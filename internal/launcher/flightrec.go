@@ -170,11 +170,11 @@ func (w *hangWatch) keepFlightRecorder(ctx context.Context, dumps []frDump, dir 
 			path := dir + "/" + frArtifactName(d)
 			if err := w.upload(ctx, put, d.file, path); err != nil {
 				l.say("could not keep rank %d's Flight Recorder dump: %v", d.proc.rank(), err)
-				text = fmt.Sprintf("Flight Recorder dump (%d entries) not kept: upload failed: %v", d.entries, err)
+				text = fmt.Sprintf("Flight Recorder dump (%s) not kept: upload failed: %v", entries(d.entries), err)
 				break
 			}
 			saved++
-			text = fmt.Sprintf("Flight Recorder dump saved as artifact %s (%d entries)", path, d.entries)
+			text = fmt.Sprintf("Flight Recorder dump saved as artifact %s (%s)", path, entries(d.entries))
 		}
 		w.q.push([]byte(w.procHead(d.proc)+" "+text), ts, runlogs.Stderr, 0, node, int32(atoiOr(d.proc.LocalRank, -1)))
 	}
@@ -194,4 +194,11 @@ func (w *hangWatch) upload(ctx context.Context, put ArtifactPutter, file, path s
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return put.PutRunArtifact(cctx, w.l.run.Info.ArtifactURI, path, f, st.Size())
+}
+
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return strconv.Itoa(n) + " entries"
 }

@@ -147,7 +147,7 @@ func TestKeepFlightRecorder(t *testing.T) {
 		got = append(got, l.Text)
 	}
 	want := []string{
-		"[sextant hang] rank 0 pid 101 node n1: Flight Recorder dump saved as artifact " + fdir + "/flight_recorder_rank0.json (1 entries)",
+		"[sextant hang] rank 0 pid 101 node n1: Flight Recorder dump saved as artifact " + fdir + "/flight_recorder_rank0.json (1 entry)",
 		"[sextant hang] rank 1 pid 102 node n1: Flight Recorder dump saved as artifact " + fdir + "/flight_recorder_rank1.pkl (2 entries)",
 		"[sextant hang] rank 2 pid 103 node n1: Flight Recorder dump (0 entries) not kept: upload failed: server said no",
 		"[sextant hang] rank 3 pid 104 node n1: no Flight Recorder dump (torch.distributed not initialized)",

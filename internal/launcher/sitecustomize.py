@@ -99,6 +99,31 @@ def _write_atomic(path, data):
     _os.replace(tmp, path)
 
 
+def _fr_trace(dist):
+    # (dump, "json"|"pickle", entries) of the process's Flight Recorder.
+    # torch keeps two: ProcessGroupNCCL's own, which only NCCL collectives
+    # go to (its dump functions exist in CUDA builds), and the generic one
+    # (torch >= 2.8) that gloo records into. A job whose default group uses
+    # NCCL gets NCCL's; any other the generic one. JSON when torch can, so
+    # that nobody has to unpickle a dump to read it.
+    import json
+    import pickle
+
+    c = _sys.modules["torch._C._distributed_c10d"]
+    backend = str(dist.get_backend())
+    prefix = "_dump_nccl_trace" if "nccl" in backend else "_dump_fr_trace"
+    fn = getattr(c, prefix + "_json", None)
+    if fn is not None:
+        out = fn()
+        data = out.encode() if isinstance(out, str) else bytes(out)
+        return data, "json", json.loads(data).get("entries") or []
+    fn = getattr(c, prefix, None)
+    if fn is None:
+        raise RuntimeError("this torch has no Flight Recorder for the %s backend" % backend)
+    data = bytes(fn())
+    return data, "pickle", pickle.loads(data).get("entries") or []  # our own process's dump
+
+
 def _fr_dump(d, pid, gen):
     # Writes <pid>.<gen>.fr (the dump) and then <pid>.<gen>.frdone, a JSON
     # object the launcher waits for: {"format": "json"|"pickle",
@@ -113,19 +138,7 @@ def _fr_dump(d, pid, gen):
         elif not dist.is_available() or not dist.is_initialized():
             done["error"] = "torch.distributed not initialized"
         else:
-            c = _sys.modules["torch._C._distributed_c10d"]
-            as_json = getattr(c, "_dump_fr_trace_json", None)
-            if as_json is not None:
-                text = as_json()
-                data = text.encode() if isinstance(text, str) else bytes(text)
-                entries = json.loads(data).get("entries") or []
-                done["format"] = "json"
-            else:
-                import pickle
-
-                data = (getattr(c, "_dump_fr_trace", None) or getattr(c, "_dump_nccl_trace"))()
-                entries = pickle.loads(data).get("entries") or []  # our own process's dump
-                done["format"] = "pickle"
+            data, done["format"], entries = _fr_trace(dist)
             done["entries"] = len(entries)
             _write_atomic(_os.path.join(d, "%d.%d.fr" % (pid, gen)), data)
     except Exception as e:  # best effort: the stacks matter more
