@@ -134,30 +134,46 @@ func frArtifactDir(t time.Time) string {
 	return "sextant/hang/" + t.UTC().Format("20060102T150405Z")
 }
 
-// frArtifactName is a dump's file name in that folder.
-func frArtifactName(d frDump) string {
+// frArtifactName is a dump's file name in that folder; taken holds the
+// names given so far: a second dump of one rank (two processes with the
+// same RANK, each with a process group) is told apart by its pid.
+func frArtifactName(d frDump, taken map[string]bool) string {
 	ext := ".json"
 	if d.format == "pickle" {
 		ext = ".pkl"
 	}
+	name := "flight_recorder_pid" + strconv.Itoa(d.proc.PID)
 	if r := d.proc.rank(); r >= 0 {
-		return "flight_recorder_rank" + strconv.Itoa(r) + ext
+		name = "flight_recorder_rank" + strconv.Itoa(r)
+		if taken[name+ext] {
+			name += "_pid" + strconv.Itoa(d.proc.PID)
+		}
 	}
-	return "flight_recorder_pid" + strconv.Itoa(d.proc.PID) + ext
+	taken[name+ext] = true
+	return name + ext
 }
 
 // keepFlightRecorder uploads the dumps into the run's artifact folder dir
 // and says in the run's log, for each rank, where its dump went or why
-// there is none; processes without a rank (torchrun's agent) are named
-// only when they had a dump. It returns how many dumps were saved. A
-// failed upload is said and skipped: the hang is reported all the same.
+// there is none. Processes without a rank (torchrun's agent), and those
+// of a rank whose other process had a dump (DataLoader workers started
+// with spawn inherit RANK), are named only when they had a dump. It
+// returns how many dumps were saved. A failed upload is said and
+// skipped: the hang is reported all the same.
 func (w *hangWatch) keepFlightRecorder(ctx context.Context, dumps []frDump, dir string, now time.Time) (saved int) {
 	l := w.l
 	put, _ := l.opts.Tracker.(ArtifactPutter)
 	ts := now.UnixMilli()
 	node := int32(l.opts.Job.NodeRank)
+	dumped := map[int]bool{}
 	for _, d := range dumps {
-		if d.proc.rank() < 0 && d.file == "" {
+		if d.file != "" {
+			dumped[d.proc.rank()] = true
+		}
+	}
+	taken := map[string]bool{}
+	for _, d := range dumps {
+		if d.file == "" && (d.proc.rank() < 0 || dumped[d.proc.rank()]) {
 			continue
 		}
 		var text string
@@ -167,7 +183,7 @@ func (w *hangWatch) keepFlightRecorder(ctx context.Context, dumps []frDump, dir 
 		case put == nil:
 			text = "Flight Recorder dump not kept (this server connection cannot store artifacts)"
 		default:
-			path := dir + "/" + frArtifactName(d)
+			path := dir + "/" + frArtifactName(d, taken)
 			if err := w.upload(ctx, put, d.file, path); err != nil {
 				l.say("could not keep rank %d's Flight Recorder dump: %v", d.proc.rank(), err)
 				text = fmt.Sprintf("Flight Recorder dump (%s) not kept: upload failed: %v", entries(d.entries), err)

@@ -120,8 +120,12 @@ func TestKeepFlightRecorder(t *testing.T) {
 	writeAnswer(t, dir, 101, 1, `{"entries":[1]}`, `{"format":"json","entries":1}`)
 	writeAnswer(t, dir, 102, 1, "pickled", `{"format":"pickle","entries":2}`)
 	writeAnswer(t, dir, 103, 1, `{"entries":[]}`, `{"format":"json","entries":0}`)
+	// 105 is a process of rank 0 without a process group (a DataLoader
+	// worker started with spawn), 106 a second one of rank 1 with one.
+	writeAnswer(t, dir, 105, 1, "", `{"error":"torch.distributed not initialized"}`)
+	writeAnswer(t, dir, 106, 1, "pickled too", `{"format":"pickle","entries":3}`)
 	procs := []procInfo{{PID: 101, Rank: strp("0")}, {PID: 102, Rank: strp("1")}, {PID: 103, Rank: strp("2")},
-		{PID: 104, Rank: strp("3")}, {PID: 100, Argv: []string{"torchrun"}}}
+		{PID: 104, Rank: strp("3")}, {PID: 100, Argv: []string{"torchrun"}}, {PID: 105, Rank: strp("0")}, {PID: 106, Rank: strp("1")}}
 	writeAnswer(t, dir, 100, 1, "", `{"error":"torch.distributed not initialized"}`)
 	writeAnswer(t, dir, 104, 1, "", `{"error":"torch.distributed not initialized"}`)
 	dumps := collectFlightRecorder(dir, 1, procs, time.Now())
@@ -131,11 +135,11 @@ func TestKeepFlightRecorder(t *testing.T) {
 	q := newQueue(queueOptions{MemBytes: 1 << 20, BatchLines: 100, BatchBytes: 1 << 20})
 	w := &hangWatch{l: &launcher{opts: Options{Tracker: pt}, run: &tracking.Run{Info: tracking.RunInfo{ArtifactURI: pt.uri}}},
 		q: q, node: "n1"}
-	if saved := w.keepFlightRecorder(context.Background(), dumps, fdir, at); saved != 2 {
-		t.Errorf("saved %d, want 2", saved)
+	if saved := w.keepFlightRecorder(context.Background(), dumps, fdir, at); saved != 3 {
+		t.Errorf("saved %d, want 3", saved)
 	}
-	if len(pt.puts) != 2 || pt.puts[fdir+"/flight_recorder_rank0.json"] != `{"entries":[1]}` ||
-		pt.puts[fdir+"/flight_recorder_rank1.pkl"] != "pickled" {
+	if len(pt.puts) != 3 || pt.puts[fdir+"/flight_recorder_rank0.json"] != `{"entries":[1]}` ||
+		pt.puts[fdir+"/flight_recorder_rank1.pkl"] != "pickled" || pt.puts[fdir+"/flight_recorder_rank1_pid106.pkl"] != "pickled too" {
 		t.Errorf("uploaded %v", pt.puts)
 	}
 	_, lines, err := q.peek(nil, 100, 1<<20)
@@ -151,6 +155,7 @@ func TestKeepFlightRecorder(t *testing.T) {
 		"[sextant hang] rank 1 pid 102 node n1: Flight Recorder dump saved as artifact " + fdir + "/flight_recorder_rank1.pkl (2 entries)",
 		"[sextant hang] rank 2 pid 103 node n1: Flight Recorder dump (0 entries) not kept: upload failed: server said no",
 		"[sextant hang] rank 3 pid 104 node n1: no Flight Recorder dump (torch.distributed not initialized)",
+		"[sextant hang] rank 1 pid 106 node n1: Flight Recorder dump saved as artifact " + fdir + "/flight_recorder_rank1_pid106.pkl (3 entries)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("log lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
