@@ -40,6 +40,9 @@ def _sextant_agent():
         "world_size": _os.environ.get("WORLD_SIZE"), "host": socket.gethostname(), "argv": list(_sys.argv),
         "main_thread": "0x%016x" % threading.main_thread().ident,
     }
+    # The newest request before this process registers is not for it; one
+    # made once the launcher can see the .proc file is.
+    first = _fr_request(d)
     tmp = _os.path.join(d, "%d.proc.tmp" % pid)
     try:
         with open(tmp, "w") as pf:
@@ -48,7 +51,7 @@ def _sextant_agent():
     except OSError:
         return
 
-    threading.Thread(target=_fr_dumper, args=(d, pid), name="sextant-hang-agent", daemon=True).start()
+    threading.Thread(target=_fr_dumper, args=(d, pid, first), name="sextant-hang-agent", daemon=True).start()
 
 
 def _torch_version():
@@ -149,34 +152,25 @@ def _fr_dump(d, pid, gen):
         pass
 
 
-def _fr_dumper(d, pid):
+def _fr_request(d):
+    # The generation number in <dir>/dump, the launcher's newest request
+    # for dumps; 0 before the first.
+    try:
+        with open(_os.path.join(d, "dump")) as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _fr_dumper(d, pid, last):
     # The launcher asks for dumps by replacing <dir>/dump with a new
-    # generation number. A stat every 0.1 s is a few microseconds; the
-    # answer comes within the launcher's wait even on a loaded machine.
+    # generation number. Reading it every 0.1 s costs a few microseconds;
+    # the answer comes well within the launcher's wait.
     import time
 
-    trigger = _os.path.join(d, "dump")
-
-    def gen():
-        try:
-            with open(trigger) as f:
-                return int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return 0
-
-    seen = None
-    last = gen()  # a request made before this process started is not for it
     while True:
         time.sleep(0.1)
-        try:
-            st = _os.stat(trigger)
-        except OSError:
-            continue
-        key = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if key == seen:
-            continue
-        seen = key
-        g = gen()
+        g = _fr_request(d)
         if g > last:
             last = g
             _fr_dump(d, pid, g)
