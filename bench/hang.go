@@ -38,7 +38,11 @@ const hangRanks = 8
 //     their stacks (the event's stacks_ms attribute; the target is under
 //     5 s), how many ranks' stacks it got, and for how many hung ranks
 //     it named the innermost frame (the event's message, kept in the
-//     output, names them).
+//     output, names them);
+//   - fr_ms: the launcher's time from asking the ranks for Flight
+//     Recorder dumps to having every rank's answer (the event's fr_ms;
+//     the ranks do not use torch.distributed, so each answers that it has
+//     none: this is the request's round trip, bounded by 5 s).
 func benchHang(ctx context.Context, c config, bin string) (any, error) {
 	dir, err := os.MkdirTemp("", "sextant-bench-hang-")
 	if err != nil {
@@ -75,7 +79,7 @@ func benchHang(ctx context.Context, c config, bin string) (any, error) {
 		rounds = 1
 	}
 	var out []map[string]any
-	var over, stacks []float64
+	var over, stacks, frs []float64
 	for i := range rounds {
 		r, err := hangRound(ctx, bin, py, pyPath, script, s.url, exp, filepath.Join(dir, fmt.Sprintf("round%d", i)), hangAfter, cl)
 		if err != nil {
@@ -84,6 +88,7 @@ func benchHang(ctx context.Context, c config, bin string) (any, error) {
 		out = append(out, r)
 		over = append(over, r["over_threshold_s"].(float64))
 		stacks = append(stacks, r["stacks_ms"].(float64))
+		frs = append(frs, r["fr_ms"].(float64))
 	}
 	return map[string]any{
 		"ranks":                    hangRanks,
@@ -91,6 +96,7 @@ func benchHang(ctx context.Context, c config, bin string) (any, error) {
 		"rounds":                   out,
 		"median_over_threshold_s":  median(over),
 		"median_stacks_ms":         median(stacks),
+		"median_fr_ms":             median(frs),
 		"target_over_threshold_s":  10,
 		"target_stacks_ms":         5000,
 		"job":                      "8 python3 processes started by bash with RANK=0..7; each reports 20 steps of 20 ms with sextant.progress.Progress, then waits on a threading.Event that is never set (in a function named blocked_forever)",
@@ -162,6 +168,7 @@ func hangRound(ctx context.Context, bin, py, pyPath, script, base, exp, dir stri
 			return nil, err
 		}
 		stacksMs, _ := strconv.ParseFloat(ev.Attrs["stacks_ms"], 64)
+		frMs, _ := strconv.ParseFloat(ev.Attrs["fr_ms"], 64)
 		nStacks, _ := strconv.Atoi(ev.Attrs["stacks"])
 		after := seen.Sub(last).Seconds()
 		return map[string]any{
@@ -169,6 +176,7 @@ func hangRound(ctx context.Context, bin, py, pyPath, script, base, exp, dir stri
 			"over_threshold_s": after - hangAfter.Seconds(),
 			"stacks_ms":        stacksMs,
 			"stacks_collected": nStacks,
+			"fr_ms":            frMs,
 			"hung_ranks":       len(strings.Split(ev.Attrs["ranks"], ",")),
 			"frames_named":     len(strings.FieldsFunc(ev.Attrs["frames"], func(r rune) bool { return r == ';' })),
 			"message":          ev.Message,

@@ -252,6 +252,14 @@ func (c *RunConfig) rankPrefix(command []string, job launcher.Job) bool {
 	return launcher.ParseTorchrun(command).Found && job.LocalRank < 0
 }
 
+// The launcher finds these optional calls on its Tracker by assertion: a
+// client without them would silently lose the alert tag's clearing and the
+// Flight Recorder dumps, so their absence is a build error here.
+var (
+	_ launcher.TagDeleter     = (*client.Client)(nil)
+	_ launcher.ArtifactPutter = (*client.Client)(nil)
+)
+
 // runClients are the launcher's two clients of the tracking server, with
 // different retry rules, and the credentials they share.
 type runClients struct {

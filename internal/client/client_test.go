@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -246,6 +247,24 @@ func TestAgainstServer(t *testing.T) {
 	path, _ := client.ArtifactPath(run.Info.ArtifactURI)
 	if err := c.PutArtifact(ctx, path+"/logs/output.txt", body, 6); err != nil {
 		t.Fatal(err)
+	}
+	// PutRunArtifact puts the file under the run's artifacts, where the
+	// proxy serves it back.
+	dump := `{"entries": []}`
+	if err := c.PutRunArtifact(ctx, run.Info.ArtifactURI, "sextant/hang/x/fr.json", strings.NewReader(dump), int64(len(dump))); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL + "/api/2.0/mlflow-artifacts/artifacts/" + path + "/sextant/hang/x/fr.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(got) != dump {
+		t.Fatalf("the artifact read back: %d %q", resp.StatusCode, got)
+	}
+	if err := c.PutRunArtifact(ctx, "s3://bucket/1/x/artifacts", "a.json", strings.NewReader(dump), int64(len(dump))); err == nil {
+		t.Fatal("PutRunArtifact to a run whose artifacts the proxy does not serve")
 	}
 }
 

@@ -216,6 +216,17 @@ func (c *Client) PutArtifact(ctx context.Context, path string, body io.ReadSeeke
 	return c.call(ctx, r, nil)
 }
 
+// PutRunArtifact uploads size bytes from body as the artifact at path
+// (relative, such as "sextant/hang/x.json") of the run whose artifact URI
+// is artifactURI; the run's artifacts must be served by the proxy.
+func (c *Client) PutRunArtifact(ctx context.Context, artifactURI, path string, body io.ReadSeeker, size int64) error {
+	base, err := ArtifactPath(artifactURI)
+	if err != nil {
+		return err
+	}
+	return c.PutArtifact(ctx, base+"/"+strings.TrimLeft(path, "/"), body, size)
+}
+
 // ArtifactPath returns the proxy path of a run's artifact URI
 // (mlflow-artifacts:/1/<run>/artifacts -> 1/<run>/artifacts), or an error
 // when the run's artifacts are not served by the proxy.

@@ -283,10 +283,8 @@ type rankStacks struct {
 
 // collectStacks asks every registered process of the job for its stacks
 // (SIGUSR2) and waits, for at most timeout, for each dump to be written
-// in full. It also asks for Flight Recorder dumps (the dump file), which
-// the processes write on their own time.
+// in full.
 func collectStacks(dir string, procs []procInfo, signal func(pid int) error, timeout time.Duration) []rankStacks {
-	_ = os.WriteFile(filepath.Join(dir, "dump"), nil, 0o600)
 	before := make([]int64, len(procs))
 	asked := make([]bool, len(procs))
 	path := func(i int) string { return filepath.Join(dir, strconv.Itoa(procs[i].PID)+".stacks") }
@@ -356,6 +354,8 @@ type hangWatch struct {
 	openEv  runevents.Event
 	openMsg string
 	hungSet string
+	// frGen numbers the requests for Flight Recorder dumps.
+	frGen int
 }
 
 // startHangWatch starts watching the job; the function returned stops it
@@ -437,13 +437,24 @@ func (w *hangWatch) lastMetric(ctx context.Context) time.Time {
 	return time.UnixMilli(last)
 }
 
-// report collects the stacks, ships them to the run's log and opens the
-// hung span.
+// report collects the stacks and the Flight Recorder dumps, keeps them
+// with the run (its log, its artifacts) and opens the hung span.
 func (w *hangWatch) report(ctx context.Context, now time.Time, v hangVerdict, procs []procInfo) {
 	l := w.l
 	t0 := time.Now()
+	// The dumps are asked for first: the processes' agent threads write
+	// them while the stacks are collected.
+	w.frGen++
+	frAsked := askFlightRecorder(w.dir, w.frGen)
 	stacks := collectStacks(w.dir, procs, func(pid int) error { return w.ch.signalMember(pid, syscall.SIGUSR2) }, 5*time.Second)
 	took := time.Since(t0)
+	var frs []frDump
+	if frAsked == nil {
+		frs = collectFlightRecorder(w.dir, w.frGen, procs, t0.Add(frWait))
+	} else {
+		l.say("could not ask for Flight Recorder dumps: %v", frAsked)
+	}
+	frTook := time.Since(t0)
 	silent := now.Sub(v.since).Round(time.Second)
 	hung := map[int]bool{}
 	for _, r := range v.ranks {
@@ -477,8 +488,14 @@ func (w *hangWatch) report(ctx context.Context, now time.Time, v hangVerdict, pr
 	if len(parts) > 0 {
 		msg += "; " + strings.Join(parts, ", ")
 	}
-	l.say("the job looks hung: %s; its stacks are in the run's log", msg)
 	w.shipStacks(stacks, now)
+	frDir := frArtifactDir(now)
+	saved := w.keepFlightRecorder(ctx, frs, frDir, now)
+	removeFlightRecorder(w.dir, w.frGen, procs)
+	if saved > 0 {
+		msg += "; Flight Recorder dumps in artifacts " + frDir + "/"
+	}
+	l.say("the job looks hung: %s; its stacks are in the run's log", msg)
 	start := v.since.UnixMilli()
 	w.openKey = "hung:" + w.node + ":" + strconv.FormatInt(start, 10)
 	w.openMsg = msg
@@ -490,7 +507,12 @@ func (w *hangWatch) report(ctx context.Context, now time.Time, v hangVerdict, pr
 			"hang_after_s": strconv.FormatFloat(l.opts.HangAfter.Seconds(), 'f', -1, 64),
 			"stacks_ms":    strconv.FormatInt(took.Milliseconds(), 10),
 			"stacks":       strconv.Itoa(len(stacks)),
+			"fr_ms":        strconv.FormatInt(frTook.Milliseconds(), 10),
+			"fr_dumps":     strconv.Itoa(saved),
 		},
+	}
+	if saved > 0 {
+		ev.Attrs["fr_dir"] = frDir
 	}
 	w.openEv = ev
 	w.appendEvent(ctx, ev)
@@ -514,10 +536,7 @@ func (w *hangWatch) shipStacks(stacks []rankStacks, now time.Time) {
 	node := int32(w.l.opts.Job.NodeRank)
 	for _, s := range stacks {
 		local := int32(atoiOr(s.proc.LocalRank, -1))
-		head := fmt.Sprintf("%s rank %d pid %d node %s:", hangStackPrefix, s.proc.rank(), s.proc.PID, w.node)
-		if s.proc.rank() < 0 {
-			head = fmt.Sprintf("%s process %d (%s) node %s:", hangStackPrefix, s.proc.PID, strings.Join(s.proc.Argv, " "), w.node)
-		}
+		head := w.procHead(s.proc)
 		if s.dump == "" {
 			w.q.push([]byte(head+" no stacks (the process did not answer SIGUSR2)"), ts, runlogs.Stderr, 0, node, local)
 			continue
@@ -527,6 +546,14 @@ func (w *hangWatch) shipStacks(stacks []rankStacks, now time.Time) {
 			w.q.push([]byte(head+" "+line), ts, runlogs.Stderr, 0, node, local)
 		}
 	}
+}
+
+// procHead starts each log line about process p.
+func (w *hangWatch) procHead(p procInfo) string {
+	if p.rank() < 0 {
+		return fmt.Sprintf("%s process %d (%s) node %s:", hangStackPrefix, p.PID, strings.Join(p.Argv, " "), w.node)
+	}
+	return fmt.Sprintf("%s rank %d pid %d node %s:", hangStackPrefix, p.rank(), p.PID, w.node)
 }
 
 func (w *hangWatch) appendEvent(ctx context.Context, ev runevents.Event) {

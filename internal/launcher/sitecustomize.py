@@ -34,14 +34,15 @@ def _sextant_agent():
     except (OSError, ValueError, RuntimeError, AttributeError):
         return
     _sys.modules[__name__]._sextant_stacks_file = f  # keep it open for the handler
-    # Record collectives for the Flight Recorder when the user did not choose.
-    _os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
-    _os.environ.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")
+    _fr_buffer_env()
     info = {
         "pid": pid, "rank": _os.environ.get("RANK"), "local_rank": _os.environ.get("LOCAL_RANK"),
         "world_size": _os.environ.get("WORLD_SIZE"), "host": socket.gethostname(), "argv": list(_sys.argv),
         "main_thread": "0x%016x" % threading.main_thread().ident,
     }
+    # The newest request before this process registers is not for it; one
+    # made once the launcher can see the .proc file is.
+    first = _fr_request(d)
     tmp = _os.path.join(d, "%d.proc.tmp" % pid)
     try:
         with open(tmp, "w") as pf:
@@ -50,32 +51,129 @@ def _sextant_agent():
     except OSError:
         return
 
-    def fr_dumper():
-        import time
-        trigger, done = _os.path.join(d, "dump"), False
-        while not done:
-            time.sleep(1.0)
-            if not _os.path.exists(trigger):
-                continue
-            done = True
-            dist = _sys.modules.get("torch.distributed")
-            try:
-                if dist is None or not dist.is_available() or not dist.is_initialized():
-                    continue
-                c = _sys.modules["torch._C._distributed_c10d"]
-                dump = getattr(c, "_dump_fr_trace", None) or getattr(c, "_dump_nccl_trace")
-                data = dump()
-                with open(_os.path.join(d, "%d.fr.tmp" % pid), "wb") as out:
-                    out.write(data)
-                _os.replace(_os.path.join(d, "%d.fr.tmp" % pid), _os.path.join(d, "%d.fr" % pid))
-            except Exception as e:  # best effort: the stacks matter more
-                try:
-                    with open(_os.path.join(d, "%d.fr.err" % pid), "w") as out:
-                        out.write("%s: %s\n" % (type(e).__name__, e))
-                except OSError:
-                    pass
+    threading.Thread(target=_fr_dumper, args=(d, pid, first), name="sextant-hang-agent", daemon=True).start()
 
-    threading.Thread(target=fr_dumper, name="sextant-hang-agent", daemon=True).start()
+
+def _torch_version():
+    # The installed torch's (major, minor), read from torch/version.py
+    # without importing torch (seconds, and no business of a job that does
+    # not use it); None without torch or when unreadable.
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    for loc in (spec and spec.submodule_search_locations) or ():
+        try:
+            with open(_os.path.join(loc, "version.py")) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            name, eq, value = line.partition("=")
+            if eq and name.split(":")[0].strip() == "__version__":
+                try:
+                    major, minor = value.strip().strip("'\"").split(".")[:2]
+                    return int(major), int(minor)
+                except ValueError:
+                    return None
+    return None
+
+
+def _fr_buffer_env():
+    # Make the Flight Recorder record collectives when the user did not
+    # choose a buffer size. torch 2.8 renamed TORCH_NCCL_TRACE_BUFFER_SIZE
+    # to TORCH_FR_BUFFER_SIZE and warns, in the job's output, when the old
+    # name is set: set the one name the installed torch reads, and nothing
+    # for a job without torch.
+    if "TORCH_FR_BUFFER_SIZE" in _os.environ or "TORCH_NCCL_TRACE_BUFFER_SIZE" in _os.environ:
+        return
+    v = _torch_version()
+    if v is None:
+        return
+    _os.environ["TORCH_FR_BUFFER_SIZE" if v >= (2, 8) else "TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000"
+
+
+def _write_atomic(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    _os.replace(tmp, path)
+
+
+def _fr_trace(dist):
+    # (dump, "json"|"pickle", entries) of the process's Flight Recorder.
+    # torch keeps two: ProcessGroupNCCL's own, which only NCCL collectives
+    # go to (its dump functions exist in CUDA builds), and the generic one
+    # (torch >= 2.8) that gloo records into. A job whose default group uses
+    # NCCL gets NCCL's; any other the generic one. JSON when torch can, so
+    # that nobody has to unpickle a dump to read it.
+    import json
+    import pickle
+
+    c = _sys.modules["torch._C._distributed_c10d"]
+    backend = str(dist.get_backend())
+    prefix = "_dump_nccl_trace" if "nccl" in backend else "_dump_fr_trace"
+    fn = getattr(c, prefix + "_json", None)
+    if fn is not None:
+        out = fn()
+        data = out.encode() if isinstance(out, str) else bytes(out)
+        return data, "json", json.loads(data).get("entries") or []
+    fn = getattr(c, prefix, None)
+    if fn is None:
+        raise RuntimeError("this torch has no Flight Recorder for the %s backend" % backend)
+    data = bytes(fn())
+    return data, "pickle", pickle.loads(data).get("entries") or []  # our own process's dump
+
+
+def _fr_dump(d, pid, gen):
+    # Writes <pid>.<gen>.fr (the dump) and then <pid>.<gen>.frdone, a JSON
+    # object the launcher waits for: {"format": "json"|"pickle",
+    # "entries": N} or {"error": why there is no dump}.
+    import json
+
+    done = {}
+    dist = _sys.modules.get("torch.distributed")
+    try:
+        if dist is None:
+            done["error"] = "torch.distributed not in use"
+        elif not dist.is_available() or not dist.is_initialized():
+            done["error"] = "torch.distributed not initialized"
+        else:
+            data, done["format"], entries = _fr_trace(dist)
+            done["entries"] = len(entries)
+            _write_atomic(_os.path.join(d, "%d.%d.fr" % (pid, gen)), data)
+    except Exception as e:  # best effort: the stacks matter more
+        done = {"error": "%s: %s" % (type(e).__name__, e)}
+    try:
+        _write_atomic(_os.path.join(d, "%d.%d.frdone" % (pid, gen)), json.dumps(done).encode())
+    except OSError:
+        pass
+
+
+def _fr_request(d):
+    # The generation number in <dir>/dump, the launcher's newest request
+    # for dumps; 0 before the first.
+    try:
+        with open(_os.path.join(d, "dump")) as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _fr_dumper(d, pid, last):
+    # The launcher asks for dumps by replacing <dir>/dump with a new
+    # generation number. Reading it every 0.1 s costs a few microseconds;
+    # the answer comes well within the launcher's wait.
+    import time
+
+    while True:
+        time.sleep(0.1)
+        g = _fr_request(d)
+        if g > last:
+            last = g
+            _fr_dump(d, pid, g)
 
 
 def _sextant_chain():

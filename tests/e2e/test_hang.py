@@ -2,8 +2,10 @@
 gloo), torchrun and a real server: `sextant run --hang-after 5s` on a
 2-rank job whose rank 0 is blocked in dist.all_reduce that rank 1 never
 joins opens a hung span naming the ranks, the node and the blocked
-frames; the run's log holds both ranks' stacks; `sextant runs ls` shows the
-alert; the webhook is told; stopping the job closes the span. A job that
+frames; the run's log holds both ranks' stacks; each rank's Flight Recorder
+dump is kept as a run artifact (rank 0's names the blocked all_reduce) and
+the log says where; `sextant runs ls` shows the alert; the webhook is told;
+stopping the job closes the span. A job that
 never calls the progress API, prints nothing and logs no metric is found
 hung too.
 
@@ -20,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import mlflow
 import pytest
 import requests
 
@@ -122,6 +125,37 @@ def test_rank_blocked_in_collective_is_hung(start_server, sextant_bin, tmp_path)
             assert any("in all_reduce" in l for l in r0) and any("in blocked_collective" in l for l in r0), logs
             assert any("in rank1_sleeps" in l for l in r1), logs
             assert all(f"node {host}:" in l for l in r0 + r1)
+
+            # Each rank's Flight Recorder dump is an artifact in the folder the span names, and the
+            # log says so per rank. gloo records into torch's generic Flight Recorder: rank 0's dump
+            # has the all_reduce it is blocked in, not retired (gloo leaves "state" at "scheduled";
+            # "retired" says the work finished); rank 1 never joined it.
+            fr_dir = ev["attrs"].get("fr_dir", "")
+            assert fr_dir.startswith("sextant/hang/") and f"Flight Recorder dumps in artifacts {fr_dir}/" in msg, ev
+            assert ev["attrs"]["fr_dumps"] == "2", ev
+            client = mlflow.MlflowClient(tracking_uri=srv.url)
+            names = sorted(f.path for f in client.list_artifacts(run_id, fr_dir))
+            assert names == [f"{fr_dir}/flight_recorder_rank0.json", f"{fr_dir}/flight_recorder_rank1.json"], names
+            dumps = {}
+            for r in (0, 1):
+                got = client.download_artifacts(run_id, f"{fr_dir}/flight_recorder_rank{r}.json", str(tmp_path / "fr"))
+                dumps[r] = json.loads(Path(got).read_text())
+            ops = {r: [(e["profiling_name"], e["retired"]) for e in d["entries"]] for r, d in dumps.items()}
+            assert ops[0][-1] == ("gloo:all_reduce", False), ops
+            assert ops[1] and not any("all_reduce" in n for n, _ in ops[1]), ops  # the barrier before the hang
+
+            def fr_lines():
+                logs = sextant_cli(sextant_bin, srv, "logs", run_id)
+                got = [l for l in logs.splitlines() if "Flight Recorder dump saved as artifact " + fr_dir in l]
+                return got if len(got) == 2 else None
+
+            lines = wait_for("the Flight Recorder lines in the log", fr_lines, log=log)
+            assert any("[sextant hang] rank 0 pid " in l and "flight_recorder_rank0.json (2 entries)" in l
+                       for l in lines), lines
+            assert any("[sextant hang] rank 1 pid " in l and "flight_recorder_rank1.json (" in l for l in lines), lines
+            # The launcher sets only the buffer-size variable this torch reads, so torch does not
+            # warn in the job's output about the deprecated one.
+            assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in log.read_text(errors="replace"), tail(log)
 
             # runs ls shows the alert while the run is running and the span open.
             ls = sextant_cli(sextant_bin, srv, "runs", "ls", "--experiment", "/Shared/hang")
