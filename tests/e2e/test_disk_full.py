@@ -48,11 +48,13 @@ def tmpfs(tmp_path):
 def fill(path: Path) -> None:
     """Writes path until the file system has no space left."""
     block = b"\0" * (64 << 10)
-    with open(path, "wb") as f:
+    # Unbuffered: a buffered file keeps what a failing write did not get
+    # onto the disk, and closing it tries again and raises ENOSPC from the
+    # with statement (seen under load).
+    with open(path, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(block)
-                f.flush()
         except OSError as e:
             assert e.errno == errno.ENOSPC, e
 
