@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -15,15 +16,22 @@ import (
 
 // A store whose database cannot be written for lack of space goes on
 // serving reads. It is read-only from the first write that fails for lack
-// of space (or the write probe at Open) until a probe write succeeds: the
+// of space (or from Open, see below) until a probe write succeeds: the
 // probe runs every probeEvery while the store is read-only. Writes are
-// still attempted meanwhile (each answers errs.InsufficientStorage while
-// there is no space), so that they succeed as soon as space returns.
+// still attempted meanwhile when there may be space for them (each
+// answers errs.InsufficientStorage while there is none), so that they
+// succeed as soon as space returns.
 //
-// On SQLite the probe waits until the database's file system has
-// resumeFreeBytes free: a small write can fit into the pages a checkpoint
-// freed in the WAL file while the next larger one does not, and the state
-// would flap between read-only and writable on a disk that is still full.
+// On SQLite "space for them" is resumeFreeBytes free on the database's
+// file system: the probe waits for it, and writes are refused without
+// being tried until then (refuseWrite). A small write can fit into the
+// pages a checkpoint freed in the WAL file, or into WAL space a failed
+// write left allocated, while the next larger one does not; without the
+// threshold the state would flap between read-only and writable on a disk
+// that is still full, and which writes succeed would depend on timing.
+// Open applies the same threshold, so that a store opened on a full disk
+// is read-only from the start rather than from whichever later write
+// first fails.
 
 // Health is the store's state, for /health and the log.
 type Health struct {
@@ -55,20 +63,49 @@ func freeBytes(path string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
-// spaceToResume reports whether a read-only store may try a write: always
-// on PostgreSQL (its server says when it has space), on SQLite when the
-// database's file system has resumeFreeBytes free or its free space cannot
-// be read (a quota, which statfs does not show, is left to the probe).
-func (s *db) spaceToResume() bool {
+// errDiskFull is the error of a write that the SQLite database's file
+// system has no space for; err says why.
+func errDiskFull(err error) *errs.Error {
+	return &errs.Error{Code: errs.InsufficientStorage, Msg: "the server's disk is full", Hint: "free disk space under the data directory", Err: err}
+}
+
+// noSpace returns errDiskFull when the SQLite database's file system has
+// less than resumeFreeBytes free. It returns nil on PostgreSQL (its server
+// says when it has space), and where the free space cannot be read (a
+// quota, which statfs does not show, is left to the writes themselves).
+func (s *db) noSpace() error {
 	if s.path == "" {
-		return true
+		return nil
 	}
 	free := freeBytes
 	if f := s.freeBytes.Load(); f != nil {
 		free = *f
 	}
-	n, err := free(filepath.Dir(s.path))
-	return err != nil || n >= resumeFreeBytes
+	dir := filepath.Dir(s.path)
+	n, err := free(dir)
+	if err != nil || n >= resumeFreeBytes {
+		return nil
+	}
+	return errDiskFull(fmt.Errorf("%d bytes free under %s, less than the %d bytes the database waits for to write again", n, dir, resumeFreeBytes))
+}
+
+// spaceToResume reports whether a read-only store may try a write (see
+// noSpace).
+func (s *db) spaceToResume() bool { return s.noSpace() == nil }
+
+// refuseWrite is asked by the writer before each group of writes: while
+// the store is read-only and its file system still lacks the space to
+// resume, the group is refused without being tried. A small write could
+// still fit into space the database's files already hold, and succeed
+// where the next one fails: the answer to a write would depend on which
+// came first, and contradict /health. Once there is space again, writes
+// are tried before the next probe, so that they succeed as soon as they
+// can.
+func (s *db) refuseWrite() error {
+	if s.state().Writable {
+		return nil
+	}
+	return s.noSpace()
 }
 
 type healthState struct {

@@ -343,8 +343,9 @@ func checkHistory(t *testing.T, svc *tracking.Service, runID string, n int64) {
 // TestReadOnlyUntilSpaceReturns: a store made read-only by a full disk
 // does not call itself writable while its file system is still full, even
 // though a small probe write would fit (into pages a checkpoint freed in
-// the WAL file), so that /health does not flap; once space returns, the
-// next probe makes it writable.
+// the WAL file), so that /health does not flap, and it refuses writes that
+// would fit as well, so that they agree with /health; once space returns,
+// writes are tried again at once, and the next probe makes it writable.
 func TestReadOnlyUntilSpaceReturns(t *testing.T) {
 	ctx := t.Context()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "sextant.db"), Options{})
@@ -352,6 +353,10 @@ func TestReadOnlyUntilSpaceReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
+	svc := tracking.NewService(s.Tracking(), tracking.Options{})
+	if err := svc.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var free atomic.Uint64
 	f := func(string) (uint64, error) { return free.Load(), nil }
 	s.freeBytes.Store(&f)
@@ -362,10 +367,88 @@ func TestReadOnlyUntilSpaceReturns(t *testing.T) {
 		if h := s.Health(); h.Writable {
 			t.Fatalf("%d bytes free: the store says it is writable (%+v)", n, h)
 		}
+		_, err := svc.CreateExperiment(ctx, "/Shared/refused", "", nil)
+		if errs.CodeOf(err) != errs.InsufficientStorage || !strings.Contains(errs.MessageOf(err), "disk is full") {
+			t.Fatalf("%d bytes free: a write that fits: %v (code %s), want InsufficientStorage saying the disk is full", n, err, errs.CodeOf(err))
+		}
+		if _, err := svc.GetExperimentByName(ctx, "/Shared/refused"); errs.CodeOf(err) != errs.NotFound {
+			t.Fatalf("%d bytes free: a refused experiment: %v, want NotFound", n, err)
+		}
 	}
 	free.Store(resumeFreeBytes)
+	if _, err := svc.CreateExperiment(ctx, "/Shared/space-returned", "", nil); err != nil {
+		t.Fatalf("space returned: a write before the next probe: %v", err)
+	}
 	s.probeOnce(ctx)
 	if h := s.Health(); !h.Writable {
 		t.Fatalf("space returned: the store is still read-only (%+v)", h)
+	}
+}
+
+// TestOpenReadOnlyOnAFullDisk: a store opened on a file system with less
+// than resumeFreeBytes free is read-only from Open on, saying so, even
+// though its probe write would fit into what is left; writes that would
+// fit are refused; reads work; once space is freed, writes succeed and a
+// probe makes it writable. Before, Open's probe succeeded here and the
+// store called itself writable until some later write did not fit: after
+// a kill -9 on a full disk, how long that took depended on timing (the
+// e2e test's restarted server still said OK after 20 s under load).
+func TestOpenReadOnlyOnAFullDisk(t *testing.T) {
+	dir := mountTmpfs(t, "8m")
+	ctx := t.Context()
+	path := filepath.Join(dir, "sextant.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := tracking.NewService(s.Tracking(), tracking.Options{})
+	if err := svc.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateExperiment(ctx, "/Shared/before", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Leave a quarter of the threshold free: room for the probe's row and
+	// the shared-memory file, far from the space the store waits for.
+	reserve := filepath.Join(dir, "reserve")
+	if err := os.WriteFile(reserve, make([]byte, resumeFreeBytes/4), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, filepath.Join(dir, "filler"))
+	if err := os.Remove(reserve); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := freeBytes(dir); err != nil || n >= resumeFreeBytes || n < resumeFreeBytes/4 {
+		t.Fatalf("free space under the filled tmpfs: %d, %v; want [%d, %d)", n, err, resumeFreeBytes/4, resumeFreeBytes)
+	}
+
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("open on a full disk: %v", err)
+	}
+	defer s.Close(context.Background())
+	if h := s.Health(); h.Writable || !strings.Contains(h.Reason, "disk is full") || !strings.Contains(h.Reason, "free disk space") {
+		t.Fatalf("health right after opening on a full disk: %+v, want read-only saying the disk is full", h)
+	}
+	svc = tracking.NewService(s.Tracking(), tracking.Options{})
+	if _, err := svc.CreateExperiment(ctx, "/Shared/refused", "", nil); errs.CodeOf(err) != errs.InsufficientStorage {
+		t.Fatalf("a small write on the full disk: %v (code %s), want InsufficientStorage", err, errs.CodeOf(err))
+	}
+	if _, err := svc.GetExperimentByName(ctx, "/Shared/before"); err != nil {
+		t.Fatalf("a read on the full disk: %v", err)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateExperiment(ctx, "/Shared/after", "", nil); err != nil {
+		t.Fatalf("a write once space was freed: %v", err)
+	}
+	s.probeOnce(ctx)
+	if h := s.Health(); !h.Writable {
+		t.Fatalf("space freed and probed: still read-only (%+v)", h)
 	}
 }

@@ -209,6 +209,7 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	s.w.retryable = retryable
 	s.w.pg = s.pg
 	s.w.full = s.noteFull
+	s.w.refuse = s.refuseWrite
 	s.c = newCompactor(s.db, s.log)
 	s.w.committed = s.c.request
 	s.w.start()
@@ -220,8 +221,15 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		go s.checkpointLoop()
 	}
 	// Find out now whether the database can be written, so that the log
-	// and /health say so from the start (noteFull logs it).
-	if err := s.probe(ctx); err != nil && errs.CodeOf(err) != errs.InsufficientStorage {
+	// and /health say so from the start (noteFull logs it). On a full
+	// disk the probe alone cannot tell: after a kill -9 its row may fit
+	// into WAL space a failed write left allocated, or not, and the first
+	// write that does not fit may come seconds later. So a file system
+	// without the space a read-only store waits for to resume is full at
+	// start too, whatever the probe would say.
+	if err := s.noSpace(); err != nil {
+		s.noteFull(err)
+	} else if err := s.probe(ctx); err != nil && errs.CodeOf(err) != errs.InsufficientStorage {
 		return nil, errors.Join(fmt.Errorf("write to the database: %w", err), s.Close(context.WithoutCancel(ctx)))
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -638,7 +646,7 @@ func sqlError(err error, msg string) error {
 		case se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey:
 			return errs.Wrap(errs.AlreadyExists, err, msg)
 		case diskFull(err):
-			return &errs.Error{Code: errs.InsufficientStorage, Msg: "the server's disk is full", Hint: "free disk space under the data directory", Err: err}
+			return errDiskFull(err)
 		case se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked:
 			return errs.Wrap(errs.Unavailable, err, "the database is busy, retry")
 		}

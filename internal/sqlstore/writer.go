@@ -39,6 +39,9 @@ type writer struct {
 	// full, when set, receives the errors of ops and commits that failed
 	// for lack of space (errs.InsufficientStorage).
 	full func(error)
+	// refuse, when set, is asked before each group: an error refuses the
+	// group's ops without running them (a read-only store on a full disk).
+	refuse func() error
 
 	// txStmts are the statements of the current transaction; only the
 	// loop goroutine touches them, stmts and promote.
@@ -281,6 +284,14 @@ func (w *writer) run(batch []*writeOp) {
 	}
 	if len(txOps) == 0 {
 		return
+	}
+	if w.refuse != nil {
+		if err := w.refuse(); err != nil {
+			for _, op := range txOps {
+				op.done <- err
+			}
+			return
+		}
 	}
 	w.groups.Add(1)
 	tx, err := w.begin(context.Background())

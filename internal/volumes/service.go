@@ -98,23 +98,40 @@ func NewService(store Store, blobs blob.Store, opts Options) *Service {
 // the upload claims of instances that are gone (a server killed in the
 // middle of uploads: its claims would otherwise hold back the .metadata
 // of those checkpoints until they expire), and keeps the instance alive
-// in the background until Close.
+// in the background until Close. On a full disk, where the server starts
+// read-only, registering waits for space: it is tried again in the
+// background (no upload can be claimed meanwhile: that is a write too).
 func (s *Service) Start(ctx context.Context) error {
+	registered, err := s.register(ctx)
+	if err != nil && errs.CodeOf(err) != errs.InsufficientStorage {
+		return err
+	}
+	if err != nil {
+		s.log.Warn("the disk is full: the volumes service instance registers once space is freed", "err", err)
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	s.wg.Go(func() { s.keepAlive(lctx, registered) })
+	return nil
+}
+
+// register records this instance and releases the claims of instances
+// that are gone; it reports whether it did.
+func (s *Service) register(ctx context.Context) (bool, error) {
 	now := s.nowMs()
 	n, err := s.store.StartInstance(ctx, s.instance, now, now+s.ttl.Milliseconds())
 	if err != nil {
-		return fmt.Errorf("register the volumes service instance: %w", err)
+		return false, fmt.Errorf("register the volumes service instance: %w", err)
 	}
 	if n > 0 {
 		s.log.Info("released the upload claims of servers that are gone", "claims", n)
 	}
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stop = cancel
-	s.wg.Go(func() { s.keepAlive(lctx) })
-	return nil
+	return true, nil
 }
 
-func (s *Service) keepAlive(ctx context.Context) {
+// keepAlive renews the instance every third of its lifetime, and first
+// registers it where Start could not.
+func (s *Service) keepAlive(ctx context.Context, registered bool) {
 	t := time.NewTicker(s.ttl / 3)
 	defer t.Stop()
 	for {
@@ -122,6 +139,15 @@ func (s *Service) keepAlive(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !registered {
+			var err error
+			if registered, err = s.register(ctx); registered {
+				s.log.Info("registered the volumes service instance: there is space again")
+			} else if ctx.Err() == nil && errs.CodeOf(err) != errs.InsufficientStorage {
+				s.log.Warn("register the volumes service instance", "err", err)
+			}
+			continue
 		}
 		now := s.nowMs()
 		n, err := s.store.KeepInstance(ctx, s.instance, now, now+s.ttl.Milliseconds())

@@ -110,6 +110,14 @@ class SextantServer:
             self._log.flush()
         return tail_file(self.log_path, n)
 
+    def log_since_start(self) -> str:
+        """What the server printed since its last start: the log file holds
+        every start's output, and a line an earlier process printed must
+        not pass for this one's."""
+        if self._log is not None:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace").rpartition("\n===== start ")[2]
+
     def _argv(self) -> list[str]:
         argv = [self.binary, "server", "--host", "127.0.0.1", "--port", str(self.port),
                 "--data-dir", str(self.data_dir)]
@@ -120,7 +128,9 @@ class SextantServer:
     def start(self, read_only: bool = False) -> "SextantServer":
         """Starts the server and waits until /health answers "OK", or with
         read_only until it answers "READ-ONLY: ..." (a database that cannot
-        be written for lack of space)."""
+        be written for lack of space). A server started read-only knows it
+        before it listens: with read_only, a first answer of "OK" fails at
+        once instead of waiting for a later write to fail."""
         assert self.proc is None or self.proc.poll() is not None, "server already running"
         want = "READ-ONLY:" if read_only else "OK"
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # as docs/deploy.md makes it
@@ -145,6 +155,9 @@ class SextantServer:
                 text = r.text.strip()
                 if r.status_code == 200 and (text == want or (read_only and text.startswith(want))):
                     return self
+                if read_only and r.status_code == 200 and text == "OK":
+                    self.kill()
+                    pytest.fail(f"the server answered /health OK where it should start read-only; stderr:\n{self.stderr_tail()}")
                 last_err = f"HTTP {r.status_code}: {r.text[:200]!r}"
             except requests.RequestException as e:
                 last_err = repr(e)

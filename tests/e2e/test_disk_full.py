@@ -48,11 +48,13 @@ def tmpfs(tmp_path):
 def fill(path: Path) -> None:
     """Writes path until the file system has no space left."""
     block = b"\0" * (64 << 10)
-    with open(path, "wb") as f:
+    # Unbuffered: a buffered file keeps what a failing write did not get
+    # onto the disk, and closing it tries again and raises ENOSPC from the
+    # with statement (seen under load).
+    with open(path, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(block)
-                f.flush()
         except OSError as e:
             assert e.errno == errno.ENOSPC, e
 
@@ -109,6 +111,8 @@ def test_full_disk_kill_and_restart(sextant_bin, tmpfs, tmp_path):
 
         for _ in range(3):
             log_one(client)
+        # Kept back from the filling, freed before the restart (below).
+        (tmpfs / "reserve").write_bytes(b"\0" * (256 << 10))
         fill(tmpfs / "filler")
 
         # Log until the disk refuses: a clear error at once (507 is not
@@ -122,21 +126,10 @@ def test_full_disk_kill_and_restart(sextant_bin, tmpfs, tmp_path):
                 break
         assert refusal is not None, "the server never refused a write on a full disk"
         assert refusal.error_code == "RESOURCE_EXHAUSTED" and "disk is full" in str(refusal), str(refusal)
-        # Small writes may still fit for a while: send tags until three in
-        # a row are refused.
-        tags: list[str] = []  # acknowledged
-        refused_in_a_row = 0
-        for i in range(5000):
-            r = set_tag(srv, run_id, f"t{i}")
-            if r.status_code == 200:
-                tags.append(f"t{i}")
-                refused_in_a_row = 0
-                continue
-            assert_disk_full(r)
-            refused_in_a_row += 1
-            if refused_in_a_row == 3:
-                break
-        assert refused_in_a_row == 3, "small writes never stopped on a full disk"
+        # Read-only from that refusal on: small writes are refused too, even
+        # where one might still fit into space the database's files hold.
+        for i in range(3):
+            assert_disk_full(set_tag(srv, run_id, f"t{i}"))
 
         # The running server: every concurrent read answers 200, /health
         # says read-only.
@@ -147,13 +140,18 @@ def test_full_disk_kill_and_restart(sextant_bin, tmpfs, tmp_path):
 
         # kill -9 on the full disk, then start again.
         srv.kill()
-        srv.start(read_only=True)
-        assert "the database cannot be written: serving reads only" in srv.stderr_tail(200)
+        # A little space back, as a crash can leave (a temporary file
+        # removed): room for a small write, still a full disk (the server
+        # waits for 1 MiB free). The server starts read-only all the same,
+        # instead of calling itself writable until a write does not fit.
+        os.remove(tmpfs / "reserve")
+        srv.start(read_only=True)  # fails if the first /health answer is OK
+        assert "the database cannot be written: serving reads only" in srv.log_since_start()
         client = MlflowClient(srv.url)
         assert history_steps(client, run_id) == acked
         run = client.get_run(run_id)
         assert run.data.params == {"before": "yes"}
-        assert {t for t in run.data.tags if t.startswith("t")} == set(tags)
+        assert not [t for t in run.data.tags if t.startswith("t")], "a refused tag was stored"
         assert concurrent_reads(srv, run_id) == [200] * 64
         h = health(srv)
         assert h["status"] == "READ_ONLY" and "disk is full" in h["database"]["reason"], h
@@ -169,12 +167,12 @@ def test_full_disk_kill_and_restart(sextant_bin, tmpfs, tmp_path):
             assert time.monotonic() < deadline, f"still read-only a minute after space was freed: {health(srv)}"
             time.sleep(0.2)
         assert requests.get(srv.url + "/health", timeout=10).text == "OK"
-        assert "the database is writable again" in srv.stderr_tail(200)
+        assert "the database is writable again" in srv.log_since_start()
         for _ in range(3):
             log_one(client)
         assert set_tag(srv, run_id, "t-after").status_code == 200
         assert history_steps(client, run_id) == acked
         after = client.get_run(run_id).data.tags
-        assert after["t-after"] == "x" * 200 and set(tags) <= set(after), "a tag acknowledged on the full disk is missing"
+        assert after["t-after"] == "x" * 200 and "t-restarted" not in after, after
     finally:
         srv.stop_and_check()
