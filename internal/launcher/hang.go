@@ -573,7 +573,21 @@ func (w *hangWatch) closeSpan(ctx context.Context, msg string) {
 	ev := w.openEv
 	ev.Open, ev.EndMs, ev.Message = false, max(l.now().UnixMilli(), ev.TimeMs), msg
 	w.appendEvent(ctx, ev)
-	if td, ok := l.opts.Tracker.(TagDeleter); ok {
+	// The tag stays while another alerting span is open (the watcher's
+	// stalled span, another node's hang), holding that span's message.
+	var still string
+	if l.opts.Events != nil {
+		p, err := l.opts.Events.ListEvents(ctx, runevents.Query{RunID: l.run.Info.RunID, Kinds: runevents.AlertKinds, OpenOnly: true})
+		if err != nil {
+			l.say("could not list the run's open alerts: %v", err)
+		}
+		still = runevents.AlertAfterClose(p.Events)
+	}
+	if still != "" {
+		if err := l.opts.Tracker.SetTags(ctx, l.run.Info.RunID, tracking.Tag{Key: runevents.TagAlert, Value: still}); err != nil {
+			l.say("could not set the run's alert tag: %v", err)
+		}
+	} else if td, ok := l.opts.Tracker.(TagDeleter); ok {
 		if err := td.DeleteTag(ctx, l.run.Info.RunID, runevents.TagAlert); err != nil {
 			l.say("could not clear the run's alert tag: %v", err)
 		}

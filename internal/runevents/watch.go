@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,9 +19,26 @@ import (
 // the MLflow UI show). With several replicas only the one holding the
 // watcher's lease watches.
 
-// TagAlert is the run tag the watcher sets while an idle or stalled span
-// is open (its message), and deletes when it closes.
+// TagAlert is the run tag that holds the message of an open idle, stalled
+// or hung span (the watcher sets it for idle and stalled ones, `sextant
+// run` for hung ones), and is deleted when the last of them closes.
 const TagAlert = "sextant.alert"
+
+// AlertKinds are the span kinds that hold TagAlert while open.
+var AlertKinds = []Kind{KindIdle, KindStalled, KindHung}
+
+// AlertAfterClose is the one rule for TagAlert once an alerting span has
+// closed: the message of another alerting span still open on the run
+// (another kind, or a hung span of another node), or "" when none is and
+// the tag is to be deleted. open lists the run's open spans of AlertKinds.
+func AlertAfterClose(open []Event) string {
+	for i := len(open) - 1; i >= 0; i-- {
+		if open[i].Open && slices.Contains(AlertKinds, open[i].Kind) {
+			return open[i].Message
+		}
+	}
+	return ""
+}
 
 // RunActivity is what the watcher knows of a running run.
 type RunActivity struct {
@@ -468,9 +486,14 @@ func (w *Watcher) close(ctx context.Context, r *RunActivity, open *Event, endMs 
 		return err
 	}
 	if w.opts.Tags != nil && alerting(ev.Kind) {
-		if other, _ := w.openSpan(ctx, r.RunID, otherKind(ev.Kind)); other == nil {
-			if err := w.opts.Tags.DeleteRunTag(ctx, r.RunID, TagAlert); err != nil {
-				w.log.Debug("delete the alert tag", "run_id", r.RunID, "err", err)
+		if p, err := w.events.List(ctx, Query{RunID: r.RunID, Kinds: AlertKinds, OpenOnly: true}); err == nil {
+			if msg := AlertAfterClose(p.Events); msg != "" {
+				err = w.opts.Tags.SetRunTag(ctx, r.RunID, TagAlert, msg)
+			} else {
+				err = w.opts.Tags.DeleteRunTag(ctx, r.RunID, TagAlert)
+			}
+			if err != nil {
+				w.log.Debug("update the alert tag", "run_id", r.RunID, "err", err)
 			}
 		}
 	}
@@ -484,12 +507,5 @@ func (w *Watcher) close(ctx context.Context, r *RunActivity, open *Event, endMs 
 // and stalled jobs, which hold machines and do nothing; a straggler is
 // told through its event and the notifier only.
 func alerting(k Kind) bool { return k == KindIdle || k == KindStalled }
-
-func otherKind(k Kind) Kind {
-	if k == KindIdle {
-		return KindStalled
-	}
-	return KindIdle
-}
 
 func fmtPct(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

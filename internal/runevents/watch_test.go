@@ -277,3 +277,55 @@ func TestWatcherNotifiesHungSpans(t *testing.T) {
 		t.Fatalf("told again: %+v", f.sent)
 	}
 }
+
+// TestAlertTagOutlivesOneOfTwoSpans: the alert tag is one per run while
+// any idle, stalled or hung span is open. A stalled span that closes while
+// a launcher's hung span is still open leaves the tag, holding the hung
+// span's message; the tag goes when nothing alerting is open.
+func TestAlertTagOutlivesOneOfTwoSpans(t *testing.T) {
+	h := runeventstest.MemHarness(t)
+	id := h.NewRun(t)
+	svc := runevents.NewService(h.Store, runevents.Options{})
+	t0 := int64(1_800_000_000_000)
+	now := t0
+	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
+	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{IdleFor: -1, StallFor: 60 * time.Second, StragglerFor: -1, Every: 10 * time.Second,
+		Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }})
+	ctx := context.Background()
+	tick := func() {
+		t.Helper()
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := func() string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.tags[runevents.TagAlert]
+	}
+	now += 70_000
+	tick()
+	if tag() == "" {
+		t.Fatal("no alert tag after 70 s of silence")
+	}
+	hung := runevents.Event{Key: "hung:n1:1", Kind: runevents.KindHung, Severity: runevents.SeverityWarning, TimeMs: now, Open: true,
+		Node: "n1", GPU: -1, Step: -1, Message: "rank 1 on node n1: no progress for 5s"}
+	if _, err := svc.Append(ctx, id, []runevents.Event{hung}); err != nil {
+		t.Fatal(err)
+	}
+	// The run logs a metric: the stalled span closes, the hang stays.
+	f.mu.Lock()
+	f.run.LastMetricMs = now
+	f.mu.Unlock()
+	now += 10_000
+	tick()
+	if st, _ := svc.All(ctx, runevents.Query{RunID: id, Kinds: []runevents.Kind{runevents.KindStalled}, OpenOnly: true}); len(st) != 0 {
+		t.Fatalf("the stalled span is still open: %+v", st)
+	}
+	if got := tag(); got != hung.Message {
+		t.Fatalf("alert tag after the stalled span closed with a hang open: %q, want the hang's message", got)
+	}
+	if got := runevents.AlertAfterClose(nil); got != "" {
+		t.Fatalf("AlertAfterClose(nothing open) = %q", got)
+	}
+}
