@@ -4,6 +4,7 @@ package progress_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,22 @@ import (
 //
 //	go test ./internal/progress -run '^$' -bench Ingest -benchtime 3000x -count 6
 func BenchmarkIngest(b *testing.B) {
+	benchIngest(b, 10)
+}
+
+// BenchmarkIngestInterval is BenchmarkIngest at other send intervals of
+// the Python sender: 10 steps/s, so 10 reports a request per second of
+// interval; the budget is 100 µs a request times the interval in
+// seconds.
+//
+//	go test ./internal/progress -run '^$' -bench IngestInterval -benchtime 1000x
+func BenchmarkIngestInterval(b *testing.B) {
+	for _, s := range []int{1, 5, 10} {
+		b.Run(fmt.Sprintf("%ds", s), func(b *testing.B) { benchIngest(b, 10*s) })
+	}
+}
+
+func benchIngest(b *testing.B, reports int) {
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, filepath.Join(b.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL"})
 	if err != nil {
@@ -55,7 +72,7 @@ func BenchmarkIngest(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		r := int(rank.Add(1))
 		step := int64(0)
-		reps := make([]progress.Report, 10)
+		reps := make([]progress.Report, reports)
 		for pb.Next() {
 			for i := range reps {
 				reps[i] = progress.Report{Rank: r, GPU: r % 8, Step: step, TimeMs: t0 + step*100, StepTimeS: 0.1, DataWaitS: 0.01, Samples: 32, Tokens: 65536}
