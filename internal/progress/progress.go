@@ -265,6 +265,9 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 			}
 		}
 	}
+	// Nobody waits on progress: the store may hold the write a few
+	// milliseconds to commit it with other ranks' (tracking.Patient).
+	ctx = tracking.Patient(ctx)
 	// One metrics batch holds at most 1000 metrics: 250 reports of four.
 	const perBatch = 1000
 	for len(ms) > 0 || len(tags) > 0 {
