@@ -37,7 +37,10 @@ const progressStepS = 0.010
 //     reporting 10 steps/s the way the Python sender does (one request per
 //     rank per send interval, the same JSON body), for -progress-duration;
 //     the server process's CPU per wall second (fraction of a core), the
-//     request latencies, and every acknowledged report read back.
+//     request latencies, how the writer grouped the requests into commits
+//     (from /metrics), and every acknowledged report read back. The
+//     interval is the sender's _SEND_INTERVAL_S (5 s), or
+//     -progress-interval to compare others without editing the sender.
 func benchProgress(ctx context.Context, c config, bin string) (any, error) {
 	dir, err := os.MkdirTemp("", "sextant-bench-progress-")
 	if err != nil {

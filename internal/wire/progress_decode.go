@@ -1,5 +1,7 @@
 package wire
 
+import "bytes"
+
 // DecodeProgress decodes a progress request body. A thousand ranks each
 // post one every few seconds, and encoding/json's reflection was an eighth
 // of the server's CPU for them (go run ./bench progress), so the shape
@@ -20,6 +22,7 @@ func DecodeProgress(body []byte, req *ProgressRequest) error {
 
 func (p *batchParser) progress(req *ProgressRequest) bool {
 	var seen [3]bool
+	var vals []progressValues
 	ok := p.object(func(k []byte) bool {
 		var ok bool
 		switch string(k) {
@@ -36,10 +39,17 @@ func (p *batchParser) progress(req *ProgressRequest) bool {
 		case "reports":
 			if !seen[2] {
 				seen[2] = true
-				req.Reports = []ProgressReportJSON{} // as encoding/json: [] is empty, not nil
+				// As encoding/json: [] is empty, not nil. Each report is an
+				// object: counting braces sizes the slice once (a bound, as
+				// strings may hold braces; capped, as a body may be large).
+				req.Reports = make([]ProgressReportJSON, 0, min(bytes.Count(p.b[p.i:], []byte{'{'}), 1024))
 				ok = p.array(func() bool {
+					if len(vals) == cap(vals) {
+						vals = make([]progressValues, 0, 64)
+					}
+					vals = vals[:len(vals)+1]
 					req.Reports = append(req.Reports, ProgressReportJSON{})
-					return p.progressReport(&req.Reports[len(req.Reports)-1])
+					return p.progressReport(&req.Reports[len(req.Reports)-1], &vals[len(vals)-1])
 				})
 			}
 		}
@@ -49,76 +59,96 @@ func (p *batchParser) progress(req *ProgressRequest) bool {
 	return ok && p.i == len(p.b)
 }
 
-// progressValues holds the values a report's pointers point to: one
-// allocation a report instead of one a field.
+// progressValues holds the values a report's pointers point to, allocated
+// 64 reports at a time instead of one allocation a field.
 type progressValues struct {
-	rank, gpu                         int
-	step                              int64
-	stepTime, dataWait, samples, toks float64
+	rank, gpu                           int
+	step                                int64
+	stepTime, dataWait, samples, tokens float64
 }
 
-func (p *batchParser) progressReport(r *ProgressReportJSON) bool {
-	v := new(progressValues)
-	var seen [8]bool
-	once := func(i int) bool {
-		if seen[i] {
-			return false // a repeated field: the general decoder's rules apply
-		}
-		seen[i] = true
+// progressReport reads one report into r, its values into v. A loop, not
+// batchParser.object with a closure: the closures cost allocations per
+// report.
+func (p *batchParser) progressReport(r *ProgressReportJSON, v *progressValues) bool {
+	if !p.eat('{') {
+		return false
+	}
+	if p.eat('}') {
 		return true
 	}
-	num := func(i int, dst *float64, field **float64) bool {
-		if !once(i) {
+	var seen uint8
+	for {
+		k, ok := p.rawString()
+		if !ok || !p.eat(':') {
 			return false
 		}
-		f, ok := p.float()
-		if !ok {
-			return false
-		}
-		*dst = f.V
-		*field = dst
-		return true
-	}
-	return p.object(func(k []byte) bool {
+		var field uint8
 		switch string(k) {
 		case "rank":
-			n, ok := p.integer()
-			if !once(0) || !ok {
-				return false
-			}
-			v.rank = int(n.V)
-			r.Rank = &v.rank
+			field = 1 << 0
 		case "gpu":
-			n, ok := p.integer()
-			if !once(1) || !ok {
-				return false
-			}
-			v.gpu = int(n.V)
-			r.GPU = &v.gpu
+			field = 1 << 1
 		case "step":
-			n, ok := p.integer()
-			if !once(2) || !ok {
-				return false
-			}
-			v.step = n.V
-			r.Step = &v.step
+			field = 1 << 2
 		case "time_ms":
+			field = 1 << 3
+		case "step_time_s":
+			field = 1 << 4
+		case "data_wait_s":
+			field = 1 << 5
+		case "samples":
+			field = 1 << 6
+		case "tokens":
+			field = 1 << 7
+		default:
+			return false // unknown or differently cased: the general decoder's rules apply
+		}
+		if seen&field != 0 {
+			return false // a repeated field: likewise
+		}
+		seen |= field
+		if field <= 1<<3 {
 			n, ok := p.integer()
-			if !once(3) || !ok {
+			if !ok {
 				return false
 			}
-			r.TimeMs = n.V
-		case "step_time_s":
-			return num(4, &v.stepTime, &r.StepTimeS)
-		case "data_wait_s":
-			return num(5, &v.dataWait, &r.DataWaitS)
-		case "samples":
-			return num(6, &v.samples, &r.Samples)
-		case "tokens":
-			return num(7, &v.toks, &r.Tokens)
-		default:
-			return false
+			switch field {
+			case 1 << 0:
+				v.rank = int(n.V)
+				r.Rank = &v.rank
+			case 1 << 1:
+				v.gpu = int(n.V)
+				r.GPU = &v.gpu
+			case 1 << 2:
+				v.step = n.V
+				r.Step = &v.step
+			default:
+				r.TimeMs = n.V
+			}
+		} else {
+			f, ok := p.float()
+			if !ok {
+				return false
+			}
+			switch field {
+			case 1 << 4:
+				v.stepTime = f.V
+				r.StepTimeS = &v.stepTime
+			case 1 << 5:
+				v.dataWait = f.V
+				r.DataWaitS = &v.dataWait
+			case 1 << 6:
+				v.samples = f.V
+				r.Samples = &v.samples
+			default:
+				v.tokens = f.V
+				r.Tokens = &v.tokens
+			}
 		}
-		return true
-	})
+		if p.eat(',') {
+			continue
+		}
+		return p.eat('}')
+	}
 }
