@@ -62,6 +62,7 @@ type config struct {
 	// progress: see progress.go.
 	progressParts    string
 	progressDuration time.Duration
+	progressInterval time.Duration
 }
 
 func main() {
@@ -96,6 +97,7 @@ func main() {
 	flag.IntVar(&c.signinAttackers, "signin-attackers", 32, "signin: the attacker's concurrent requests")
 	flag.StringVar(&c.progressParts, "progress-parts", "client,server", "progress: the parts to run, comma-separated")
 	flag.DurationVar(&c.progressDuration, "progress-duration", 30*time.Second, "progress: measured duration of the server part")
+	flag.DurationVar(&c.progressInterval, "progress-interval", 0, "progress: the simulated ranks' send interval (default: the Python sender's _SEND_INTERVAL_S)")
 	serverArgs := flag.String("server-args", "", "extra flags for the server, space-separated (e.g. \"--debug-addr 127.0.0.1:6060\")")
 	cpuProfile := flag.String("cpuprofile", "", "write the benchmark process's own CPU profile (the load generator's) to this file")
 	db := flag.String("db", "sqlite", "database of the servers: sqlite, or postgres (a throwaway PostgreSQL server the bench starts)")

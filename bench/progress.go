@@ -37,7 +37,10 @@ const progressStepS = 0.010
 //     reporting 10 steps/s the way the Python sender does (one request per
 //     rank per send interval, the same JSON body), for -progress-duration;
 //     the server process's CPU per wall second (fraction of a core), the
-//     request latencies, and every acknowledged report read back.
+//     request latencies, how the writer grouped the requests into commits
+//     (from /metrics), and every acknowledged report read back. The
+//     interval is the sender's _SEND_INTERVAL_S (5 s), or
+//     -progress-interval to compare others without editing the sender.
 func benchProgress(ctx context.Context, c config, bin string) (any, error) {
 	dir, err := os.MkdirTemp("", "sextant-bench-progress-")
 	if err != nil {
@@ -59,6 +62,9 @@ func benchProgress(ctx context.Context, c config, bin string) (any, error) {
 	interval, err := progressInterval()
 	if err != nil {
 		return nil, err
+	}
+	if c.progressInterval > 0 {
+		interval = c.progressInterval // to compare intervals without editing the sender
 	}
 	res := map[string]any{"send_interval_s": interval.Seconds()}
 	if !strings.Contains(c.progressParts, "server") && !strings.Contains(c.progressParts, "client") {
@@ -301,6 +307,8 @@ func progressServer(ctx context.Context, c config, cl *client, s *server, exp st
 		})
 	}
 	time.Sleep(warmup)
+	groupKeys := []string{"sextant_db_commit_requests_sum", "sextant_db_commit_requests_count"}
+	prom0 := s.promValues(ctx, groupKeys...)
 	cpu0 := s.cpuSeconds()
 	busy0, total0 := machineCPU()
 	t0 := time.Now()
@@ -313,6 +321,7 @@ func progressServer(ctx context.Context, c config, cl *client, s *server, exp st
 	elapsed := time.Since(t0).Seconds()
 	cpu1 := s.cpuSeconds()
 	busy1, total1 := machineCPU()
+	prom1 := s.promValues(ctx, groupKeys...)
 	stop.Store(true)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -364,6 +373,12 @@ func progressServer(ctx context.Context, c config, cl *client, s *server, exp st
 		"all_landed":                missing == 0 && errCount.Load() == 0,
 		"server_rss_mb":             float64(s.procStatus("VmRSS")) / (1 << 20),
 		"target_server_cpu_cores":   0.10,
+	}
+	// How the writer grouped the requests: the commits per second, and the
+	// write requests each commit carried (sextant_db_commit_requests).
+	if n := prom1[groupKeys[1]] - prom0[groupKeys[1]]; n > 0 {
+		res["commits_per_second"] = n / elapsed
+		res["requests_per_commit"] = (prom1[groupKeys[0]] - prom0[groupKeys[0]]) / n
 	}
 	if total1 > total0 {
 		res["machine_cpu_busy"] = (busy1 - busy0) / (total1 - total0)

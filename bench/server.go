@@ -233,3 +233,29 @@ func machineCPU() (busy, total float64) {
 	}
 	return busy / 100, total / 100
 }
+
+// promValues returns the values of the server's /metrics samples named in
+// names (unlabelled ones), 0 for those it does not serve.
+func (s *server) promValues(ctx context.Context, names ...string) map[string]float64 {
+	out := make(map[string]float64, len(names))
+	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/metrics", nil)
+	if err != nil {
+		return out
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(l, " ")
+		if ok && slices.Contains(names, name) {
+			out[name], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return out
+}

@@ -30,7 +30,7 @@ func (s *Server) reportProgress(w http.ResponseWriter, r *http.Request, svc *pro
 		return err
 	}
 	var req wire.ProgressRequest
-	if err := wire.Decode(body, &req); err != nil {
+	if err := wire.DecodeProgress(body, &req); err != nil {
 		return err
 	}
 	if err := s.allowRunID(r, req.RunID); err != nil {

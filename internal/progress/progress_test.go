@@ -73,6 +73,23 @@ func TestRecentStepTimes(t *testing.T) {
 			t.Errorf("rank %d: %+v, want seconds %v", rank, r, want)
 		}
 	}
+	// Interleaved ranks' reports (sorted by rank before the store sees
+	// them) are all stored, under their own rank's keys, and only the
+	// fields reported.
+	for rank := range 2 {
+		h, err := tr.MetricHistory(ctx, id, progress.Key(rank, progress.FieldSamples), 0, "")
+		if err != nil || len(h.Points) != 10 {
+			t.Fatalf("rank %d samples: %v, %d points", rank, err, len(h.Points))
+		}
+		for i, p := range h.Points {
+			if p.Step != int64(i) || p.Value != 8 || p.TimestampMs != t0+int64(i)*1000 {
+				t.Fatalf("rank %d samples point %d: %+v", rank, i, p)
+			}
+		}
+		if h, err := tr.MetricHistory(ctx, id, progress.Key(rank, progress.FieldDataWait), 0, ""); err == nil && len(h.Points) > 0 {
+			t.Fatalf("rank %d: data_wait_s stored though not reported", rank)
+		}
+	}
 	// A run without progress has no ranks.
 	other, err := tr.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: "0", StartTimeMs: 1})
 	if err != nil {

@@ -55,6 +55,11 @@ type Options struct {
 	OverviewChunks int
 	// MaxBatchOps caps the requests committed in one transaction; 0 means 512.
 	MaxBatchOps int
+	// PatientWait is how long the writer holds a group made only of
+	// patient writes (tracking.Patient) for more writes to join it before
+	// it commits; any other write ends the wait at once. 0 means 50 ms;
+	// negative, no wait.
+	PatientWait time.Duration
 	// ReadConns is the size of the read pool; 0 means 4 x GOMAXPROCS
 	// (SQLite) or 16 (PostgreSQL).
 	ReadConns int
@@ -83,6 +88,7 @@ func DefaultOptions() Options {
 		CompactAfter:   16,
 		OverviewChunks: 64,
 		MaxBatchOps:    512,
+		PatientWait:    50 * time.Millisecond,
 	}
 }
 
@@ -181,6 +187,9 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	if opts.MaxBatchOps <= 0 {
 		opts.MaxBatchOps = d.MaxBatchOps
 	}
+	if opts.PatientWait == 0 {
+		opts.PatientWait = d.PatientWait
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -210,6 +219,7 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	s.w.pg = s.pg
 	s.w.full = s.noteFull
 	s.w.refuse = s.refuseWrite
+	s.w.patientWait = max(opts.PatientWait, 0)
 	s.c = newCompactor(s.db, s.log)
 	s.w.committed = s.c.request
 	s.w.start()

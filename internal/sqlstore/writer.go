@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/errs"
+	"github.com/sextant/sextant/internal/tracking"
 )
 
 // writer owns the single write connection. Requests queue as ops; the loop
@@ -55,6 +56,10 @@ type writer struct {
 	stmts   map[string]*sql.Stmt
 	promote []string
 
+	// patientWait is how long a group of patient ops only waits for
+	// more ops to join it (Options.PatientWait).
+	patientWait time.Duration
+
 	// groups counts the transactions the loop has run, for the
 	// checkpoint loop to tell a busy writer from an idle one.
 	groups atomic.Int64
@@ -65,6 +70,10 @@ type writeOp struct {
 	raw   func() error // runs alone, outside any transaction
 	done  chan error
 	tries int
+	// patient ops may wait for others to share their commit
+	// (tracking.Patient); queued is when such an op was submitted.
+	patient bool
+	queued  time.Time
 }
 
 // maxTries bounds how often an op that collided with another replica's
@@ -219,7 +228,11 @@ func (w *writer) stop(ctx context.Context) error {
 // commit's. Once queued, an op is always carried out and do waits for it,
 // so a cancelled request never leaves its outcome unknown to the caller.
 func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
-	return w.submit(ctx, &writeOp{fn: fn, done: make(chan error, 1)})
+	op := &writeOp{fn: fn, done: make(chan error, 1)}
+	if tracking.IsPatient(ctx) {
+		op.patient, op.queued = true, time.Now()
+	}
+	return w.submit(ctx, op)
 }
 
 // exclusive runs fn between transactions, alone on the write connection.
@@ -257,6 +270,7 @@ func (w *writer) loop() {
 					break gather
 				}
 			}
+			batch = w.linger(batch)
 			w.run(batch)
 		case <-w.quit:
 			// Drain what is queued, then stop.
@@ -270,6 +284,46 @@ func (w *writer) loop() {
 			}
 		}
 	}
+}
+
+// linger holds a group made only of patient ops until patientWait after
+// the first of them was submitted, for more ops to join it, and returns
+// the group. Under load, when ops waited in the queue that long already,
+// it holds nothing: it never adds to a queue. A commit costs about
+// the same for one request as for several (the pages of the run's row,
+// the change log and the tables' tails are written once), so a thousand
+// ranks' progress reports, which nobody waits on, share commits instead
+// of each paying for one. Any other op ends the wait at once, and so does
+// a full group or the writer stopping.
+func (w *writer) linger(batch []*writeOp) []*writeOp {
+	if w.patientWait <= 0 || len(batch) >= w.max {
+		return batch
+	}
+	for _, op := range batch {
+		if !op.patient {
+			return batch
+		}
+	}
+	wait := time.Until(batch[0].queued.Add(w.patientWait))
+	if wait <= 0 {
+		return batch
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for len(batch) < w.max {
+		select {
+		case op := <-w.ops:
+			batch = append(batch, op)
+			if !op.patient {
+				return batch
+			}
+		case <-t.C:
+			return batch
+		case <-w.quit:
+			return batch
+		}
+	}
+	return batch
 }
 
 // run executes a group: raw ops alone, the others in one transaction.

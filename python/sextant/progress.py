@@ -2,7 +2,7 @@
 
 A training loop calls :meth:`Progress.step` once a step; the step's time,
 the time it waited for its batch, the samples and tokens it processed go to
-the run in the background, batched about once a second by a daemon thread.
+the run in the background, batched every 5 seconds by a daemon thread.
 A call never waits for the server: it appends to a bounded queue (the
 oldest reports are dropped when the server cannot keep up) and returns. What
 is queued is sent when the process exits.
@@ -47,7 +47,12 @@ _BATCH = 1000  # reports per request (the server's limit)
 # Seconds between two sends of a rank's reports: one request per rank per
 # interval is what the server pays for (go run ./bench progress,
 # docs/performance.md); the reports reach the run at most this late.
-_SEND_INTERVAL_S = 1.0
+# Nothing waits on them: the run page polls, stragglers are judged over
+# minutes, and hang detection reads the heartbeat below, not the server.
+_SEND_INTERVAL_S = 5.0
+# Seconds between two heartbeats (sextant run's hang detection), whatever
+# the send interval.
+_HEARTBEAT_S = 1.0
 # The server's limits on a report (internal/progress): a report outside them
 # would make it refuse the whole request, so step() drops it instead.
 _MAX_STEP = 1 << 53
@@ -228,13 +233,18 @@ class Progress:
 
     def _run(self) -> None:
         beat = -1
+        next_send = time.monotonic() + self.interval
         while not self._closed:
-            self._wake.wait(self.interval)
+            # Wake for the heartbeat every second, for a send every interval,
+            # and at once when a batch fills or the Progress closes.
+            woken = self._wake.wait(max(0.0, min(_HEARTBEAT_S, next_send - time.monotonic())))
             self._wake.clear()
             if self._step != beat:
                 beat = self._step
                 _heartbeat()
-            self._send()
+            if woken or time.monotonic() >= next_send:
+                next_send = time.monotonic() + self.interval
+                self._send()
 
     def _send(self, deadline: float | None = None) -> None:
         # At exit, a sender stuck on a dead server must not hold the job up.

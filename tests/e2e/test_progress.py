@@ -214,3 +214,34 @@ def test_an_invalid_report_is_dropped_and_the_rest_still_arrive(client, server):
     assert p.enabled and p.sent == 2
     ranks = progress_of(server, run.info.run_id)
     assert [[int(pt[0]), pt[2]] for pt in ranks[0]["step_time_s"]] == [[0, 0.1], [5, 0.2]]
+
+
+def test_sender_heartbeats_every_second_and_sends_every_interval(client, server, tmp_path, monkeypatch):
+    """The sender posts a rank's reports once an interval (5 s by default),
+    but touches the hang detection's heartbeat every second whatever the
+    interval; close() sends what is queued."""
+    from sextant.progress import _HEARTBEAT_S, _SEND_INTERVAL_S, Progress
+
+    assert _SEND_INTERVAL_S >= 2 * _HEARTBEAT_S  # what this test is about
+    monkeypatch.setenv("SEXTANT_AGENT_DIR", str(tmp_path))
+    mlflow.set_experiment("/Shared/progress-sender")
+    with mlflow.start_run() as run:
+        p = Progress(run_id=run.info.run_id, rank=0, node="n0", interval=4.0)
+        hb = tmp_path / f"{os.getpid()}.hb"
+        seen = []
+        t0 = time.monotonic()
+        step = 0
+        while time.monotonic() - t0 < 3.0:
+            p.step(step, step_time_s=0.05)
+            step += 1
+            if hb.exists():
+                seen.append(hb.stat().st_mtime)
+            time.sleep(0.05)
+        # Heartbeats came about every second (at least twice in 3 s), while nothing was sent yet.
+        assert len(set(seen)) >= 2, seen
+        assert p.sent == 0, "sent before the interval was over"
+        assert progress_of(server, run.info.run_id) == []
+        p.close()
+        assert p.sent == step
+    ranks = progress_of(server, run.info.run_id)
+    assert [r["rank"] for r in ranks] == [0] and len(ranks[0]["step_time_s"]) == step
