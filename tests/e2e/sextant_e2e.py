@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import random
 import re
 import signal
 import socket
@@ -40,10 +41,37 @@ FAST_FAIL_ENV = {
 }
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, for a server or a torch rendezvous the test
+    starts next. Drawn at random below the kernel's ephemeral range: a port
+    from bind(0) is one the kernel also hands to outgoing connections, and
+    on a busy machine one of those took it before torch could listen
+    (EADDRINUSE). Never the same port twice in a session."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10000, low) if low > 11000 else 0
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port found below %d" % low)
 
 
 def tail_file(path: Path, n: int = 60) -> str:
