@@ -21,6 +21,7 @@ package progress
 import (
 	"context"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -214,7 +215,18 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 			break
 		}
 	}
-	ms := make([]tracking.Metric, 0, 4*len(b.Reports))
+	// The metrics' slice is reused from request to request (the store
+	// copies what it keeps): a new one per request was a sixth of the
+	// server's allocations under go run ./bench progress.
+	msp := metricSlices.Get().(*[]tracking.Metric)
+	ms := slices.Grow((*msp)[:0], 4*len(b.Reports))
+	all := ms[:0]
+	defer func() {
+		all = all[:cap(all)]
+		clear(all) // drop the key strings
+		*msp = all[:0]
+		metricSlices.Put(msp)
+	}()
 	fields := [...]struct {
 		name string
 		v    func(r *Report) float64
@@ -295,6 +307,8 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 	}
 	return nil
 }
+
+var metricSlices = sync.Pool{New: func() any { return new([]tracking.Metric) }}
 
 func containsString(kv []string, k string) bool {
 	for i := 0; i < len(kv); i += 2 {
