@@ -63,6 +63,9 @@ type writer struct {
 	// groups counts the transactions the loop has run, for the
 	// checkpoint loop to tell a busy writer from an idle one.
 	groups atomic.Int64
+	// lingering is true while linger holds a group of patient ops (what
+	// the tests wait for instead of a time).
+	lingering atomic.Bool
 }
 
 type writeOp struct {
@@ -310,6 +313,8 @@ func (w *writer) linger(batch []*writeOp) []*writeOp {
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	w.lingering.Store(true)
+	defer w.lingering.Store(false)
 	for len(batch) < w.max {
 		select {
 		case op := <-w.ops:
