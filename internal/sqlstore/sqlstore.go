@@ -57,7 +57,7 @@ type Options struct {
 	MaxBatchOps int
 	// PatientWait is how long the writer holds a group made only of
 	// patient writes (tracking.Patient) for more writes to join it before
-	// it commits; any other write ends the wait at once. 0 means 50 ms;
+	// it commits; any other write ends the wait at once. 0 means 200 ms;
 	// negative, no wait.
 	PatientWait time.Duration
 	// ReadConns is the size of the read pool; 0 means 4 x GOMAXPROCS
@@ -88,7 +88,7 @@ func DefaultOptions() Options {
 		CompactAfter:   16,
 		OverviewChunks: 64,
 		MaxBatchOps:    512,
-		PatientWait:    50 * time.Millisecond,
+		PatientWait:    200 * time.Millisecond,
 	}
 }
 
