@@ -150,23 +150,40 @@ fuzz_one() {
 }
 
 # venv_for VERSION prints the path of a cached virtual environment with
-# mlflow==VERSION and the e2e requirements, creating it if needed. A marker
-# file written last tells a complete environment from an interrupted one.
+# mlflow==VERSION and the e2e requirements, creating it if needed.
 venv_for() {
 	local version=$1
 	local pyver reqhash dir
 	pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 	reqhash=$(sha256sum tests/e2e/requirements.txt | cut -c1-12)
 	dir="$CACHE/venv/mlflow-$version-py$pyver-$reqhash"
-	if [ ! -f "$dir/.complete" ]; then
-		echo "installing mlflow==$version into $dir (cached for later runs)" >&2
-		rm -rf "$dir"
-		mkdir -p "$CACHE/venv"
-		"$PYTHON" -m venv "$dir" >&2 &&
-			"$dir/bin/python" -m pip install --quiet --disable-pip-version-check "mlflow==$version" -r tests/e2e/requirements.txt >&2 &&
-			touch "$dir/.complete" || { rm -rf "$dir"; return 1; }
-	fi
+	venv_install "$dir" "mlflow==$version" -r tests/e2e/requirements.txt || return 1
 	echo "$dir"
+}
+
+# venv_install DIR PIP-ARGS... creates the virtual environment DIR with
+# PIP-ARGS installed, unless it is there and complete (a marker file written
+# last tells a complete environment from an interrupted one). Two test runs
+# on one machine share the cache: a lock beside DIR makes the second wait
+# for the first's install instead of deleting it half-way (a venv cannot be
+# built elsewhere and renamed: its scripts name their own path).
+venv_install() {
+	local dir=$1
+	shift
+	[ -f "$dir/.complete" ] && return 0
+	mkdir -p "$CACHE/venv"
+	(
+		if command -v flock >/dev/null; then
+			exec 9>"$dir.lock"
+			flock 9
+		fi
+		[ -f "$dir/.complete" ] && exit 0
+		echo "installing $* into $dir (cached for later runs)" >&2
+		rm -rf "$dir"
+		"$PYTHON" -m venv "$dir" >&2 &&
+			"$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@" >&2 &&
+			touch "$dir/.complete" || { rm -rf "$dir"; exit 1; }
+	)
 }
 
 # ml_venv prints the path of the cached environment with the training stack
@@ -178,14 +195,7 @@ ml_venv() {
 	pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 	reqhash=$(sha256sum tests/e2e/requirements-ml.txt | cut -c1-12)
 	dir="$CACHE/venv/ml-py$pyver-$reqhash"
-	if [ ! -f "$dir/.complete" ]; then
-		echo "installing the ML test stack into $dir (cached for later runs)" >&2
-		rm -rf "$dir"
-		mkdir -p "$CACHE/venv"
-		"$PYTHON" -m venv "$dir" >&2 &&
-			"$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/e2e/requirements-ml.txt >&2 &&
-			touch "$dir/.complete" || { rm -rf "$dir"; return 1; }
-	fi
+	venv_install "$dir" -r tests/e2e/requirements-ml.txt || return 1
 	echo "$dir"
 }
 
