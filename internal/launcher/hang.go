@@ -577,7 +577,11 @@ func (w *hangWatch) closeSpan(ctx context.Context, msg string) {
 	// stalled span, another node's hang), holding that span's message.
 	var still string
 	if l.opts.Events != nil {
-		p, err := l.opts.Events.ListEvents(ctx, runevents.Query{RunID: l.run.Info.RunID, Kinds: runevents.AlertKinds, OpenOnly: true})
+		// Bounded like appendEvent: a server that accepts but never answers
+		// must not hold the hang watch (and the job's exit) up.
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		p, err := l.opts.Events.ListEvents(lctx, runevents.Query{RunID: l.run.Info.RunID, Kinds: runevents.AlertKinds, OpenOnly: true})
+		cancel()
 		if err != nil {
 			l.say("could not list the run's open alerts: %v", err)
 		}
