@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sextant/sextant/internal/errs"
 )
 
 // The watcher finds RUNNING runs that do nothing: GPUs that stay under a
@@ -268,24 +270,21 @@ func (w *Watcher) Tick(ctx context.Context) error {
 	for id, r := range w.flagged {
 		if !running[id] {
 			gone = append(gone, r)
-			delete(w.flagged, id)
 		}
 	}
 	w.mu.Unlock()
 	for i := range gone {
-		for _, k := range []Kind{KindIdle, KindStalled} {
-			if open, err := w.openSpan(ctx, gone[i].RunID, k); err == nil && open != nil {
-				_ = w.close(ctx, &gone[i], open, now, open.Message+" (until the run ended)")
-			}
+		// A run stays flagged until its spans are closed: a close that
+		// failed (a busy or briefly unreachable database) is tried again
+		// at the next look, not left open for good.
+		// NotFound: the tag was not there, or the run is gone for good.
+		if err := w.closeEnded(ctx, &gone[i], now); err != nil && errs.CodeOf(err) != errs.NotFound {
+			w.log.Warn("close the spans of an ended run", "run_id", gone[i].RunID, "err", err)
+			continue
 		}
-		if open, err := w.events.All(ctx, Query{RunID: gone[i].RunID, Kinds: []Kind{KindStraggler}, OpenOnly: true}); err == nil {
-			for j := range open {
-				_ = w.close(ctx, &gone[i], &open[j], now, fmt.Sprintf("rank %s was a straggler until the run ended", open[j].Attrs["rank"]))
-			}
-		}
-		if w.opts.Tags != nil { // also when its launcher closed the span first
-			_ = w.opts.Tags.DeleteRunTag(ctx, gone[i].RunID, TagAlert)
-		}
+		w.mu.Lock()
+		delete(w.flagged, gone[i].RunID)
+		w.mu.Unlock()
 	}
 	for _, id := range hungGone {
 		w.checkHung(ctx, &RunActivity{RunID: id}, false)
@@ -297,19 +296,48 @@ func (w *Watcher) Tick(ctx context.Context) error {
 		}
 		if w.opts.IdleFor > 0 && w.opts.GPUs != nil {
 			if err := w.checkIdle(ctx, r, now); err != nil {
-				w.log.Debug("idle check", "run_id", r.RunID, "err", err)
+				w.log.Warn("idle check", "run_id", r.RunID, "err", err)
 			}
 		}
 		if w.opts.StallFor > 0 {
 			if err := w.checkStalled(ctx, r, now); err != nil {
-				w.log.Debug("stall check", "run_id", r.RunID, "err", err)
+				w.log.Warn("stall check", "run_id", r.RunID, "err", err)
 			}
 		}
 		if w.opts.StragglerFor > 0 && w.opts.Progress != nil {
 			if err := w.checkStragglers(ctx, r, now); err != nil {
-				w.log.Debug("straggler check", "run_id", r.RunID, "err", err)
+				w.log.Warn("straggler check", "run_id", r.RunID, "err", err)
 			}
 		}
+	}
+	return nil
+}
+
+// closeEnded closes the watcher's open spans of a run that ended and
+// clears its alert tag.
+func (w *Watcher) closeEnded(ctx context.Context, r *RunActivity, now int64) error {
+	for _, k := range []Kind{KindIdle, KindStalled} {
+		open, err := w.openSpan(ctx, r.RunID, k)
+		if err != nil {
+			return err
+		}
+		if open != nil {
+			if err := w.close(ctx, r, open, now, open.Message+" (until the run ended)"); err != nil {
+				return err
+			}
+		}
+	}
+	open, err := w.events.All(ctx, Query{RunID: r.RunID, Kinds: []Kind{KindStraggler}, OpenOnly: true})
+	if err != nil {
+		return err
+	}
+	for j := range open {
+		if err := w.close(ctx, r, &open[j], now, fmt.Sprintf("rank %s was a straggler until the run ended", open[j].Attrs["rank"])); err != nil {
+			return err
+		}
+	}
+	if w.opts.Tags != nil { // also when its launcher closed the span first
+		return w.opts.Tags.DeleteRunTag(ctx, r.RunID, TagAlert)
 	}
 	return nil
 }

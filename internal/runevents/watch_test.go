@@ -2,6 +2,7 @@ package runevents_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ type fakeRuns struct {
 	util []runevents.UtilPoint
 	tags map[string]string
 	sent []runevents.Notification
+	// failDeletes makes the next DeleteRunTag calls fail.
+	failDeletes int
 }
 
 func (f *fakeRuns) RunningRuns(ctx context.Context) ([]runevents.RunActivity, error) {
@@ -48,6 +51,10 @@ func (f *fakeRuns) SetRunTag(ctx context.Context, runID, k, v string) error {
 func (f *fakeRuns) DeleteRunTag(ctx context.Context, runID, k string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failDeletes > 0 {
+		f.failDeletes--
+		return errors.New("database is busy")
+	}
 	delete(f.tags, k)
 	return nil
 }
@@ -327,5 +334,52 @@ func TestAlertTagOutlivesOneOfTwoSpans(t *testing.T) {
 	}
 	if got := runevents.AlertAfterClose(nil); got != "" {
 		t.Fatalf("AlertAfterClose(nothing open) = %q", got)
+	}
+}
+
+// TestWatcherRetriesEndedRunCleanup: when clearing the alert of a run that
+// ended fails (a busy database), the next look tries again; the tag is not
+// left on the finished run for good.
+func TestWatcherRetriesEndedRunCleanup(t *testing.T) {
+	h := runeventstest.MemHarness(t)
+	id := h.NewRun(t)
+	svc := runevents.NewService(h.Store, runevents.Options{})
+	t0 := int64(1_800_000_000_000)
+	now := t0
+	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
+	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{StallFor: 90 * time.Second, IdleFor: -1, Every: 10 * time.Second,
+		Tags: f, Now: func() time.Time { return time.UnixMilli(now) }})
+	ctx := context.Background()
+	tick := func() {
+		t.Helper()
+		now += 10_000
+		if err := w.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 { // 100 s without anything new: stalled
+		tick()
+	}
+	if f.tags[runevents.TagAlert] == "" {
+		t.Fatalf("not stalled after 100 s: tags %v", f.tags)
+	}
+	f.mu.Lock()
+	f.run.RunID = "00000000000000000000000000000000" // the run ended
+	f.failDeletes = 2                                // the span's close and the ended run's cleanup
+	f.mu.Unlock()
+	tick()
+	st, err := svc.All(ctx, runevents.Query{RunID: id, Kinds: []runevents.Kind{runevents.KindStalled}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].Open {
+		t.Fatalf("the ended run's span: %+v", st)
+	}
+	if f.tags[runevents.TagAlert] == "" {
+		t.Fatal("the test's premise: the failed deletes left the tag")
+	}
+	tick()
+	if v, ok := f.tags[runevents.TagAlert]; ok {
+		t.Fatalf("the alert tag %q stayed on the ended run after the next look", v)
 	}
 }
