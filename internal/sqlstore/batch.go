@@ -407,29 +407,55 @@ func (s *db) logMetrics(tx *wtx, st *runState, slices []*slice) error {
 const maxRowsPerStatement = 256
 
 // loadSeriesRows reads the series rows of the slices' keys in one query
-// (a few, for very many keys). Keys without a row come back as new.
+// (a few, for very many keys). Keys without a row come back as new. The
+// map and its rows are the writer's scratch (writeScratch), valid until
+// the next call.
 func loadSeriesRows(tx *wtx, runPK int64, slices []*slice) (map[string]*seriesRow, error) {
-	state := make(map[string]*seriesRow, len(slices))
-	var keys []any
+	sc := &tx.w.scratch
+	if sc.state == nil {
+		sc.state = map[string]*seriesRow{}
+	}
+	state := sc.state
+	clear(state)
+	// One array for the rows, sized first: the map points into it.
+	sc.rows = slices0(sc.rows, len(slices))
+	keys := sc.keys[:0]
 	for _, sl := range slices {
 		if state[sl.key] == nil {
-			state[sl.key] = &seriesRow{isNew: true, maxStep: math.MinInt64}
+			r := &sc.rows[len(keys)]
+			*r = seriesRow{isNew: true, maxStep: math.MinInt64}
+			state[sl.key] = r
 			keys = append(keys, sl.key)
 		}
 	}
+	sc.keys = keys
+	defer clear(sc.keys) // the request's strings
+	// The scan's destinations, for every row: declared in the loop, they
+	// were allocated for each row (database/sql takes their addresses).
+	var (
+		key                     sql.RawBytes
+		r                       seriesRow
+		v                       sql.NullFloat64
+		isNaN                   bool
+		model, dsName, dsDigest sql.NullString
+	)
 	for start := 0; start < len(keys); start += maxRowsPerStatement {
 		part := keys[start:min(start+maxRowsPerStatement, len(keys))]
-		rows, err := tx.query(`SELECT key, series_id, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks
-			FROM metric_series WHERE run_pk = ? AND key IN (`+sqlrow.Placeholders(len(part))+`)`, append([]any{runPK}, part...)...)
+		args := append(tx.args(1+len(part)), runPK)
+		for _, k := range part {
+			args = append(args, k)
+		}
+		q := tx.text(textLoadSeries, len(part), func() string {
+			return `SELECT key, series_id, step, timestamp, value, is_nan, model_id, dataset_name, dataset_digest, max_step, point_count, small_chunks
+			FROM metric_series WHERE run_pk = ? AND key IN (` + sqlrow.Placeholders(len(part)) + `)`
+		})
+		rows, err := tx.query(q, args...)
+		tx.doneArgs(args)
 		if err != nil {
 			return nil, sqlError(err, "read metric series")
 		}
 		for rows.Next() {
-			var key string
-			var r seriesRow
-			var v sql.NullFloat64
-			var isNaN bool
-			var model, dsName, dsDigest sql.NullString
+			r = seriesRow{}
 			if err := rows.Scan(&key, &r.id, &r.latest.Step, &r.latest.TimestampMs, &v, &isNaN, &model, &dsName, &dsDigest, &r.maxStep, &r.pointCount, &r.smallChunks); err != nil {
 				rows.Close()
 				return nil, sqlError(err, "read metric series")
@@ -439,7 +465,7 @@ func loadSeriesRows(tx *wtx, runPK int64, slices []*slice) (map[string]*seriesRo
 				r.latest.Value = math.NaN()
 			}
 			r.latestCtx = tracking.MetricContext{ModelID: model.String, DatasetName: dsName.String, DatasetDigest: dsDigest.String}
-			*state[key] = r
+			*state[string(key)] = r
 		}
 		if err := rows.Close(); err != nil {
 			return nil, sqlError(err, "read metric series")
@@ -451,6 +477,16 @@ func loadSeriesRows(tx *wtx, runPK int64, slices []*slice) (map[string]*seriesRo
 	return state, nil
 }
 
+// slices0 returns s with length n, its elements zero.
+func slices0[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
 type chunkRow struct {
 	seriesID int64
 	sl       *slice
@@ -460,20 +496,32 @@ const chunkCols = `(series_id, min_step, max_step, min_ts, max_ts, count, model_
 
 // insertChunks inserts chunk rows with multi-row INSERTs.
 func insertChunks(tx *wtx, chunks []chunkRow) error {
+	sc := &tx.w.scratch
 	for start := 0; start < len(chunks); start += maxRowsPerStatement {
 		part := chunks[start:min(start+maxRowsPerStatement, len(chunks))]
-		args := make([]any, 0, 12*len(part))
+		args := tx.args(12 * len(part))
+		// The summaries share one buffer, which outlives the statement
+		// only in the writer's scratch.
+		sums := slices.Grow(sc.sums[:0], summarySize*len(part))
 		for _, c := range part {
 			sl := c.sl
 			var sketch any
 			if sl.sketch != nil {
 				sketch = sl.sketch
 			}
+			at := len(sums)
+			sums = appendSummary(sums, sl.sum)
 			args = append(args, c.seriesID, sl.sum.MinStep, sl.sum.MaxStep, sl.sum.MinTimestampMs, sl.sum.MaxTimestampMs, sl.sum.Count,
 				nullString(sl.ctx.ModelID), nullString(sl.ctx.DatasetName), nullString(sl.ctx.DatasetDigest),
-				encodeSummary(sl.sum), sl.data, sketch)
+				sums[at:len(sums):len(sums)], sl.data, sketch)
 		}
-		if _, err := tx.exec(`INSERT INTO metric_chunks `+chunkCols+` VALUES `+rowPlaceholders(len(part), 12), args...); err != nil {
+		sc.sums = sums
+		q := tx.text(textInsertChunks, len(part), func() string {
+			return `INSERT INTO metric_chunks ` + chunkCols + ` VALUES ` + rowPlaceholders(len(part), 12)
+		})
+		_, err := tx.exec(q, args...)
+		tx.doneArgs(args)
+		if err != nil {
 			return sqlError(err, "store metric chunks")
 		}
 	}
@@ -485,17 +533,21 @@ func insertChunks(tx *wtx, chunks []chunkRow) error {
 func updateSeriesRows(tx *wtx, rows []*seriesRow) error {
 	for start := 0; start < len(rows); start += maxRowsPerStatement {
 		part := rows[start:min(start+maxRowsPerStatement, len(rows))]
-		args := make([]any, 0, 11*len(part))
+		args := tx.args(11 * len(part))
 		for _, r := range part {
 			l := r.latest
 			args = append(args, r.id, l.Step, l.TimestampMs, nanToNull(l.Value), math.IsNaN(l.Value),
 				nullString(r.latestCtx.ModelID), nullString(r.latestCtx.DatasetName), nullString(r.latestCtx.DatasetDigest),
 				r.maxStep, r.pointCount, r.smallChunks)
 		}
-		_, err := tx.exec(`UPDATE metric_series SET step = v.column2, timestamp = v.column3, value = v.column4, is_nan = v.column5,
+		q := tx.text(textUpdateSeries, len(part), func() string {
+			return `UPDATE metric_series SET step = v.column2, timestamp = v.column3, value = v.column4, is_nan = v.column5,
 				model_id = v.column6, dataset_name = v.column7, dataset_digest = v.column8,
 				max_step = v.column9, point_count = v.column10, small_chunks = v.column11
-			FROM (VALUES `+tx.typedRows(len(part), seriesUpdateTypes)+`) AS v WHERE metric_series.series_id = v.column1`, args...)
+			FROM (VALUES ` + tx.typedRows(len(part), seriesUpdateTypes) + `) AS v WHERE metric_series.series_id = v.column1`
+		})
+		_, err := tx.exec(q, args...)
+		tx.doneArgs(args)
 		if err != nil {
 			return sqlError(err, "update metric series")
 		}
@@ -621,7 +673,11 @@ func nullString(s string) any {
 const summarySize = 4 * 24
 
 func encodeSummary(s metrics.Summary) []byte {
-	b := make([]byte, 0, summarySize)
+	return appendSummary(make([]byte, 0, summarySize), s)
+}
+
+// appendSummary appends the summary blob of s to b.
+func appendSummary(b []byte, s metrics.Summary) []byte {
 	for _, p := range [4]metrics.Point{s.First, s.Low, s.High, s.Last} {
 		b = binary.BigEndian.AppendUint64(b, uint64(p.Step))
 		b = binary.BigEndian.AppendUint64(b, uint64(p.TimestampMs))
