@@ -23,7 +23,6 @@ import (
 	"context"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,7 +133,19 @@ type Service struct {
 	now func() time.Time
 
 	mu     sync.Mutex
-	placed map[string]string // run/rank -> node/gpu written as tags
+	placed map[rankOf]place // where each rank was last written to be, as tags
+}
+
+// rankOf and place key and hold Service.placed: structs, not strings
+// built for each request's lookup.
+type rankOf struct {
+	runID string
+	rank  int
+}
+
+type place struct {
+	node string
+	gpu  int
 }
 
 // NewService returns a Service over tr; now nil means time.Now.
@@ -142,7 +153,7 @@ func NewService(tr Tracker, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{tr: tr, now: now, placed: map[string]string{}}
+	return &Service{tr: tr, now: now, placed: map[rankOf]place{}}
 }
 
 func invalidf(format string, args ...any) error { return errs.Errorf(errs.Invalid, format, args...) }
@@ -205,13 +216,11 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 	// the store groups points by key the same way, where one key per
 	// report in turn made each point pay for both (a fifth of the
 	// request's CPU before the store). Each key is built once.
-	order := make([]int, len(b.Reports))
-	for i := range order {
-		order[i] = i
-	}
-	for i := 1; i < len(b.Reports); i++ {
-		if b.Reports[i].Rank < b.Reports[i-1].Rank { // a rank's sender sends its reports alone: rarely
-			sort.SliceStable(order, func(i, j int) bool { return b.Reports[order[i]].Rank < b.Reports[order[j]].Rank })
+	reps := b.Reports
+	for i := 1; i < len(reps); i++ {
+		if reps[i].Rank < reps[i-1].Rank { // a rank's sender sends its reports alone: rarely
+			reps = slices.Clone(reps) // b's are not changed
+			slices.SortStableFunc(reps, func(a, b Report) int { return cmp.Compare(a.Rank, b.Rank) })
 			break
 		}
 	}
@@ -236,16 +245,16 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 		{FieldSamples, func(r *Report) float64 { return r.Samples }},
 		{FieldTokens, func(r *Report) float64 { return r.Tokens }},
 	}
-	for lo := 0; lo < len(order); {
-		rank := b.Reports[order[lo]].Rank
+	for lo := 0; lo < len(reps); {
+		rank := reps[lo].Rank
 		hi := lo + 1
-		for hi < len(order) && b.Reports[order[hi]].Rank == rank {
+		for hi < len(reps) && reps[hi].Rank == rank {
 			hi++
 		}
 		for _, f := range fields {
 			key := ""
-			for _, i := range order[lo:hi] {
-				r := &b.Reports[i]
+			for i := lo; i < hi; i++ {
+				r := &reps[i]
 				v := f.v(r)
 				if v < 0 { // not reported (step_time_s is never negative)
 					continue
@@ -263,7 +272,11 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 		lo = hi
 	}
 	var tags []tracking.Tag
-	var placed []string
+	type placing struct {
+		k rankOf
+		p place
+	}
+	var placed []placing
 	for i := range b.Reports {
 		r := &b.Reports[i]
 		if b.Node == "" && r.GPU < 0 {
@@ -272,12 +285,12 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 		if i > 0 && r.Rank == b.Reports[i-1].Rank && r.GPU == b.Reports[i-1].GPU {
 			continue // a rank's reports come together: its place was just looked at
 		}
-		k, v := b.RunID+"/"+strconv.Itoa(r.Rank), b.Node+"/"+strconv.Itoa(r.GPU)
+		k, p := rankOf{b.RunID, r.Rank}, place{b.Node, r.GPU}
 		s.mu.Lock()
-		known := s.placed[k] == v
+		known := s.placed[k] == p
 		s.mu.Unlock()
-		if !known && !containsString(placed, k) {
-			placed = append(placed, k, v)
+		if !known && !slices.ContainsFunc(placed, func(o placing) bool { return o.k == k }) {
+			placed = append(placed, placing{k, p})
 			if b.Node != "" {
 				tags = append(tags, tracking.Tag{Key: NodeTag(r.Rank), Value: b.Node})
 			}
@@ -304,8 +317,8 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 		if len(s.placed) > 100_000 { // a bound, not a cache policy: forgetting costs a tag write
 			clear(s.placed)
 		}
-		for i := 0; i < len(placed); i += 2 {
-			s.placed[placed[i]] = placed[i+1]
+		for _, o := range placed {
+			s.placed[o.k] = o.p
 		}
 		s.mu.Unlock()
 	}
@@ -313,15 +326,6 @@ func (s *Service) Ingest(ctx context.Context, b Batch) error {
 }
 
 var metricSlices = sync.Pool{New: func() any { return new([]tracking.Metric) }}
-
-func containsString(kv []string, k string) bool {
-	for i := 0; i < len(kv); i += 2 {
-		if kv[i] == k {
-			return true
-		}
-	}
-	return false
-}
 
 // Rank is one rank of a run as Series returns it.
 type Rank struct {
