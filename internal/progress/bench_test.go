@@ -100,7 +100,11 @@ func benchIngest(b *testing.B, reports int) {
 // run of 1,000 ranks that each reported 300 steps (10 steps/s, in
 // requests of 50, as the Python sender sends them: 30 s), all inside the
 // window of a look (a minute): the read every look makes, every 30 s, for
-// every running run with progress.
+// every running run with progress. On the project's 2-core machine
+// (2026-12-06 21:25 UTC, shared), 3 runs each: 358-546 ms, 67.8 MB and
+// 468k allocations a look when each rank was read on its own (256 steps,
+// two read transactions a rank); 18-26 ms, 4.9 MB and 68k allocations
+// with one pass of the store for every rank's newest 64 steps.
 //
 //	go test ./internal/progress -run '^$' -bench RecentStepTimes -count 6
 func BenchmarkRecentStepTimes(b *testing.B) {
