@@ -26,33 +26,43 @@ func (s *Server) registerProgressRoutes() {
 	}
 }
 
-// progressBodies keeps the buffers of progress request bodies: a thousand
-// ranks each send one every few seconds, and a fresh buffer grown to each
-// body was a sixth of the server's allocations (so of its GC) under
-// `go run ./bench progress`. Nothing of the body outlives the handler:
-// the decoder copies the strings it keeps.
-var progressBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// progressScratch is what a progress request needs and gives back when it
+// ends: the body's buffer, the decoded request (its reports' arrays, which
+// wire.DecodeProgress reuses) and the domain reports. A thousand ranks
+// each send one every few seconds, and fresh ones for each were most of
+// the server's allocations (so of its GC) under `go run ./bench progress`.
+// Nothing of them outlives the handler: the decoder copies the strings it
+// keeps, and the progress service neither keeps nor changes the reports.
+type progressScratch struct {
+	body    bytes.Buffer
+	req     wire.ProgressRequest
+	reports []progress.Report
+}
+
+var progressScratches = sync.Pool{New: func() any { return new(progressScratch) }}
 
 func (s *Server) reportProgress(w http.ResponseWriter, r *http.Request, svc *progress.Service) error {
-	buf := progressBodies.Get().(*bytes.Buffer)
+	sc := progressScratches.Get().(*progressScratch)
 	defer func() {
-		if buf.Cap() <= logBatchScratchMax { // a rare huge body is left to the collector
-			buf.Reset()
-			progressBodies.Put(buf)
+		// A rare huge request (too many reports: refused) is left to the
+		// collector.
+		if sc.body.Cap() <= logBatchScratchMax && cap(sc.reports) <= 1024 && cap(sc.req.Reports) <= 1024 {
+			sc.body.Reset()
+			progressScratches.Put(sc)
 		}
 	}()
-	body, err := s.readBodyInto(w, r, buf, s.opts.MaxBodyBytes)
+	body, err := s.readBodyInto(w, r, &sc.body, s.opts.MaxBodyBytes)
 	if err != nil {
 		return err
 	}
-	var req wire.ProgressRequest
-	if err := wire.DecodeProgress(body, &req); err != nil {
+	if err := wire.DecodeProgress(body, &sc.req); err != nil {
 		return err
 	}
-	if err := s.allowRunID(r, req.RunID); err != nil {
+	if err := s.allowRunID(r, sc.req.RunID); err != nil {
 		return err
 	}
-	b, err := req.Domain()
+	b, err := sc.req.Domain(sc.reports)
+	sc.reports = b.Reports
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,10 @@
 package httpapi_test
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -80,5 +83,80 @@ func TestProgressRoutes(t *testing.T) {
 	}
 	if r := do(t, h, "GET", "/api/2.0/sextant/progress?run_id=0123456789abcdef0123456789abcdef", nil); r.status != 404 {
 		t.Fatalf("missing run: %d %s", r.status, r.raw)
+	}
+}
+
+// TestProgressConcurrentRequests sends progress requests from several
+// nodes at once, refused ones among them, and reads every report back:
+// a request's body, decoded reports and domain reports go back to a pool
+// when it ends, so a report seen by another request, or a value of one
+// body surviving into the next, would show here.
+func TestProgressConcurrentRequests(t *testing.T) {
+	h := MustEventServer(t)
+	run := newRun(t, h)
+	const nodes, requests, perReq = 6, 10, 40
+	var wg sync.WaitGroup
+	errs := make(chan string, nodes*requests*2)
+	for n := range nodes {
+		wg.Go(func() {
+			for q := range requests {
+				var body strings.Builder
+				fmt.Fprintf(&body, `{"run_id": %q, "node": "node-%d", "reports": [`, run, n)
+				for i := range perReq {
+					if i > 0 {
+						body.WriteString(", ")
+					}
+					step := q*perReq + i
+					// Each node's rank and values are its own; every other
+					// request leaves data_wait_s out.
+					fmt.Fprintf(&body, `{"rank": %d, "gpu": %d, "step": %d, "time_ms": %d, "step_time_s": %d.%d`, n, n, step, 1_800_000_000_000+step, n, step)
+					if q%2 == 0 {
+						fmt.Fprintf(&body, `, "data_wait_s": 0.%d`, step+1)
+					}
+					body.WriteString("}")
+				}
+				body.WriteString("]}")
+				if r := do(t, h, "POST", "/api/2.0/sextant/progress", body.String()); r.status != 200 {
+					errs <- fmt.Sprintf("node %d request %d: %d %s", n, q, r.status, r.raw)
+				}
+				bad := `{"run_id": "` + run + `", "node": "x", "reports": [{"rank": 99, "step": 1, "step_time_s": 1}, {"rank": 98, "step": 1, "step_time_s": -1}]}`
+				if r := do(t, h, "POST", "/api/2.0/sextant/progress", bad); r.status != 400 || !strings.Contains(r.raw, "reports[1]") {
+					errs <- fmt.Sprintf("node %d bad request: %d %s", n, r.status, r.raw)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	for n := range nodes {
+		for _, f := range []string{"step_time_s", "data_wait_s"} {
+			key := fmt.Sprintf("sextant/progress/rank_%d/%s", n, f)
+			r := do(t, h, "GET", "/api/2.0/mlflow/metrics/get-history?run_id="+run+"&metric_key="+key+"&max_results=25000", nil)
+			pts, _ := r.body["metrics"].([]any)
+			want := requests * perReq
+			if f == "data_wait_s" {
+				want /= 2
+			}
+			if r.status != 200 || len(pts) != want {
+				t.Fatalf("%s: %d, %d points, want %d", key, r.status, len(pts), want)
+			}
+			for _, p := range pts {
+				m := p.(map[string]any)
+				step := int(m["step"].(float64))
+				v, _ := strconv.ParseFloat(fmt.Sprintf("%d.%d", n, step), 64)
+				if f == "data_wait_s" {
+					v, _ = strconv.ParseFloat(fmt.Sprintf("0.%d", step+1), 64)
+				}
+				if m["value"].(float64) != v || m["timestamp"].(float64) != float64(1_800_000_000_000+step) || f == "data_wait_s" && step/perReq%2 != 0 {
+					t.Fatalf("%s: point %v, want value %v", key, m, v)
+				}
+			}
+		}
+	}
+	if r := do(t, h, "GET", "/api/2.0/mlflow/metrics/get-history?run_id="+run+"&metric_key=sextant/progress/rank_99/step_time_s", nil); r.status != 200 || strings.Contains(r.raw, `"value"`) {
+		t.Fatalf("a refused request's rank: %d %s", r.status, r.raw)
 	}
 }

@@ -2,6 +2,7 @@ package runevents_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -157,6 +158,45 @@ func TestWatcherStragglers(t *testing.T) {
 	for _, ev := range spans() {
 		if ev.Open {
 			t.Fatalf("span still open after the run ended: %+v", ev)
+		}
+	}
+}
+
+// TestSlowRanksOthersMedian: the others' median SlowRanks takes from the
+// medians sorted once is the median of the other ranks' medians, computed
+// here the long way, for even and odd counts and ties.
+func TestSlowRanksOthersMedian(t *testing.T) {
+	med := func(xs []float64) float64 {
+		s := slices.Sorted(slices.Values(xs))
+		if n := len(s); n%2 == 1 {
+			return s[n/2]
+		} else {
+			return (s[n/2-1] + s[n/2]) / 2
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 2; n < 40; n++ {
+		ranks := make([]runevents.RankStepTimes, n)
+		for r := range ranks {
+			ranks[r] = runevents.RankStepTimes{Rank: r, GPU: -1}
+			for range 1 + rng.IntN(5) {
+				ranks[r].Seconds = append(ranks[r].Seconds, float64(1+rng.IntN(8))/4) // coarse: ties
+			}
+		}
+		var want []runevents.Slow
+		for a := range ranks {
+			var others []float64
+			for b := range ranks {
+				if b != a {
+					others = append(others, med(ranks[b].Seconds))
+				}
+			}
+			if m, o := med(ranks[a].Seconds), med(others); m > o*1.2 {
+				want = append(want, runevents.Slow{Rank: a, GPU: -1, StepTimeS: m, OthersS: o})
+			}
+		}
+		if got := runevents.SlowRanks(ranks, 0.2); !slices.Equal(got, want) {
+			t.Fatalf("%d ranks: got %+v, want %+v", n, got, want)
 		}
 	}
 }

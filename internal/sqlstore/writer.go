@@ -66,6 +66,9 @@ type writer struct {
 	// lingering is true while linger holds a group of patient ops (what
 	// the tests wait for instead of a time).
 	lingering atomic.Bool
+
+	// scratch is what the loop's statements reuse (writer_scratch.go).
+	scratch writeScratch
 }
 
 type writeOp struct {

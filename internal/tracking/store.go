@@ -110,6 +110,29 @@ type MetricReader interface {
 	// lists the other chunks of the range, none of which overlaps an
 	// overview's steps. A store without overviews lists every chunk.
 	ReadSeriesCoarse(ctx context.Context, runID, key string, fromStep, toStep int64, fn func([]Overview, SeriesSnapshot) error) error
+	// ReadRecent reads the newest points of several series of one run from
+	// one snapshot, in one pass, for checks that look at many series at
+	// once (the straggler check reads every rank's step times: a read per
+	// series cost a thousand transactions a look). For each series
+	// (runID, key) with key in keys it calls fn with every chunk that may
+	// hold a point at one of the series' newest lastSteps steps (a step
+	// above its largest minus lastSteps) with a timestamp at sinceMs or
+	// later; such a chunk may hold other points too, which the caller
+	// drops. A series' chunks come one after the other, in step order; the
+	// series come in any order. keys must not repeat; keys the run does
+	// not have are skipped; an unknown run gives errs.NotFound. It returns
+	// fn's error.
+	ReadRecent(ctx context.Context, runID string, keys []string, lastSteps, sinceMs int64, fn func(RecentChunk) error) error
+}
+
+// RecentChunk is a chunk ReadRecent found.
+type RecentChunk struct {
+	// Key is the series' key and MaxStep the largest step it holds.
+	Key     string
+	MaxStep int64
+	// Data is the chunk's encoding (docs/format/chunk.md), only valid
+	// until fn returns.
+	Data []byte
 }
 
 // Overview summarises a run of consecutive chunks of one context that no

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"slices"
+
 	"github.com/sextant/sextant/internal/progress"
 )
 
@@ -27,13 +29,20 @@ type ProgressRequest struct {
 	RunID   string               `json:"run_id"`
 	Node    string               `json:"node,omitempty"`
 	Reports []ProgressReportJSON `json:"reports"`
+	// vals holds what the reports' pointers point to when DecodeProgress's
+	// fast path filled them; kept with the request so that a request
+	// decoded again reuses it (see DecodeProgress).
+	vals []progressValues
 }
 
-// Domain returns the request as a progress.Batch; a missing required
+// Domain returns the request as a progress.Batch, its reports appended to
+// dst[:0] (a caller decoding many requests passes the last one's, so as
+// not to allocate them each time; nil is a new array). A missing required
 // field or a negative optional one is an error naming the report.
-func (q *ProgressRequest) Domain() (progress.Batch, error) {
-	b := progress.Batch{RunID: q.RunID, Node: q.Node, Reports: make([]progress.Report, len(q.Reports))}
-	for i, r := range q.Reports {
+func (q *ProgressRequest) Domain(dst []progress.Report) (progress.Batch, error) {
+	b := progress.Batch{RunID: q.RunID, Node: q.Node, Reports: slices.Grow(dst[:0], len(q.Reports))}
+	for i := range q.Reports {
+		r := &q.Reports[i]
 		switch {
 		case r.Rank == nil:
 			return b, invalid("reports[%d]: Missing value for required parameter 'rank'", i)
@@ -42,26 +51,36 @@ func (q *ProgressRequest) Domain() (progress.Batch, error) {
 		case r.StepTimeS == nil:
 			return b, invalid("reports[%d]: Missing value for required parameter 'step_time_s'", i)
 		}
-		d := progress.Report{Rank: *r.Rank, GPU: -1, Step: *r.Step, TimeMs: r.TimeMs, StepTimeS: *r.StepTimeS, DataWaitS: -1, Samples: -1, Tokens: -1}
+		d := progress.Report{Rank: *r.Rank, GPU: -1, Step: *r.Step, TimeMs: r.TimeMs, StepTimeS: *r.StepTimeS}
 		if r.GPU != nil {
 			d.GPU = *r.GPU
 		}
-		for _, o := range []struct {
-			name string
-			v    *float64
-			dst  *float64
-		}{{"data_wait_s", r.DataWaitS, &d.DataWaitS}, {"samples", r.Samples, &d.Samples}, {"tokens", r.Tokens, &d.Tokens}} {
-			if o.v == nil {
-				continue
-			}
-			if *o.v < 0 {
-				return b, invalid("reports[%d]: %s %v must be 0 or more (leave it out when unknown)", i, o.name, *o.v)
-			}
-			*o.dst = *o.v
+		var err error
+		if d.DataWaitS, err = optional(i, "data_wait_s", r.DataWaitS); err != nil {
+			return b, err
 		}
-		b.Reports[i] = d
+		if d.Samples, err = optional(i, "samples", r.Samples); err != nil {
+			return b, err
+		}
+		if d.Tokens, err = optional(i, "tokens", r.Tokens); err != nil {
+			return b, err
+		}
+		b.Reports = append(b.Reports, d)
 	}
 	return b, nil
+}
+
+// optional returns report i's optional value v, -1 when it is left out.
+// (A function, not a loop over pointers to the report's fields: those
+// moved every report to the heap.)
+func optional(i int, name string, v *float64) (float64, error) {
+	switch {
+	case v == nil:
+		return -1, nil
+	case *v < 0:
+		return 0, invalid("reports[%d]: %s %v must be 0 or more (leave it out when unknown)", i, name, *v)
+	}
+	return *v, nil
 }
 
 // ProgressPointJSON is one point of a rank's series: [step, time_ms,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sextant/sextant/internal/progress"
 )
 
 // senderBody is a request as python/sextant/progress.py writes it
@@ -36,15 +38,22 @@ func FuzzDecodeProgress(f *testing.F) {
 			if err := Decode(body, &strict); err != nil {
 				t.Fatalf("fast path accepted what the strict decoder refuses (%v): %q", err, body)
 			}
+			fast.vals = nil // the fast path's own storage
 			if !reflect.DeepEqual(fast, strict) {
 				t.Fatalf("decoders disagree on %q:\nfast   %+v\nstrict %+v", body, fast, strict)
 			}
 		}
+		// got is reused, as httpapi reuses it: the sender's body first,
+		// so that nothing of it may show through.
 		var got, want ProgressRequest
+		if err := DecodeProgress([]byte(senderBody), &got); err != nil {
+			t.Fatal(err)
+		}
 		gerr, werr := DecodeProgress(body, &got), Decode(body, &want)
 		if !sameError(gerr, werr) {
 			t.Fatalf("on %q DecodeProgress says %v, encoding/json %v", body, gerr, werr)
 		}
+		got.vals = nil
 		if gerr == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("decoders disagree on %q:\n%+v\n%+v", body, got, want)
 		}
@@ -58,7 +67,7 @@ func TestDecodeProgressFastPath(t *testing.T) {
 	if !(&batchParser{b: []byte(senderBody)}).progress(&req) {
 		t.Fatal("the Python sender's body fell back to encoding/json")
 	}
-	b, err := req.Domain()
+	b, err := req.Domain(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,3 +132,25 @@ func BenchmarkDecodeProgress(b *testing.B) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestDecodeProgressReuses: a request decoded again keeps its arrays, and
+// Domain appends to the caller's: what the server pools, per request, is
+// then two strings (the run id and the node).
+func TestDecodeProgressReuses(t *testing.T) {
+	var req ProgressRequest
+	var dst []progress.Report
+	body := []byte(senderBody)
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := DecodeProgress(body, &req); err != nil {
+			t.Fatal(err)
+		}
+		b, err := req.Domain(dst)
+		if err != nil || len(b.Reports) != 2 {
+			t.Fatal(b, err)
+		}
+		dst = b.Reports
+	})
+	if allocs > 2 {
+		t.Errorf("%v allocations a request, want 2", allocs)
+	}
+}

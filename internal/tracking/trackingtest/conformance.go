@@ -156,6 +156,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 	t.Run("InterleavedBatch", func(t *testing.T) { testInterleavedBatch(t, newEnv(t, open, limits)) })
 	t.Run("BulkInterval", func(t *testing.T) { testBulkInterval(t, newEnv(t, open, limits)) })
 	t.Run("NegativeSteps", func(t *testing.T) { testNegativeSteps(t, newEnv(t, open, limits)) })
+	t.Run("ReadRecent", func(t *testing.T) { testReadRecent(t, newEnv(t, open, limits)) })
 	t.Run("SampledReads", func(t *testing.T) { testSampledReads(t, open) })
 	t.Run("HistoryPagesInsideChunks", func(t *testing.T) { testHistoryPagesInsideChunks(t, newEnv(t, open, limits)) })
 	t.Run("Compaction", func(t *testing.T) { testCompaction(t, newEnv(t, open, limits)) })
