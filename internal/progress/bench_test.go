@@ -46,12 +46,14 @@ func BenchmarkIngestInterval(b *testing.B) {
 	}
 }
 
-func benchIngest(b *testing.B, reports int) {
+// benchRun opens a SQLite store in a temporary directory and creates a
+// run, for the progress service the benchmarks drive. The store's wait for
+// patient writes (sqlstore.Options.PatientWait) is off: with 16 ranks every
+// group would wait it out, and the store's background work over that idle
+// time would count against each request. go run ./bench progress measures
+// the wait, with 1,000 ranks.
+func benchRun(b *testing.B) (*progress.Service, string) {
 	ctx := context.Background()
-	// The store's wait for patient writes (sqlstore.Options.PatientWait) is
-	// off: with 16 ranks every group would wait it out, and the store's
-	// background work over that idle time would count against each
-	// request. go run ./bench progress measures the wait, with 1,000 ranks.
 	store, err := sqlstore.Open(ctx, filepath.Join(b.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL", PatientWait: -1})
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +67,12 @@ func benchIngest(b *testing.B, reports int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc := progress.NewService(tr, nil)
+	return progress.NewService(tr, nil), run.Info.RunID
+}
+
+func benchIngest(b *testing.B, reports int) {
+	ctx := context.Background()
+	svc, runID := benchRun(b)
 	t0 := time.Now().UnixMilli()
 	var rank atomic.Int64
 	cpu := func() time.Duration {
@@ -87,7 +94,7 @@ func benchIngest(b *testing.B, reports int) {
 				reps[i] = progress.Report{Rank: r, GPU: r % 8, Step: step, TimeMs: t0 + step*100, StepTimeS: 0.1, DataWaitS: 0.01, Samples: 32, Tokens: 65536}
 				step++
 			}
-			if err := svc.Ingest(ctx, progress.Batch{RunID: run.Info.RunID, Node: "n1", Reports: reps}); err != nil {
+			if err := svc.Ingest(ctx, progress.Batch{RunID: runID, Node: "n1", Reports: reps}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -109,20 +116,7 @@ func benchIngest(b *testing.B, reports int) {
 //	go test ./internal/progress -run '^$' -bench RecentStepTimes -count 6
 func BenchmarkRecentStepTimes(b *testing.B) {
 	ctx := context.Background()
-	store, err := sqlstore.Open(ctx, filepath.Join(b.TempDir(), "sextant.db"), sqlstore.Options{Synchronous: "NORMAL", PatientWait: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close(ctx) })
-	tr := tracking.NewService(store.Tracking(), tracking.Options{})
-	if err := tr.Init(ctx); err != nil {
-		b.Fatal(err)
-	}
-	run, err := tr.CreateRun(ctx, tracking.CreateRunRequest{ExperimentID: "0", StartTimeMs: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc := progress.NewService(tr, nil)
+	svc, runID := benchRun(b)
 	const ranks, steps, perReq = 1000, 300, 50
 	t0 := time.Now().UnixMilli() - steps*100
 	reps := make([]progress.Report, perReq)
@@ -132,14 +126,14 @@ func BenchmarkRecentStepTimes(b *testing.B) {
 				s := lo + int64(i)
 				reps[i] = progress.Report{Rank: r, GPU: r % 8, Step: s, TimeMs: t0 + s*100, StepTimeS: 0.1 + float64(r%7)/100, DataWaitS: 0.01, Samples: 32, Tokens: -1}
 			}
-			if err := svc.Ingest(ctx, progress.Batch{RunID: run.Info.RunID, Node: fmt.Sprintf("n%d", r/8), Reports: reps}); err != nil {
+			if err := svc.Ingest(ctx, progress.Batch{RunID: runID, Node: fmt.Sprintf("n%d", r/8), Reports: reps}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		got, err := svc.RecentStepTimes(ctx, run.Info.RunID, t0)
+		got, err := svc.RecentStepTimes(ctx, runID, t0)
 		if err != nil || len(got) != ranks || len(got[0].Seconds) == 0 {
 			b.Fatalf("%d ranks, %v", len(got), err)
 		}
