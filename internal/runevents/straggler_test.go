@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sextant/sextant/internal/runevents"
-	"github.com/sextant/sextant/internal/runevents/runeventstest"
 )
 
 func TestSlowRanks(t *testing.T) {
@@ -71,12 +70,9 @@ func (f *fakeSteps) RecentStepTimes(ctx context.Context, runID string, sinceMs i
 // naming the rank, its node and GPU, notified but without the alert tag;
 // the span closes when the rank catches up, and when the run ends.
 func TestWatcherStragglers(t *testing.T) {
-	h := runeventstest.MemHarness(t)
-	id := h.NewRun(t)
-	svc := runevents.NewService(h.Store, runevents.Options{})
-	t0 := int64(1_800_000_000_000)
+	svc, f, t0 := watchedRun(t, "r")
+	id := f.run.RunID
 	now := t0
-	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
 	steps := &fakeSteps{}
 	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{StallFor: -1, IdleFor: -1, StragglerFor: 60 * time.Second, Every: 10 * time.Second,
 		Progress: steps, Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }})

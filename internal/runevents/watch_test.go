@@ -65,18 +65,26 @@ func (f *fakeRuns) Notify(n runevents.Notification) {
 	f.sent = append(f.sent, n)
 }
 
+// watchedRun is a run of a fresh in-memory event store, named name and
+// started at t0, and the fake that reports it running; the store's
+// service is what the watcher writes its spans to.
+func watchedRun(t *testing.T, name string) (*runevents.Service, *fakeRuns, int64) {
+	h := runeventstest.MemHarness(t)
+	id := h.NewRun(t)
+	t0 := int64(1_800_000_000_000)
+	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: name, ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
+	return runevents.NewService(h.Store, runevents.Options{}), f, t0
+}
+
 // TestWatcherIdleAndStalled: with a 60 s idle time and a 90 s stall time,
 // GPUs under 5% for 60 s open an idle span (tag, notification), a busy
 // sample closes it; a run without metrics, output or events for 90 s
 // opens a stalled span, which new output closes. A replica without the
 // lease does nothing.
 func TestWatcherIdleAndStalled(t *testing.T) {
-	h := runeventstest.MemHarness(t)
-	id := h.NewRun(t)
-	svc := runevents.NewService(h.Store, runevents.Options{})
-	t0 := int64(1_800_000_000_000)
+	svc, f, t0 := watchedRun(t, "r")
+	id := f.run.RunID
 	now := t0
-	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
 	leader := true
 	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{IdleFor: 60 * time.Second, StallFor: 90 * time.Second, Every: 10 * time.Second,
 		GPUs: f, Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }, Leader: func(context.Context) bool { return leader }})
@@ -173,12 +181,9 @@ func TestWatcherIdleAndStalled(t *testing.T) {
 // again and stalls as any run. A run that stalled while watched keeps its
 // span however long it stays silent.
 func TestWatcherAbandonedRuns(t *testing.T) {
-	h := runeventstest.MemHarness(t)
-	id := h.NewRun(t)
-	svc := runevents.NewService(h.Store, runevents.Options{})
-	t0 := int64(1_800_000_000_000)
+	svc, f, t0 := watchedRun(t, "old")
+	id := f.run.RunID
 	now := t0 + 3*24*3_600_000 // three days after the run last moved
-	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "old", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
 	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{StallFor: 15 * time.Minute, Every: 30 * time.Second,
 		Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }})
 	ctx := context.Background()
@@ -221,12 +226,9 @@ func TestWatcherAbandonedRuns(t *testing.T) {
 // the launcher's closing message) after it closed; a span still open when
 // the run stops running is told closed too.
 func TestWatcherNotifiesHungSpans(t *testing.T) {
-	h := runeventstest.MemHarness(t)
-	id := h.NewRun(t)
-	svc := runevents.NewService(h.Store, runevents.Options{})
-	t0 := int64(1_800_000_000_000)
+	svc, f, t0 := watchedRun(t, "r")
+	id := f.run.RunID
 	now := t0
-	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
 	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{IdleFor: -1, StallFor: -1, StragglerFor: -1, Every: 10 * time.Second,
 		Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }})
 	ctx := context.Background()
@@ -290,12 +292,9 @@ func TestWatcherNotifiesHungSpans(t *testing.T) {
 // a launcher's hung span is still open leaves the tag, holding the hung
 // span's message; the tag goes when nothing alerting is open.
 func TestAlertTagOutlivesOneOfTwoSpans(t *testing.T) {
-	h := runeventstest.MemHarness(t)
-	id := h.NewRun(t)
-	svc := runevents.NewService(h.Store, runevents.Options{})
-	t0 := int64(1_800_000_000_000)
+	svc, f, t0 := watchedRun(t, "r")
+	id := f.run.RunID
 	now := t0
-	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
 	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{IdleFor: -1, StallFor: 60 * time.Second, StragglerFor: -1, Every: 10 * time.Second,
 		Tags: f, Notifier: f, Now: func() time.Time { return time.UnixMilli(now) }})
 	ctx := context.Background()
@@ -341,12 +340,9 @@ func TestAlertTagOutlivesOneOfTwoSpans(t *testing.T) {
 // ended fails (a busy database), the next look tries again; the tag is not
 // left on the finished run for good.
 func TestWatcherRetriesEndedRunCleanup(t *testing.T) {
-	h := runeventstest.MemHarness(t)
-	id := h.NewRun(t)
-	svc := runevents.NewService(h.Store, runevents.Options{})
-	t0 := int64(1_800_000_000_000)
+	svc, f, t0 := watchedRun(t, "r")
+	id := f.run.RunID
 	now := t0
-	f := &fakeRuns{run: runevents.RunActivity{RunID: id, RunName: "r", ExperimentID: "1", StartMs: t0, LastMetricMs: t0}, tags: map[string]string{}}
 	w := runevents.NewWatcher(svc, f, runevents.WatchOptions{StallFor: 90 * time.Second, IdleFor: -1, Every: 10 * time.Second,
 		Tags: f, Now: func() time.Time { return time.UnixMilli(now) }})
 	ctx := context.Background()
